@@ -1,0 +1,63 @@
+# Two commands: `make run` serves the sample data, `make test` checks everything.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
+FIXTURES ?= fixtures/sample.json
+BENCH_DB := bench-data/bench.sqlite3
+
+.PHONY: run test lint load clean bench bench-data bench-smoke keys wrk
+
+$(BIN)/python:
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+## make run: set up, create the database from the sample data if missing, serve on 127.0.0.1:8080
+run: $(STAMP)
+	$(BIN)/python -m app --db $(DB)
+
+## make test: set up, lint, check formatting, run the whole test suite
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+## make load: load FIXTURES into DB (all or nothing)
+load: $(STAMP)
+	$(BIN)/python scripts/load_fixtures.py $(FIXTURES) --db $(DB)
+
+## make keys: list the API keys of DB
+keys: $(STAMP)
+	$(BIN)/python scripts/manage_keys.py --db $(DB) list
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench-data reporting.sqlite3 reporting.sqlite3-wal reporting.sqlite3-shm
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+wrk:
+	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
+	  { echo "wrk is needed: apt-get install wrk"; exit 1; }
+
+## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
+bench-data: $(STAMP)
+	@test -f $(BENCH_DB) || $(BIN)/python scripts/generate_fixtures.py --db $(BENCH_DB) \
+	  --companies 2 --employees 20000 --campaigns 100 --events-per-campaign 4040 \
+	  --big-campaign 100000 --courses 40 --inscriptions 100000 --sections 5 --seed 1
+
+## make bench: the benchmark table against the large dataset (never part of make test)
+bench: $(STAMP) wrk bench-data
+	$(BIN)/python scripts/bench.py --db $(BENCH_DB)
+
+## make bench-smoke: the same benchmark for a few seconds on a tiny dataset (CI runs it)
+bench-smoke: $(STAMP) wrk
+	$(BIN)/python scripts/bench.py --smoke

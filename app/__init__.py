@@ -1,0 +1,1 @@
+"""Read-only reporting API for security-awareness programmes."""

@@ -1,0 +1,61 @@
+"""``python -m app``: read the configuration, prepare the database, serve."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from aiohttp import web
+
+from .config import Config, load_config
+from .db import DatabaseError, check_readable
+from .http import AccessLogger
+from .loader import SAMPLE_FIXTURE, LoadError, load_files
+from .logs import setup_logging
+from .main import create_app
+
+log = logging.getLogger("app")
+
+
+def prepare_database(config: Config) -> list[dict[str, object]]:
+    """Create the database from the sample data on first start; return the sample keys."""
+    if Path(config.db).exists() or not config.bootstrap:
+        check_readable(config.db)
+        return []
+    load_files(config.db, [SAMPLE_FIXTURE])
+    document = json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8"))
+    return list(document.get("api_keys", []))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until SIGINT or SIGTERM; in-flight requests finish first."""
+    config = load_config(argv)
+    setup_logging(config.log_level, config.log_format)
+    try:
+        sample_keys = prepare_database(config)
+    except (DatabaseError, LoadError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    base = f"http://{config.host}:{config.port}"
+    print(f"Serving the reporting API on {base}  (API docs: {base}/api/docs)", flush=True)
+    if sample_keys:
+        print(f"Created {config.db} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)
+        for entry in sample_keys:
+            print(f"  company {entry['company_id']}: {entry['key']}", flush=True)
+    web.run_app(
+        create_app(config),
+        host=config.host,
+        port=config.port,
+        access_log_class=AccessLogger,
+        access_log=logging.getLogger("app.access"),
+        print=None,
+        shutdown_timeout=30,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

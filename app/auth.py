@@ -1,0 +1,90 @@
+"""API-key authentication (contract.md sections 1 and 2).
+
+The key is looked up by its SHA-256 hash. Known keys are cached for a couple of
+seconds, so a revoked key stops working well within the contract's 5 seconds; unknown
+keys are never cached (random keys must not create state) and each failure spends a
+token of the client address's failure bucket, so keys cannot be guessed at speed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from . import apikeys
+from .db import ReadPool
+from .errors import TooManyRequests, Unauthorized
+from .keys import AUTH_FAILURES, CALLER, CONFIG, KEY_CACHE, POOL, Caller
+from .queries.api_keys import find_caller
+from .ratelimit import client_address
+
+PROTECTED_PREFIX = "/api/companies/"
+CACHE_SECONDS = 2.0
+
+
+class KeyCache:
+    """Active keys seen recently, by hash; entries expire so revocations take effect."""
+
+    def __init__(self, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic):
+        self._entries: dict[str, tuple[Caller, float]] = {}
+        self._max_entries = max_entries
+        self._clock = clock
+
+    async def resolve(self, pool: ReadPool, key: str) -> Caller | None:
+        """The caller a key stands for, or None when it is unknown or revoked."""
+        key_hash = apikeys.hash_key(key)
+        now = self._clock()
+        entry = self._entries.get(key_hash)
+        if entry is not None and entry[1] > now:
+            return entry[0]
+        found = await pool.run(find_caller, key_hash)
+        if found is None:
+            self._entries.pop(key_hash, None)
+            return None
+        if len(self._entries) >= self._max_entries:
+            self._entries = {h: e for h, e in self._entries.items() if e[1] > now}
+            if len(self._entries) >= self._max_entries:
+                self._entries.clear()
+        caller = Caller(key_id=found[0], company_id=found[1])
+        self._entries[key_hash] = (caller, now + CACHE_SECONDS)
+        return caller
+
+
+def needs_key(request: web.Request) -> bool:
+    """Only the API's resources need a key; unknown paths and bad methods go on to 404/405."""
+    return request.path.startswith(PROTECTED_PREFIX) and request.match_info.http_exception is None
+
+
+@web.middleware
+async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Resolve X-API-KEY to its company, or answer 401 (429 after too many failures)."""
+    if not needs_key(request):
+        return await handler(request)
+    app = request.app
+    config = app[CONFIG]
+    address = client_address(
+        request.remote, request.headers.get("X-Forwarded-For"), config.networks()
+    )
+    failures = app[AUTH_FAILURES]
+    gate = failures.peek(address)
+    if not gate.allowed:
+        # Checked before the key, so a guess is never confirmed while the address waits.
+        raise TooManyRequests(
+            "Too many failed authentications from this address.",
+            headers={"Retry-After": str(gate.retry_after)},
+        )
+    key = request.headers.get("X-API-KEY", "").strip()
+    caller = await app[KEY_CACHE].resolve(app[POOL], key) if key else None
+    if caller is None:
+        failures.hit(address)
+        raise Unauthorized("Missing or invalid X-API-KEY header.")
+    request[CALLER] = caller
+    return await handler(request)
+
+
+def setup_auth(app: web.Application) -> None:
+    """Install the key cache; the middleware is placed by create_app."""
+    app[KEY_CACHE] = KeyCache()

@@ -1,0 +1,142 @@
+"""Configuration: command-line flags over ``REPORTING_*`` environment variables."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from .ratelimit import Network, parse_networks
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every setting of the server; the metadata names its variable and help text."""
+
+    db: str = field(
+        default="reporting.sqlite3",
+        metadata={"env": "REPORTING_DB", "help": "SQLite database file"},
+    )
+    host: str = field(
+        default="127.0.0.1",
+        metadata={"env": "REPORTING_HOST", "help": "address to listen on"},
+    )
+    port: int = field(
+        default=8080, metadata={"env": "REPORTING_PORT", "help": "TCP port to listen on"}
+    )
+    rate_burst: int = field(
+        default=20,
+        metadata={"env": "REPORTING_RATE_BURST", "help": "requests a key may send at once"},
+    )
+    rate_per_second: float = field(
+        default=10.0,
+        metadata={"env": "REPORTING_RATE_PER_SECOND", "help": "tokens a key regains a second"},
+    )
+    auth_failures_per_minute: int = field(
+        default=10,
+        metadata={
+            "env": "REPORTING_AUTH_FAILURES_PER_MINUTE",
+            "help": "failed authentications allowed per client address a minute",
+        },
+    )
+    trusted_proxies: str = field(
+        default="",
+        metadata={
+            "env": "REPORTING_TRUSTED_PROXIES",
+            "help": "comma list of proxy addresses/CIDRs whose X-Forwarded-For is believed",
+        },
+    )
+    cors_origins: str = field(
+        default="",
+        metadata={"env": "REPORTING_CORS_ORIGINS", "help": "comma list of allowed origins"},
+    )
+    log_level: str = field(
+        default="INFO", metadata={"env": "REPORTING_LOG_LEVEL", "help": "logging level"}
+    )
+    log_format: str = field(
+        default="text",
+        metadata={"env": "REPORTING_LOG_FORMAT", "help": "access log format: text or json"},
+    )
+    read_connections: int = field(
+        default=4,
+        metadata={"env": "REPORTING_READ_CONNECTIONS", "help": "read-only SQLite connections"},
+    )
+    bootstrap: bool = field(
+        default=True,
+        metadata={
+            "env": "REPORTING_BOOTSTRAP",
+            "help": "create the database from fixtures/sample.json when the file is missing",
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if self.log_format not in ("text", "json"):
+            raise ValueError("log format must be text or json")
+        if self.rate_burst < 1 or self.rate_per_second <= 0:
+            raise ValueError("the rate limit needs a burst >= 1 and a positive rate")
+        if self.auth_failures_per_minute < 1 or self.read_connections < 1:
+            raise ValueError("auth failures per minute and read connections must be >= 1")
+        self.networks()  # fail early on a bad proxy list
+
+    def networks(self) -> tuple[Network, ...]:
+        """The trusted proxy networks, parsed (once: this runs on every request)."""
+        return _networks(self.trusted_proxies)
+
+    def origins(self) -> tuple[str, ...]:
+        """The CORS origins, parsed (empty: CORS off)."""
+        return tuple(part.strip() for part in self.cors_origins.split(",") if part.strip())
+
+
+@functools.lru_cache(maxsize=8)
+def _networks(text: str) -> tuple[Network, ...]:
+    return parse_networks(text)
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
+    """An argparse parser whose defaults come from the environment."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app",
+        description="Serve the security-awareness reporting API (read-only).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for item in fields(Config):
+        env = item.metadata["env"]
+        kind: Any = _parse_bool if item.type in (bool, "bool") else _TYPES[str(item.type)]
+        default = environ.get(env)
+        parser.add_argument(
+            f"--{item.name.replace('_', '-')}",
+            type=kind,
+            default=kind(default) if default is not None else item.default,
+            help=f"{item.metadata['help']} [env {env}]",
+            metavar=item.name.upper(),
+        )
+    return parser
+
+
+_TYPES: dict[str, Any] = {"str": str, "int": int, "float": float}
+
+
+def load_config(
+    argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Read the configuration: flags win over environment variables over defaults."""
+    environ = os.environ if environ is None else environ
+    parser = build_parser(environ)
+    try:
+        args = parser.parse_args(argv)
+        return Config(**vars(args))
+    except (ValueError, argparse.ArgumentTypeError) as exc:
+        parser.error(str(exc))
+        raise  # unreachable: parser.error exits

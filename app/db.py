@@ -1,0 +1,282 @@
+"""Database schema, write connections and the read-only serving pool.
+
+The serving process only reads (``PRAGMA query_only``); the loader, the key tool and
+the generator write through :func:`connect_writer`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import aiosqlite
+
+SCHEMA_VERSION = 1
+T = TypeVar("T")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS companies (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_keys (
+    id         INTEGER PRIMARY KEY,
+    company_id INTEGER NOT NULL REFERENCES companies(id),
+    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
+    prefix     TEXT NOT NULL,
+    label      TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT
+);
+CREATE TABLE IF NOT EXISTS employees (
+    id             INTEGER PRIMARY KEY,
+    company_id     INTEGER NOT NULL REFERENCES companies(id),
+    first_name     TEXT NOT NULL,
+    last_name      TEXT NOT NULL,
+    email          TEXT NOT NULL,
+    department     TEXT NOT NULL,
+    country        TEXT NOT NULL,
+    first_name_key TEXT NOT NULL,
+    last_name_key  TEXT NOT NULL,
+    email_key      TEXT NOT NULL,
+    department_key TEXT NOT NULL,
+    country_key    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS teams (
+    id         INTEGER PRIMARY KEY,
+    company_id INTEGER NOT NULL REFERENCES companies(id),
+    name       TEXT NOT NULL,
+    name_key   TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS team_members (
+    employee_id INTEGER NOT NULL REFERENCES employees(id),
+    team_id     INTEGER NOT NULL REFERENCES teams(id),
+    PRIMARY KEY (employee_id, team_id)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS campaigns (
+    id          INTEGER PRIMARY KEY,
+    company_id  INTEGER NOT NULL REFERENCES companies(id),
+    title       TEXT NOT NULL,
+    launch_date TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS campaign_events (
+    id           INTEGER PRIMARY KEY,
+    campaign_id  INTEGER NOT NULL REFERENCES campaigns(id),
+    employee_id  INTEGER NOT NULL REFERENCES employees(id),
+    type         TEXT NOT NULL CHECK (type IN ('open', 'click', 'report', 'fail')),
+    timestamp    TEXT NOT NULL,
+    with_captcha INTEGER NOT NULL CHECK (with_captcha IN (0, 1))
+);
+CREATE TABLE IF NOT EXISTS courses (
+    id         INTEGER PRIMARY KEY,
+    company_id INTEGER NOT NULL REFERENCES companies(id),
+    title      TEXT NOT NULL,
+    title_key  TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS course_sections (
+    id           INTEGER PRIMARY KEY,
+    course_id    INTEGER NOT NULL REFERENCES courses(id),
+    title        TEXT NOT NULL,
+    section_type TEXT NOT NULL
+        CHECK (section_type IN ('lecture', 'video', 'quiz', 'exam', 'survey')),
+    position     INTEGER NOT NULL,
+    UNIQUE (course_id, position)
+);
+CREATE TABLE IF NOT EXISTS inscriptions (
+    id          INTEGER PRIMARY KEY,
+    company_id  INTEGER NOT NULL REFERENCES companies(id),
+    employee_id INTEGER NOT NULL REFERENCES employees(id),
+    course_id   INTEGER NOT NULL REFERENCES courses(id),
+    start_date  TEXT NOT NULL,
+    due_date    TEXT,
+    status      TEXT NOT NULL
+        CHECK (status IN ('not_started', 'in_progress', 'completed'))
+);
+CREATE TABLE IF NOT EXISTS section_results (
+    inscription_id INTEGER NOT NULL REFERENCES inscriptions(id),
+    section_id     INTEGER NOT NULL REFERENCES course_sections(id),
+    completed_at   TEXT,
+    result         REAL CHECK (result BETWEEN 0 AND 100),
+    status         TEXT CHECK (status IN ('APPROVED', 'DISAPPROVED')),
+    CHECK ((result IS NULL) = (status IS NULL)),
+    PRIMARY KEY (inscription_id, section_id)
+) WITHOUT ROWID;
+
+-- One index per endpoint query, in the order the query filters and sorts.
+CREATE INDEX IF NOT EXISTS campaign_events_by_campaign
+    ON campaign_events (campaign_id, timestamp, id);
+CREATE INDEX IF NOT EXISTS campaign_events_by_employee
+    ON campaign_events (employee_id, timestamp, id);
+CREATE INDEX IF NOT EXISTS inscriptions_by_company
+    ON inscriptions (company_id, start_date, id);
+CREATE INDEX IF NOT EXISTS team_members_by_team ON team_members (team_id);
+CREATE INDEX IF NOT EXISTS course_sections_by_course
+    ON course_sections (course_id, position);
+CREATE INDEX IF NOT EXISTS api_keys_by_company ON api_keys (company_id);
+"""
+
+# Rows that point across tenants would leak data through joins; refuse them here too,
+# whatever path writes (loader, generator or a hand-made script).
+TENANCY_TRIGGERS = """
+CREATE TRIGGER IF NOT EXISTS campaign_events_same_company
+BEFORE INSERT ON campaign_events
+WHEN (SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)
+  IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)
+BEGIN SELECT RAISE(ABORT, 'event employee and campaign belong to different companies');
+END;
+CREATE TRIGGER IF NOT EXISTS inscriptions_same_company
+BEFORE INSERT ON inscriptions
+WHEN (SELECT company_id FROM employees WHERE id = NEW.employee_id) IS NOT NEW.company_id
+  OR (SELECT company_id FROM courses WHERE id = NEW.course_id) IS NOT NEW.company_id
+BEGIN SELECT RAISE(ABORT, 'inscription employee, course and company differ');
+END;
+CREATE TRIGGER IF NOT EXISTS team_members_same_company
+BEFORE INSERT ON team_members
+WHEN (SELECT company_id FROM employees WHERE id = NEW.employee_id)
+  IS NOT (SELECT company_id FROM teams WHERE id = NEW.team_id)
+BEGIN SELECT RAISE(ABORT, 'team member and team belong to different companies');
+END;
+"""
+
+
+class DatabaseError(Exception):
+    """The database file is missing, unreadable or not ours."""
+
+
+def configure(conn: sqlite3.Connection) -> None:
+    """Apply the per-connection settings every connection needs."""
+    conn.execute("PRAGMA foreign_keys = ON")
+    conn.execute("PRAGMA busy_timeout = 5000")
+
+
+def connect_writer(path: str | Path) -> sqlite3.Connection:
+    """Open a writing connection and make sure the schema exists (WAL mode)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    configure(conn)
+    conn.execute("PRAGMA journal_mode = WAL")
+    ensure_schema(conn)
+    return conn
+
+
+def ensure_schema(conn: sqlite3.Connection) -> None:
+    """Create the tables on an empty file; refuse a file of another schema version."""
+    version = conn.execute("PRAGMA user_version").fetchone()[0]
+    if version == SCHEMA_VERSION:
+        return
+    if version != 0:
+        raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
+            conn.execute(statement)
+        conn.execute(
+            "INSERT OR IGNORE INTO meta (key, value) VALUES ('data_version', '0'),"
+            " ('data_token', lower(hex(randomblob(16))))"
+        )
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> list[str]:
+    """Split a script into complete statements (triggers contain semicolons)."""
+    statements, current = [], ""
+    for line in script.splitlines(keepends=True):
+        if line.strip().startswith("--"):
+            continue
+        current += line
+        if sqlite3.complete_statement(current):
+            statements.append(current.strip())
+            current = ""
+    return [s for s in statements if s]
+
+
+def bump_data_version(conn: sqlite3.Connection) -> None:
+    """Mark a committed change of data: new ETags from the next read on."""
+    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'data_version'")
+    conn.execute("UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'data_token'")
+
+
+def check_readable(path: str | Path) -> str:
+    """Open the file afresh, read-only, and return its data token; raise if unusable."""
+    file = Path(path)
+    if not file.is_file():
+        raise DatabaseError(f"database file {file} does not exist")
+    try:
+        conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version != SCHEMA_VERSION:
+                raise DatabaseError(f"{file} has schema version {version}")
+            row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"database file {file} is not readable: {exc}") from exc
+    if row is None:
+        raise DatabaseError(f"database file {file} has no data token")
+    return str(row[0])
+
+
+class ReadPool:
+    """A few read-only connections, so concurrent requests do not queue on one thread."""
+
+    def __init__(self, connections: list[aiosqlite.Connection]) -> None:
+        self._all = connections
+        self._idle: asyncio.LifoQueue[aiosqlite.Connection] = asyncio.LifoQueue()
+        for conn in connections:
+            self._idle.put_nowait(conn)
+
+    @classmethod
+    async def open(cls, path: str | Path, size: int) -> ReadPool:
+        """Open ``size`` read-only connections to an existing database."""
+        check_readable(path)
+        connections = []
+        for _ in range(size):
+            conn = await aiosqlite.connect(path, isolation_level=None)
+            await conn.execute("PRAGMA query_only = ON")
+            await conn.execute("PRAGMA busy_timeout = 5000")
+            await conn.execute("PRAGMA cache_size = -16000")
+            connections.append(conn)
+        return cls(connections)
+
+    @asynccontextmanager
+    async def acquire(self) -> AsyncIterator[aiosqlite.Connection]:
+        """Borrow a connection for the length of one request."""
+        conn = await self._idle.get()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:
+                await conn.rollback()
+            self._idle.put_nowait(conn)
+
+    async def close(self) -> None:
+        """Close every connection (the app's cleanup)."""
+        for conn in self._all:
+            await conn.close()
+
+    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run ``fn(sqlite3_connection, *args, **kwargs)`` on an idle connection, in one hop."""
+        async with self.acquire() as conn:
+            return await run_on(conn, fn, *args, **kwargs)
+
+
+async def run_on(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a synchronous query function in the connection's own thread.
+
+    aiosqlite offers one hop per statement; a request that needs a transaction, an
+    existence check and a query would pay three or four. ``_execute`` is the method
+    every aiosqlite call goes through, so a whole query function costs a single hop.
+    """
+    return await conn._execute(lambda: fn(conn._conn, *args, **kwargs))

@@ -1,0 +1,141 @@
+"""The error model: errors carry their status; one middleware renders them all.
+
+Every error leaves the service as an RFC 9457 ``application/problem+json`` body
+(contract.md section 5): the API's own errors, aiohttp's HTTP exceptions (404, 405,
+413...) and unexpected exceptions, which become a 500 without any internal detail.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from http import HTTPStatus
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from .http import assign_request_id
+from .keys import REQUEST_ID
+
+log = logging.getLogger("app.errors")
+
+# reporting-api.md Part 7 names these messages; the rest use the standard phrase.
+TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
+PROBLEM_TYPE = "application/problem+json"
+
+
+class ApiError(Exception):
+    """An error with its HTTP status, a human detail and optional per-parameter errors."""
+
+    status = 500
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: Mapping[str, list[str]] | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = dict(errors) if errors else None
+        self.headers = dict(headers or {})
+
+
+class BadRequest(ApiError):
+    status = 400
+
+
+class Unauthorized(ApiError):
+    status = 401
+
+
+class NotFound(ApiError):
+    status = 404
+
+
+class TooManyRequests(ApiError):
+    status = 429
+
+
+def problem_body(
+    status: int, detail: str, request_id: str, errors: Mapping[str, list[str]] | None = None
+) -> dict[str, Any]:
+    """The one problem+json shape of every error."""
+    title = TITLES.get(status) or HTTPStatus(status).phrase
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "request_id": request_id,
+    }
+    if errors:
+        body["errors"] = dict(errors)
+    return body
+
+
+def problem_response(
+    status: int,
+    detail: str,
+    request_id: str,
+    *,
+    errors: Mapping[str, list[str]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> web.Response:
+    """Render a problem+json response."""
+    body = problem_body(status, detail, request_id, errors)
+    response = web.Response(
+        status=status,
+        body=json.dumps(body, ensure_ascii=False).encode(),
+        content_type=PROBLEM_TYPE,
+        charset="utf-8",
+        headers=headers,
+    )
+    return response
+
+
+_HTTP_DETAILS = {
+    404: "No resource at this path.",
+    405: "This method is not allowed here.",
+    413: "The request is too large.",
+}
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn every exception into a problem+json response (the outermost middleware)."""
+    assign_request_id(request)
+    try:
+        return await handler(request)
+    except ApiError as exc:
+        return problem_response(
+            exc.status,
+            exc.detail,
+            request.get(REQUEST_ID, ""),
+            errors=exc.errors,
+            headers=exc.headers,
+        )
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "location")}
+        detail = _HTTP_DETAILS.get(exc.status) or HTTPStatus(exc.status).description
+        return problem_response(exc.status, detail, request.get(REQUEST_ID, ""), headers=headers)
+    except Exception:
+        log.exception(
+            "unexpected error for %s %s (request id %s)",
+            request.method,
+            request.path,
+            request.get(REQUEST_ID, ""),
+        )
+        return problem_response(
+            500, "The server met an unexpected error.", request.get(REQUEST_ID, "")
+        )

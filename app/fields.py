@@ -1,0 +1,117 @@
+"""Strict marshmallow fields shared by the query parameters and the fixture format.
+
+marshmallow's own Date, Integer and Boolean fields are generous (``2026-1-2``, ``+1``,
+``1_000``, ``yes``); the contract wants exactly one spelling, so these fields check it.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import re
+from typing import Any
+
+from marshmallow import ValidationError, fields
+
+MAX_ID = 2**63 - 1
+MAX_LIST_VALUES = 100
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+_DIGITS = re.compile(r"[0-9]{1,19}")
+
+
+class StrictDate(fields.Date):
+    """A real calendar date written exactly ``YYYY-MM-DD``."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.date:
+        if not isinstance(value, str) or not _DATE.fullmatch(value):
+            raise ValidationError("Not a date in the form YYYY-MM-DD.")
+        try:
+            return dt.date.fromisoformat(value)
+        except ValueError:
+            raise ValidationError(f"{value} is not a real calendar date.") from None
+
+
+class UtcTimestamp(fields.DateTime):
+    """A UTC instant written exactly ``YYYY-MM-DDTHH:MM:SSZ``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(format=TIMESTAMP_FORMAT, **kwargs)
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.datetime:
+        if not isinstance(value, str) or not _TIMESTAMP.fullmatch(value):
+            raise ValidationError("Not a UTC timestamp in the form YYYY-MM-DDTHH:MM:SSZ.")
+        try:
+            return dt.datetime.strptime(value, TIMESTAMP_FORMAT)
+        except ValueError:
+            raise ValidationError(f"{value} is not a real date and time.") from None
+
+
+class DecimalId(fields.Integer):
+    """An identifier written as decimal digits, 1 to 2^63-1 (path ids, ``page``...)."""
+
+    def __init__(self, *, maximum: int = MAX_ID, **kwargs: Any) -> None:
+        super().__init__(strict=True, **kwargs)
+        self.maximum = maximum
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
+        if isinstance(value, bool):
+            raise ValidationError("Not an integer.")
+        if isinstance(value, str):
+            if not _DIGITS.fullmatch(value):
+                raise ValidationError(f"Not a whole number from 1 to {self.maximum}.")
+            value = int(value)
+        if not isinstance(value, int) or not 1 <= value <= self.maximum:
+            raise ValidationError(f"Not a whole number from 1 to {self.maximum}.")
+        return value
+
+
+class StrictBool(fields.Boolean):
+    """``true`` or ``false`` in any letter case; nothing else."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> bool:
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise ValidationError("Must be true or false.")
+
+
+class CommaList(fields.Field):
+    """Comma-separated values, trimmed; double quotes protect a comma inside a value.
+
+    The raw input is a list of strings (the parameter may be repeated; values merge).
+    """
+
+    def __init__(self, *, choices: tuple[str, ...] | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.choices = choices
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[str]:
+        raw = value if isinstance(value, list) else [value]
+        values: list[str] = []
+        for text in raw:
+            values.extend(_split(text))
+        if len(values) > MAX_LIST_VALUES:
+            raise ValidationError(f"At most {MAX_LIST_VALUES} values are allowed.")
+        if self.choices is not None:
+            values = [v.lower() for v in values]
+            bad = sorted({v for v in values if v not in self.choices})
+            if bad:
+                allowed = ", ".join(self.choices)
+                raise ValidationError(f"Unknown value(s) {', '.join(bad)}; allowed: {allowed}.")
+        return values
+
+
+def _split(text: Any) -> list[str]:
+    """Split one comma list, honouring double quotes; refuse empty elements."""
+    if not isinstance(text, str):
+        raise ValidationError("Not a string.")
+    try:
+        rows = list(csv.reader([text], skipinitialspace=True, strict=True))
+    except csv.Error:
+        raise ValidationError("Unbalanced double quotes.") from None
+    elements = [element.strip() for element in rows[0]] if rows else [""]
+    if any(element == "" for element in elements):
+        raise ValidationError("Empty values are not allowed.")
+    return elements

@@ -1,0 +1,1 @@
+"""SQL by resource: plain functions taking the connection first, bound parameters only."""

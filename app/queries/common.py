@@ -1,0 +1,122 @@
+"""What every listing query shares: one snapshot, the data token, paging, streaming.
+
+Query functions are plain synchronous functions over a ``sqlite3.Connection``; the
+read pool runs each one in its connection's thread in a single hop. SQLite builds the
+JSON of every record (``json_object``), so Python only joins finished texts.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any
+
+CHUNK_ROWS = 2000
+
+
+class RecordNotFound(Exception):
+    """The campaign or employee does not exist for this company."""
+
+
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """A requested page; ``total`` is a count already known for this data token."""
+
+    page: int
+    per_page: int
+    known_token: str | None = None
+    known_total: int | None = None
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
+
+
+@dataclass(slots=True)
+class Rows:
+    """JSON texts of the records read so far, from one consistent snapshot.
+
+    ``cursor`` is open (and the read transaction with it) while more rows may follow;
+    :func:`next_rows` reads them and ends the transaction after the last one.
+    """
+
+    token: str
+    texts: list[str]
+    total: int | None = None
+    cursor: sqlite3.Cursor | None = None
+
+
+def begin(conn: sqlite3.Connection) -> str:
+    """Open a read transaction and return the data token it sees."""
+    conn.execute("BEGIN")
+    return data_token(conn)
+
+
+def data_token(conn: sqlite3.Connection) -> str:
+    """The token that changes with every committed load (ETags are made from it)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
+    return str(row[0]) if row else ""
+
+
+def finish(conn: sqlite3.Connection) -> None:
+    """End the read transaction, if one is open."""
+    if conn.in_transaction:
+        conn.execute("COMMIT")
+
+
+def list_rows(
+    conn: sqlite3.Connection,
+    token: str,
+    select: str,
+    params: list[Any],
+    paging: Paging | None,
+) -> Rows:
+    """Read a listing: a whole page with its total, or the first chunk of a stream.
+
+    ``select`` yields one column, the record's JSON, already in the contract's order.
+    Must run inside :func:`begin`.
+    """
+    if paging is not None:
+        if paging.known_token == token and paging.known_total is not None:
+            total = paging.known_total
+        else:
+            total = conn.execute(f"SELECT count(*) FROM ({select})", params).fetchone()[0]
+        texts: list[str] = []
+        if paging.offset < total:
+            page_sql = f"{select} LIMIT ? OFFSET ?"
+            texts = [
+                r[0] for r in conn.execute(page_sql, [*params, paging.per_page, paging.offset])
+            ]
+        finish(conn)
+        return Rows(token, texts, total)
+    cursor = conn.execute(select, params)
+    texts = [r[0] for r in cursor.fetchmany(CHUNK_ROWS)]
+    if len(texts) < CHUNK_ROWS:
+        cursor.close()
+        finish(conn)
+        return Rows(token, texts)
+    return Rows(token, texts, cursor=cursor)
+
+
+def next_rows(conn: sqlite3.Connection, rows: Rows) -> list[str]:
+    """The next chunk of a stream; closes the cursor and transaction after the last."""
+    assert rows.cursor is not None
+    texts = [r[0] for r in rows.cursor.fetchmany(CHUNK_ROWS)]
+    if len(texts) < CHUNK_ROWS:
+        rows.cursor.close()
+        rows.cursor = None
+        finish(conn)
+    return texts
+
+
+def placeholders(values: list[Any]) -> str:
+    """``?, ?, ?`` for an IN list of bound parameters."""
+    return ", ".join("?" for _ in values)
+
+
+def close_rows(conn: sqlite3.Connection, rows: Rows) -> None:
+    """Abandon a stream early (the client went away): close the cursor, end the read."""
+    if rows.cursor is not None:
+        rows.cursor.close()
+        rows.cursor = None
+    finish(conn)

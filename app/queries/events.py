@@ -1,0 +1,75 @@
+"""Campaign events and employee events (reporting-api.md 2.1, 2.2, 4.1, 4.2)."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from .common import Paging, RecordNotFound, Rows, begin, list_rows, placeholders
+
+# JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
+CAMPAIGN_EVENT_JSON = """json_object(
+    'id', ev.id, 'type', ev.type, 'timestamp', ev.timestamp,
+    'victim', json_object('id', e.id, 'first_name', e.first_name,
+        'last_name', e.last_name, 'email', e.email, 'department', e.department))"""
+
+EMPLOYEE_EVENT_JSON = """json_object(
+    'id', ev.id, 'type', ev.type, 'timestamp', ev.timestamp,
+    'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date))"""
+
+
+def campaign_events(
+    conn: sqlite3.Connection,
+    company_id: int,
+    campaign_id: int,
+    *,
+    types: Sequence[str] = (),
+    without_captcha: bool = False,
+    paging: Paging | None = None,
+) -> Rows:
+    """Events of one of the company's campaigns, by timestamp then id."""
+    token = begin(conn)
+    found = conn.execute(
+        "SELECT 1 FROM campaigns WHERE id = ? AND company_id = ?", (campaign_id, company_id)
+    ).fetchone()
+    if found is None:
+        conn.execute("COMMIT")
+        raise RecordNotFound(f"campaign {campaign_id}")
+    # The company check on the employee is redundant with the loader's checks; it is
+    # there so that no join can ever reach another tenant's row.
+    where = ["ev.campaign_id = ?", "e.company_id = ?"]
+    params: list[object] = [campaign_id, company_id]
+    if types:
+        where.append(f"ev.type IN ({placeholders(list(types))})")
+        params.extend(types)
+    if without_captcha:
+        where.append("ev.with_captcha = 0")
+    select = (
+        f"SELECT {CAMPAIGN_EVENT_JSON} FROM campaign_events ev"
+        " JOIN employees e ON e.id = ev.employee_id"
+        f" WHERE {' AND '.join(where)} ORDER BY ev.timestamp, ev.id"
+    )
+    return list_rows(conn, token, select, params, paging)
+
+
+def employee_events(
+    conn: sqlite3.Connection,
+    company_id: int,
+    employee_id: int,
+    *,
+    paging: Paging | None = None,
+) -> Rows:
+    """Events of one of the company's employees, each with its campaign."""
+    token = begin(conn)
+    found = conn.execute(
+        "SELECT 1 FROM employees WHERE id = ? AND company_id = ?", (employee_id, company_id)
+    ).fetchone()
+    if found is None:
+        conn.execute("COMMIT")
+        raise RecordNotFound(f"employee {employee_id}")
+    select = (
+        f"SELECT {EMPLOYEE_EVENT_JSON} FROM campaign_events ev"
+        " JOIN campaigns c ON c.id = ev.campaign_id"
+        " WHERE ev.employee_id = ? AND c.company_id = ? ORDER BY ev.timestamp, ev.id"
+    )
+    return list_rows(conn, token, select, [employee_id, company_id], paging)

@@ -1,0 +1,99 @@
+"""Course inscriptions with their sections (reporting-api.md 2.3, 2.4, 4.3)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .common import Paging, Rows, begin, list_rows, placeholders
+
+# JSON of one inscription, keys in the order of reporting-api.md 2.3; teams by name,
+# sections in course order (2.4).
+INSCRIPTION_JSON = """json_object(
+    'victim_name', e.first_name || ' ' || e.last_name,
+    'victim_department', e.department,
+    'course_title', c.title,
+    'start_date', i.start_date,
+    'due_date', i.due_date,
+    'status', i.status,
+    'victim_email', e.email,
+    'groups', (SELECT json_group_array(json_object('name', name)) FROM (
+        SELECT t.name AS name FROM team_members tm JOIN teams t ON t.id = tm.team_id
+        WHERE tm.employee_id = e.id ORDER BY t.name, t.id)),
+    'victim_country', e.country,
+    'events', (SELECT json_group_array(json_object('title', title,
+            'section_type', section_type, 'completed_at', completed_at,
+            'result', result, 'status', status)) FROM (
+        SELECT s.title, s.section_type, r.completed_at, r.result, r.status
+        FROM course_sections s
+        LEFT JOIN section_results r ON r.section_id = s.id AND r.inscription_id = i.id
+        WHERE s.course_id = i.course_id ORDER BY s.position, s.id)))"""
+
+# Employee columns matched by the list filters, in their case-folded form.
+EMPLOYEE_FILTERS = {
+    "name": "e.first_name_key",
+    "last_name": "e.last_name_key",
+    "email": "e.email_key",
+    "department": "e.department_key",
+    "country": "e.country_key",
+}
+
+
+@dataclass(frozen=True)
+class InscriptionFilters:
+    """The endpoint's filters; list values are already case-folded."""
+
+    lists: dict[str, Sequence[str]] = field(default_factory=dict)
+    from_inscription_date: dt.date | None = None
+    to_inscription_date: dt.date | None = None
+    from_due_date: dt.date | None = None
+    to_due_date: dt.date | None = None
+
+
+def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object]]:
+    """The WHERE clause and its bound parameters; values are never put into the SQL."""
+    where = ["i.company_id = ?"]
+    params: list[object] = [company_id]
+    for name, column in EMPLOYEE_FILTERS.items():
+        values = list(filters.lists.get(name, ()))
+        if values:
+            where.append(f"{column} IN ({placeholders(values)})")
+            params.extend(values)
+    teams = list(filters.lists.get("teams", ()))
+    if teams:
+        where.append(
+            "EXISTS (SELECT 1 FROM team_members tm JOIN teams t ON t.id = tm.team_id"
+            f" WHERE tm.employee_id = i.employee_id AND t.name_key IN ({placeholders(teams)}))"
+        )
+        params.extend(teams)
+    courses = list(filters.lists.get("courses", ()))
+    if courses:
+        where.append(f"c.title_key IN ({placeholders(courses)})")
+        params.extend(courses)
+    for value, condition in (
+        (filters.from_inscription_date, "i.start_date >= ?"),
+        (filters.to_inscription_date, "i.start_date <= ?"),
+        (filters.from_due_date, "i.due_date >= ?"),
+        (filters.to_due_date, "i.due_date <= ?"),
+    ):
+        if value is not None:
+            where.append(condition)
+            params.append(value.isoformat())
+    return " AND ".join(where), params
+
+
+def course_inscriptions(
+    conn: sqlite3.Connection, company_id: int, filters: InscriptionFilters, paging: Paging
+) -> Rows:
+    """One page of the company's inscriptions, by start date then id, with the total."""
+    token = begin(conn)
+    where, params = build_where(company_id, filters)
+    select = (
+        f"SELECT {INSCRIPTION_JSON} FROM inscriptions i"
+        " JOIN employees e ON e.id = i.employee_id"
+        " JOIN courses c ON c.id = i.course_id"
+        f" WHERE {where} ORDER BY i.start_date, i.id"
+    )
+    return list_rows(conn, token, select, params, paging)

@@ -1,0 +1,247 @@
+"""Rate limiting (contract.md section 6): token buckets, their registry and the client address."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from .errors import TooManyRequests
+from .keys import AUTH_FAILURES, CALLER, LIMITER, RATE_DECISION
+
+if TYPE_CHECKING:
+    from .config import Config
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+_EPSILON = 1e-9  # absorbs float drift, so 0.1 s at 10/s refills one whole token
+SWEEP_SECONDS = 5.0  # idle buckets are swept at most this often (clock time)
+
+
+def _ceil(seconds: float) -> int:
+    """Round up to whole seconds without float drift turning 2.0000000001 into 3."""
+    return max(0, math.ceil(seconds - _EPSILON))
+
+
+class TokenBucket:
+    """A token bucket fed the time by its caller, so it is pure and testable without a clock."""
+
+    __slots__ = ("_stamp", "_tokens", "capacity", "per_second")
+
+    def __init__(self, capacity: float, per_second: float, now: float) -> None:
+        if capacity < 1 or per_second <= 0:
+            raise ValueError("a token bucket needs capacity >= 1 and per_second > 0")
+        self.capacity = capacity
+        self.per_second = per_second
+        self._tokens = capacity
+        self._stamp = now
+
+    def _level(self, now: float) -> float:
+        """Tokens held at `now`, refilled since the last take and capped at capacity."""
+        elapsed = max(0.0, now - self._stamp)
+        return min(self.capacity, self._tokens + elapsed * self.per_second)
+
+    def take(self, now: float) -> bool:
+        """Spend one token if there is one, so a request is allowed; False means refuse it."""
+        level = self._level(now)
+        allowed = level + _EPSILON >= 1
+        self._tokens = max(0.0, level - 1) if allowed else level
+        self._stamp = max(now, self._stamp)
+        return allowed
+
+    def remaining(self, now: float) -> int:
+        """Whole tokens left, as advertised in RateLimit-Remaining."""
+        return math.floor(self._level(now) + _EPSILON)
+
+    def seconds_until_full(self, now: float) -> float:
+        """Time until the bucket is full again, the basis of RateLimit-Reset."""
+        return max(0.0, (self.capacity - self._level(now)) / self.per_second)
+
+    def seconds_until_token(self, now: float) -> float:
+        """Time until one token is available (0 if one is), the basis of Retry-After."""
+        level = self._level(now)
+        return 0.0 if level + _EPSILON >= 1 else (1 - level) / self.per_second
+
+    def is_full(self, now: float) -> bool:
+        """A full bucket is the same as no bucket, so the registry may drop it."""
+        return self._level(now) + _EPSILON >= self.capacity
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of one rate-limit check and the state to advertise in headers."""
+
+    allowed: bool
+    limit: int
+    remaining: int
+    reset: int
+    retry_after: int
+    window: int
+
+    def headers(self) -> dict[str, str]:
+        """The RateLimit-* headers of contract.md section 6, plus Retry-After on refusal."""
+        headers = {
+            "RateLimit-Limit": str(self.limit),
+            "RateLimit-Remaining": str(self.remaining),
+            "RateLimit-Reset": str(self.reset),
+            "RateLimit-Policy": f'"default";q={self.limit};w={self.window}',
+            "RateLimit": f'"default";r={self.remaining};t={self.reset}',
+        }
+        if not self.allowed:
+            headers["Retry-After"] = str(self.retry_after)
+        return headers
+
+
+class RateLimiter:
+    """Buckets per key (API-key id or client address) with bounded memory."""
+
+    def __init__(
+        self,
+        capacity: float,
+        per_second: float,
+        clock: Callable[[], float] = time.monotonic,
+        max_entries: int = 100_000,
+    ) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        TokenBucket(capacity, per_second, 0.0)  # validates the parameters early
+        self.capacity = capacity
+        self.per_second = per_second
+        self.max_entries = max_entries
+        self.window = max(1, _ceil(capacity / per_second))
+        self._clock = clock
+        self._buckets: OrderedDict[Hashable, TokenBucket] = OrderedDict()
+        self._next_sweep = clock() + SWEEP_SECONDS
+
+    def __len__(self) -> int:
+        """Number of buckets held, so tests and metrics can see memory stays bounded."""
+        return len(self._buckets)
+
+    def hit(self, key: Hashable) -> Decision:
+        """Spend a token for `key` and say whether the request may proceed."""
+        now = self._clock()
+        if now >= self._next_sweep:  # amortised: at most every SWEEP_SECONDS
+            self._sweep(now)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            self._make_room(now)
+            bucket = self._buckets[key] = TokenBucket(self.capacity, self.per_second, now)
+        else:
+            self._buckets.move_to_end(key)
+        return self._decide(bucket, now, bucket.take(now))
+
+    def peek(self, key: Hashable) -> Decision:
+        """Report the state for `key` without spending a token or creating state (it may sweep)."""
+        now = self._clock()
+        if now >= self._next_sweep:  # amortised: at most every SWEEP_SECONDS
+            self._sweep(now)
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = TokenBucket(self.capacity, self.per_second, now)
+        return self._decide(bucket, now, bucket.remaining(now) >= 1)
+
+    def _decide(self, bucket: TokenBucket, now: float, allowed: bool) -> Decision:
+        """Turn a bucket's state into the whole-second values the headers carry."""
+        return Decision(
+            allowed=allowed,
+            limit=math.floor(self.capacity),
+            remaining=bucket.remaining(now),
+            reset=_ceil(bucket.seconds_until_full(now)),
+            retry_after=0 if allowed else max(1, _ceil(bucket.seconds_until_token(now))),
+            window=self.window,
+        )
+
+    def _sweep(self, now: float) -> None:
+        """Drop full buckets from the least recently touched end until one is not full."""
+        self._next_sweep = now + SWEEP_SECONDS
+        buckets = self._buckets
+        while buckets:
+            key = next(iter(buckets))
+            if not buckets[key].is_full(now):
+                break
+            del buckets[key]
+
+    def _make_room(self, now: float) -> None:
+        """Before adding a bucket at the limit, sweep, then evict the least recently touched."""
+        if len(self._buckets) < self.max_entries:
+            return
+        self._sweep(now)
+        while len(self._buckets) >= self.max_entries:
+            self._buckets.popitem(last=False)
+
+
+def parse_networks(text: str) -> tuple[Network, ...]:
+    """Parse the operator's comma-separated trusted proxies, failing loudly on a typo."""
+    networks: list[Network] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry))
+        except ValueError as exc:
+            raise ValueError(f"invalid trusted proxy network {entry!r}: {exc}") from None
+    return tuple(networks)
+
+
+def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An address, with IPv4-mapped IPv6 unwrapped, or None when `text` is not one."""
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address
+
+
+def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequence[Network]) -> str:
+    """Who to rate-limit: the peer, or X-Forwarded-For's first untrusted hop behind our proxies."""
+    if peer is None:
+        return "unknown"
+    peer_ip = _parse_ip(peer)
+    if not forwarded_for or peer_ip is None or not any(peer_ip in net for net in trusted):
+        return peer
+    last = peer
+    for entry in reversed(forwarded_for.split(",")):
+        hop = _parse_ip(entry.strip())
+        if hop is None:
+            return last
+        if not any(hop in net for net in trusted):
+            return str(hop)
+        last = str(hop)
+    return last
+
+
+def setup_ratelimit(app: web.Application, config: Config) -> None:
+    """Store the per-key limiter and the per-address failed-authentication limiter."""
+    app[LIMITER] = RateLimiter(config.rate_burst, config.rate_per_second)
+    app[AUTH_FAILURES] = RateLimiter(
+        config.auth_failures_per_minute, config.auth_failures_per_minute / 60.0
+    )
+
+
+@web.middleware
+async def ratelimit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Spend one token of the caller's bucket; 429 with Retry-After when it is empty."""
+    caller = request.get(CALLER)
+    if caller is None:
+        return await handler(request)
+    decision = request.app[LIMITER].hit(caller.key_id)
+    request[RATE_DECISION] = decision
+    if not decision.allowed:
+        raise TooManyRequests("The rate limit of this API key is exhausted.")
+    return await handler(request)
+
+
+async def add_ratelimit_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Every response to an authenticated request carries its rate-limit state."""
+    decision = request.get(RATE_DECISION)
+    if decision is not None:
+        response.headers.update(decision.headers())

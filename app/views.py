@@ -1,0 +1,194 @@
+"""Handlers: validate, query, respond. SQL lives in ``queries``, errors in ``errors``."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sqlite3
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from aiohttp import hdrs, web
+
+from .db import DatabaseError, check_readable, run_on
+from .errors import NotFound
+from .http import etag_matches, make_etag
+from .keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL
+from .pagination import page_headers
+from .queries import events, inscriptions
+from .queries.common import Paging, RecordNotFound, Rows, close_rows, data_token, next_rows
+from .schemas import (
+    DEFAULT_PER_PAGE,
+    CampaignEventsQuery,
+    EmployeeEventsQuery,
+    InscriptionsQuery,
+    parse_path_id,
+    parse_query,
+)
+
+log = logging.getLogger("app.views")
+JSON_TYPE = "application/json"
+GZIP_MIN_BYTES = 1024
+CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
+EMPLOYEE_EVENTS_QUERY = EmployeeEventsQuery()
+INSCRIPTIONS_QUERY = InscriptionsQuery()
+
+
+class CountCache:
+    """Totals of filtered listings, per data token: data only changes with a load."""
+
+    def __init__(self, max_entries: int = 4096) -> None:
+        self._totals: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
+        self._max_entries = max_entries
+
+    def get(self, key: tuple[Any, ...]) -> tuple[str, int] | tuple[None, None]:
+        found = self._totals.get(key)
+        return found if found is not None else (None, None)
+
+    def put(self, key: tuple[Any, ...], token: str, total: int) -> None:
+        self._totals[key] = (token, total)
+        self._totals.move_to_end(key)
+        if len(self._totals) > self._max_entries:
+            self._totals.popitem(last=False)
+
+
+async def campaign_events(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
+    campaign_id = parse_path_id(request.match_info["id"])
+    query = parse_query(CAMPAIGN_EVENTS_QUERY, request.query)
+    return await respond_rows(
+        request,
+        events.campaign_events,
+        campaign_id,
+        types=tuple(dict.fromkeys(query.get("type", ()))),
+        without_captcha=query.get("with_captcha") is False,
+        paging=requested_paging(query, always=False),
+    )
+
+
+async def employee_events(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
+    employee_id = parse_path_id(request.match_info["id"])
+    query = parse_query(EMPLOYEE_EVENTS_QUERY, request.query)
+    return await respond_rows(
+        request, events.employee_events, employee_id, paging=requested_paging(query, always=False)
+    )
+
+
+async def course_inscriptions(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
+    query = parse_query(INSCRIPTIONS_QUERY, request.query)
+    filters = inscriptions.InscriptionFilters(
+        lists={
+            name: [value.casefold() for value in query[name]]
+            for name in ("name", "last_name", "email", "department", "country", "teams", "courses")
+            if name in query
+        },
+        from_inscription_date=query.get("from_inscription_date"),
+        to_inscription_date=query.get("to_inscription_date"),
+        from_due_date=query.get("from_due_date"),
+        to_due_date=query.get("to_due_date"),
+    )
+    return await respond_rows(
+        request,
+        inscriptions.course_inscriptions,
+        filters,
+        paging=requested_paging(query, always=True),
+    )
+
+
+def requested_paging(query: dict[str, Any], *, always: bool) -> Paging | None:
+    """The page asked for; events paginate only when page or per_page is given."""
+    if not always and "page" not in query and "per_page" not in query:
+        return None
+    return Paging(query.get("page", 1), query.get("per_page", DEFAULT_PER_PAGE))
+
+
+async def respond_rows(
+    request: web.Request, query: Callable[..., Rows], *args: Any, **kwargs: Any
+) -> web.StreamResponse:
+    """Run a listing query and answer with ETag, pagination headers and a streamed body."""
+    caller = request[CALLER]
+    pool = request.app[POOL]
+    version = request.app[DATA_VERSION]
+    if version.is_stale():
+        version.update(await pool.run(data_token))
+    etag = make_etag(version.token, caller.company_id, request)
+    if etag_matches(request, etag):
+        return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
+
+    paging: Paging | None = kwargs.pop("paging")
+    count_key = (caller.company_id, request.path, _filters_key(request))
+    if paging is not None:
+        token, total = request.app[COUNTS].get(count_key)
+        paging = Paging(paging.page, paging.per_page, token, total)
+    async with pool.acquire() as conn:
+        try:
+            rows = await run_on(conn, query, caller.company_id, *args, paging=paging, **kwargs)
+        except RecordNotFound:
+            raise NotFound("No such resource for this company.") from None
+        if rows.token != version.token:
+            version.update(rows.token)
+        headers = {hdrs.ETAG: make_etag(rows.token, caller.company_id, request)}
+        headers[hdrs.VARY] = "Accept-Encoding"
+        if paging is not None and rows.total is not None:
+            request.app[COUNTS].put(count_key, rows.token, rows.total)
+            headers.update(page_headers(request.rel_url, paging, rows.total))
+        try:
+            return await send_array(request, conn, rows, headers)
+        finally:
+            if rows.cursor is not None:
+                await run_on(conn, close_rows, rows)
+
+
+def _filters_key(request: web.Request) -> tuple[tuple[str, str], ...]:
+    """The request's parameters other than paging, order-insensitive."""
+    return tuple(sorted((k, v) for k, v in request.query.items() if k not in ("page", "per_page")))
+
+
+async def send_array(
+    request: web.Request, conn: Any, rows: Rows, headers: dict[str, str]
+) -> web.StreamResponse:
+    """Send the JSON array: whole when it fits in one chunk, streamed otherwise."""
+    accepts_gzip = "gzip" in request.headers.get(hdrs.ACCEPT_ENCODING, "").lower()
+    if rows.cursor is None:
+        body = ("[" + ",".join(rows.texts) + "]").encode()
+        response = web.Response(body=body, headers=headers)
+        response.content_type = JSON_TYPE
+        response.charset = "utf-8"
+        if accepts_gzip and len(body) > GZIP_MIN_BYTES:
+            response.enable_compression(web.ContentCoding.gzip)
+        return response
+    response = web.StreamResponse(headers=headers)
+    response.content_type = JSON_TYPE
+    response.charset = "utf-8"
+    if accepts_gzip:
+        response.enable_compression(web.ContentCoding.gzip)
+    await response.prepare(request)
+    await response.write(("[" + ",".join(rows.texts)).encode())
+    while rows.cursor is not None:
+        texts = await run_on(conn, next_rows, rows)
+        if texts:
+            await response.write(("," + ",".join(texts)).encode())
+    await response.write(b"]")
+    await response.write_eof()
+    return response
+
+
+async def healthz(request: web.Request) -> web.Response:
+    """GET /healthz: the process is up (contract.md 8)."""
+    return web.json_response({"status": "ok"})
+
+
+async def readyz(request: web.Request) -> web.Response:
+    """GET /readyz: the database file is there and answers, read afresh (contract.md 8)."""
+    try:
+        await request.app[POOL].run(data_token)
+        await asyncio.to_thread(check_readable, request.app[CONFIG].db)
+    except (DatabaseError, sqlite3.Error) as exc:
+        log.warning("not ready: %s", exc)
+        return web.json_response(
+            {"status": "unavailable", "detail": "The database does not answer."}, status=503
+        )
+    return web.json_response({"status": "ready"})

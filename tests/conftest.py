@@ -1,0 +1,55 @@
+"""Fixtures: the real app over a fresh copy of the sample database, through a real client."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.config import Config
+from app.main import create_app
+
+from .factories import make_sample_db
+
+MakeClient = Callable[..., Awaitable[TestClient]]
+
+
+@pytest.fixture(scope="session")
+def template_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the sample database is built once, to be copied for each test."""
+    return tmp_path_factory.mktemp("template")
+
+
+@pytest.fixture
+def sample_db(tmp_path: Path, template_dir: Path) -> Path:
+    """A fresh sample database for this test."""
+    return make_sample_db(tmp_path, template_dir)
+
+
+@pytest.fixture
+def make_client(aiohttp_client: Any, sample_db: Path) -> MakeClient:
+    """Build the real app with config overrides and return a client for it.
+
+    The rate limit is raised unless a test sets it, so only limiter tests meet 429.
+    """
+
+    async def make(**overrides: Any) -> TestClient:
+        settings: dict[str, Any] = {
+            "db": str(sample_db),
+            "rate_burst": 100_000,
+            "rate_per_second": 100_000.0,
+            "auth_failures_per_minute": 100_000,
+        }
+        settings.update(overrides)
+        return await aiohttp_client(create_app(Config(**settings)))
+
+    return make
+
+
+@pytest.fixture
+async def client(make_client: MakeClient) -> TestClient:
+    """The app over the sample data, limits raised."""
+    return await make_client()
