@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from aiohttp import web
-
 from .config import Config, load_config
 from .db import DatabaseError, check_readable
-from .http import AccessLogger
 from .loader import SAMPLE_FIXTURE, LoadError, load_files
 from .logs import setup_logging
 from .main import create_app
+from .server import serve
 
 log = logging.getLogger("app")
 
@@ -45,15 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"Created {config.db} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)
         for entry in sample_keys:
             print(f"  company {entry['company_id']}: {entry['key']}", flush=True)
-    web.run_app(
-        create_app(config),
-        host=config.host,
-        port=config.port,
-        access_log_class=AccessLogger,
-        access_log=logging.getLogger("app.access"),
-        print=None,
-        shutdown_timeout=30,
-    )
+    try:
+        asyncio.run(serve(create_app(config), config.host, config.port))
+    except OSError as exc:
+        print(
+            f"error: cannot serve on {config.host}:{config.port}: {exc.strerror}", file=sys.stderr
+        )
+        return 2
     return 0
 
 

@@ -7,14 +7,24 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 
 from app.config import Config
+from app.http import AccessLogger
 from app.main import create_app
+from app.server import ProblemAppRunner
 
 from .factories import make_sample_db
 
 MakeClient = Callable[..., Awaitable[TestClient]]
+
+
+class ProblemTestServer(TestServer):
+    """aiohttp's TestServer over the production runner, so tests see what users see."""
+
+    async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
+        return ProblemAppRunner(self.app, access_log_class=AccessLogger, **kwargs)
 
 
 @pytest.fixture(scope="session")
@@ -44,7 +54,7 @@ def make_client(aiohttp_client: Any, sample_db: Path) -> MakeClient:
             "auth_failures_per_minute": 100_000,
         }
         settings.update(overrides)
-        return await aiohttp_client(create_app(Config(**settings)))
+        return await aiohttp_client(ProblemTestServer(create_app(Config(**settings))))
 
     return make
 

@@ -1,0 +1,101 @@
+"""Running the app: a runner whose low-level errors are problem+json, and signal handling.
+
+aiohttp answers requests its HTTP parser refuses (an over-long request line, bytes that
+are not allowed in a URL) itself, in plain text, before any middleware runs. The
+request handler below renders those in the contract's problem+json shape too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import uuid
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from .errors import problem_body
+from .http import SERVER_NAME, AccessLogger
+from .keys import REQUEST_ID
+
+log = logging.getLogger("app.server")
+
+_PARSER_DETAILS = {
+    400: "The request could not be parsed as HTTP.",
+    413: "The request is too large.",
+    431: "The request headers are too large.",
+}
+
+
+class ProblemRequestHandler(RequestHandler):
+    """aiohttp's connection handler, with its own error pages in problem+json."""
+
+    def handle_error(
+        self,
+        request: Any,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """Log the failure and answer with a problem body (never a trace)."""
+        if status >= 500:
+            log.error("error handling request", exc_info=exc)
+        else:
+            log.info("refused unparsable request: %s", status)
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already started; cannot send an error")
+        detail = _PARSER_DETAILS.get(status, "The server met an unexpected error.")
+        request_id = uuid.uuid4().hex
+        if isinstance(request, web.Request):
+            request[REQUEST_ID] = request_id  # for the access log line
+        body = problem_body(status, detail, request_id)
+        response = web.json_response(body, status=status, content_type="application/problem+json")
+        response.headers["Server"] = SERVER_NAME
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["X-Request-ID"] = body["request_id"]
+        response.force_close()
+        return response
+
+
+class ProblemServer(web.Server):
+    """A low-level server that builds ProblemRequestHandler connections."""
+
+    def __call__(self) -> RequestHandler:
+        return ProblemRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class ProblemAppRunner(web.AppRunner):
+    """An AppRunner serving through ProblemServer."""
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return ProblemServer(
+            server.request_handler,
+            request_factory=server.request_factory,
+            handler_cancellation=server.handler_cancellation,
+            **server._kwargs,
+        )
+
+
+async def serve(app: web.Application, host: str, port: int, shutdown_timeout: float = 30) -> None:
+    """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up."""
+    runner = ProblemAppRunner(
+        app,
+        access_log_class=AccessLogger,
+        access_log=logging.getLogger("app.access"),
+        shutdown_timeout=shutdown_timeout,
+    )
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await web.TCPSite(runner, host, port).start()
+        log.info("listening on http://%s:%s", host, port)
+        await stop.wait()
+        log.info("shutting down: finishing requests in flight")
+    finally:
+        await runner.cleanup()
