@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
+from aiohttp.typedefs import Handler
 
 from .keys import CALLER, CONFIG, REQUEST_ID
 
@@ -26,6 +27,8 @@ EXPOSED_HEADERS = (
     "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, RateLimit, "
     "Retry-After"
 )
+
+PREFLIGHT_HEADERS = "X-API-KEY, Content-Type, If-None-Match, X-Request-ID"
 
 
 def assign_request_id(request: web.Request) -> str:
@@ -55,16 +58,19 @@ async def add_standard_headers(request: web.Request, response: web.StreamRespons
 class DataVersion:
     """The data token the loader bumps, cached without a query per request.
 
-    The cache is refreshed when the database or its WAL file changes on disk, and at
-    least once a second; every query also returns the token of its own snapshot.
+    The files are looked at no more than every ``STAT_SECONDS``; when the database or
+    its WAL file changed on disk, or a second passed, the token is read again. Every
+    query also returns the token of its own snapshot.
     """
+
+    STAT_SECONDS = 0.1
 
     def __init__(self, db_path: str | Path, token: str, clock=time.monotonic) -> None:
         self._files = (Path(db_path), Path(f"{db_path}-wal"))
         self._clock = clock
         self.token = token
         self._signature = self._stat()
-        self._checked = clock()
+        self._checked = self._statted = clock()
 
     def _stat(self) -> tuple[int, ...]:
         signature: list[int] = []
@@ -78,13 +84,17 @@ class DataVersion:
 
     def is_stale(self) -> bool:
         """Whether the cached token may be out of date (the files or the clock moved)."""
-        return self._signature != self._stat() or self._clock() - self._checked > 1.0
+        now = self._clock()
+        if now - self._statted < self.STAT_SECONDS:
+            return False
+        self._statted = now
+        return self._signature != self._stat() or now - self._checked > 1.0
 
     def update(self, token: str) -> None:
         """Record a token just read from the database."""
         self.token = token
         self._signature = self._stat()
-        self._checked = self._clock()
+        self._checked = self._statted = self._clock()
 
 
 def make_etag(token: str, company_id: int, request: web.Request) -> str:
@@ -126,3 +136,25 @@ class AccessLogger(AbstractAccessLogger):
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+@web.middleware
+async def cors_preflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer CORS preflights from configured origins (CORS is off when none are set)."""
+    origin = request.headers.get("Origin")
+    if (
+        request.method == "OPTIONS"
+        and origin
+        and "Access-Control-Request-Method" in request.headers
+        and origin in request.app[CONFIG].origins()
+        and request.path.startswith("/api/")
+    ):
+        return web.Response(
+            status=204,
+            headers={
+                "Access-Control-Allow-Methods": "GET, HEAD",
+                "Access-Control-Allow-Headers": PREFLIGHT_HEADERS,
+                "Access-Control-Max-Age": "600",
+            },
+        )
+    return await handler(request)

@@ -10,7 +10,7 @@ from .auth import auth_middleware, setup_auth
 from .config import Config
 from .db import ReadPool
 from .errors import error_middleware
-from .http import DataVersion, add_standard_headers
+from .http import DataVersion, add_standard_headers, cors_preflight_middleware
 from .keys import CONFIG, COUNTS, DATA_VERSION, POOL
 from .openapi import setup_openapi
 from .queries.common import data_token
@@ -18,9 +18,10 @@ from .ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_rateli
 from .routes import setup_routes
 from .views import CountCache
 
-# Outermost first: errors are rendered for everything below, authentication decides
-# 401 before the limiter spends a token, and the limiter runs before any validation.
-MIDDLEWARES = (error_middleware, auth_middleware, ratelimit_middleware)
+# Outermost first: errors are rendered for everything below; CORS preflights need no
+# key; authentication decides 401 before the limiter spends a token; the limiter runs
+# before any validation (contract.md 2).
+MIDDLEWARES = (error_middleware, cors_preflight_middleware, auth_middleware, ratelimit_middleware)
 
 
 def create_app(config: Config) -> web.Application:

@@ -123,6 +123,33 @@ def parse_query(schema: Schema, query: MultiDictProxy[str]) -> dict[str, Any]:
     return data
 
 
+class QueryParser:
+    """parse_query for one schema, remembering recent valid query strings.
+
+    Clients repeat the same query strings (pages, revalidations); validating one costs
+    more than the rest of a 304. Only short, valid strings are kept, at most 1024.
+    """
+
+    MAX_ENTRIES = 1024
+    MAX_LENGTH = 512
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self._known: dict[str, dict[str, Any]] = {}
+
+    def __call__(self, query_string: str, query: MultiDictProxy[str]) -> dict[str, Any]:
+        """The validated parameters (treat as read-only: they are shared)."""
+        known = self._known.get(query_string)
+        if known is not None:
+            return known
+        data = parse_query(self.schema, query)
+        if len(query_string) <= self.MAX_LENGTH:
+            if len(self._known) >= self.MAX_ENTRIES:
+                self._known.pop(next(iter(self._known)))
+            self._known[query_string] = data
+        return data
+
+
 def parse_path_id(text: str) -> int:
     """Validate a path id: a decimal integer from 1 to 2^63-1 (contract.md 2)."""
     try:

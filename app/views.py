@@ -23,16 +23,16 @@ from .schemas import (
     CampaignEventsQuery,
     EmployeeEventsQuery,
     InscriptionsQuery,
+    QueryParser,
     parse_path_id,
-    parse_query,
 )
 
 log = logging.getLogger("app.views")
 JSON_TYPE = "application/json"
 GZIP_MIN_BYTES = 1024
-CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
-EMPLOYEE_EVENTS_QUERY = EmployeeEventsQuery()
-INSCRIPTIONS_QUERY = InscriptionsQuery()
+parse_campaign_events_query = QueryParser(CampaignEventsQuery())
+parse_employee_events_query = QueryParser(EmployeeEventsQuery())
+parse_inscriptions_query = QueryParser(InscriptionsQuery())
 
 
 class CountCache:
@@ -56,7 +56,7 @@ class CountCache:
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
     campaign_id = parse_path_id(request.match_info["id"])
-    query = parse_query(CAMPAIGN_EVENTS_QUERY, request.query)
+    query = parse_campaign_events_query(request.query_string, request.query)
     return await respond_rows(
         request,
         events.campaign_events,
@@ -70,7 +70,7 @@ async def campaign_events(request: web.Request) -> web.StreamResponse:
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
     employee_id = parse_path_id(request.match_info["id"])
-    query = parse_query(EMPLOYEE_EVENTS_QUERY, request.query)
+    query = parse_employee_events_query(request.query_string, request.query)
     return await respond_rows(
         request, events.employee_events, employee_id, paging=requested_paging(query, always=False)
     )
@@ -78,7 +78,7 @@ async def employee_events(request: web.Request) -> web.StreamResponse:
 
 async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
-    query = parse_query(INSCRIPTIONS_QUERY, request.query)
+    query = parse_inscriptions_query(request.query_string, request.query)
     filters = inscriptions.InscriptionFilters(
         lists={
             name: [value.casefold() for value in query[name]]

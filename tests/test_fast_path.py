@@ -1,0 +1,202 @@
+"""The fast path equals the contract: SQLite-built JSON == marshmallow's dump, byte for byte.
+
+contract.md 5 (bodies exactly as reporting-api.md Part 2 lays them out). Every sample
+record is dumped through the response schemas (the contract and the OpenAPI source)
+from objects built out of the fixture file, and compared with the text the serving
+path sends. Also pins that a page costs the same number of statements whatever its size.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.queries import events, inscriptions
+from app.queries.common import Paging
+from app.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
+
+from .factories import API, KEY_1, KEY_2, sample
+
+TS = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def compact(data: Any) -> str:
+    """The JSON text SQLite's json_object produces: no spaces, UTF-8 kept as is."""
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def by_id(table: str) -> dict[int, dict[str, Any]]:
+    return {r["id"]: r for r in sample()[table]}
+
+
+def ts(text: str) -> dt.datetime:
+    return dt.datetime.strptime(text, TS)
+
+
+def date(text: str | None) -> dt.date | None:
+    return None if text is None else dt.date.fromisoformat(text)
+
+
+def event_order(e: dict[str, Any]) -> tuple[str, int]:
+    return (e["timestamp"], e["id"])
+
+
+def expected_campaign_events(campaign_id: int) -> list[str]:
+    employees = by_id("employees")
+    schema = CampaignEventSchema()
+    rows = sorted(
+        (e for e in sample()["campaign_events"] if e["campaign_id"] == campaign_id),
+        key=event_order,
+    )
+    return [
+        compact(
+            schema.dump(
+                {
+                    "id": e["id"],
+                    "type": e["type"],
+                    "timestamp": ts(e["timestamp"]),
+                    "victim": employees[e["employee_id"]],
+                }
+            )
+        )
+        for e in rows
+    ]
+
+
+def expected_employee_events(employee_id: int) -> list[str]:
+    campaigns = by_id("campaigns")
+    schema = EmployeeEventSchema()
+    rows = sorted(
+        (e for e in sample()["campaign_events"] if e["employee_id"] == employee_id),
+        key=event_order,
+    )
+    out = []
+    for e in rows:
+        c = campaigns[e["campaign_id"]]
+        campaign = {"id": c["id"], "title": c["title"], "launch_date": ts(c["launch_date"])}
+        out.append(
+            compact(
+                schema.dump(
+                    {
+                        "id": e["id"],
+                        "type": e["type"],
+                        "timestamp": ts(e["timestamp"]),
+                        "campaign": campaign,
+                    }
+                )
+            )
+        )
+    return out
+
+
+def expected_inscriptions(company_id: int) -> list[str]:
+    data = sample()
+    employees, courses, teams = by_id("employees"), by_id("courses"), by_id("teams")
+    results = {(r["inscription_id"], r["section_id"]): r for r in data["section_results"]}
+    schema = InscriptionSchema()
+    rows = sorted(
+        (
+            i
+            for i in data["inscriptions"]
+            if employees[i["employee_id"]]["company_id"] == company_id
+        ),
+        key=lambda i: (i["start_date"], i["id"]),
+    )
+    out = []
+    for i in rows:
+        e, c = employees[i["employee_id"]], courses[i["course_id"]]
+        team_names = sorted(
+            teams[m["team_id"]]["name"] for m in data["team_members"] if m["employee_id"] == e["id"]
+        )
+        sections = sorted(
+            (s for s in data["course_sections"] if s["course_id"] == c["id"]),
+            key=lambda s: s["position"],
+        )
+        section_entries = []
+        for s in sections:
+            r = results.get((i["id"], s["id"]), {})
+            result = r.get("result")
+            section_entries.append(
+                {
+                    "title": s["title"],
+                    "section_type": s["section_type"],
+                    "completed_at": date(r.get("completed_at")),
+                    "result": None if result is None else float(result),
+                    "status": r.get("status"),
+                }
+            )
+        record = {
+            "victim_name": f"{e['first_name']} {e['last_name']}",
+            "victim_department": e["department"],
+            "course_title": c["title"],
+            "start_date": date(i["start_date"]),
+            "due_date": date(i["due_date"]),
+            "status": i["status"],
+            "victim_email": e["email"],
+            "groups": [{"name": n} for n in team_names],
+            "victim_country": e["country"],
+            "events": section_entries,
+        }
+        out.append(compact(schema.dump(record)))
+    return out
+
+
+@pytest.fixture
+def conn(sample_db: Path) -> sqlite3.Connection:
+    connection = sqlite3.connect(sample_db, isolation_level=None)
+    yield connection
+    connection.close()
+
+
+def company_of_campaign(campaign_id: int) -> int:
+    return by_id("campaigns")[campaign_id]["company_id"]
+
+
+def test_every_campaign_event_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
+    for campaign in sample()["campaigns"]:
+        rows = events.campaign_events(conn, campaign["company_id"], campaign["id"])
+        assert rows.texts == expected_campaign_events(campaign["id"])
+
+
+def test_every_employee_event_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
+    for employee in sample()["employees"]:
+        rows = events.employee_events(conn, employee["company_id"], employee["id"])
+        assert rows.texts == expected_employee_events(employee["id"])
+
+
+def test_every_inscription_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
+    for company in (1, 2):
+        rows = inscriptions.course_inscriptions(
+            conn, company, inscriptions.InscriptionFilters(), Paging(1, 500)
+        )
+        assert rows.texts == expected_inscriptions(company)
+
+
+async def test_http_bodies_are_the_same_bytes(client: Any) -> None:
+    """What leaves the server is the same text, joined into an array."""
+    response = await client.get(f"{API}/campaigns/1/events", headers={"X-API-KEY": KEY_1})
+    assert await response.text() == "[" + ",".join(expected_campaign_events(1)) + "]"
+    response = await client.get(
+        f"{API}/course-inscriptions", params={"per_page": "500"}, headers={"X-API-KEY": KEY_2}
+    )
+    assert await response.text() == "[" + ",".join(expected_inscriptions(2)) + "]"
+
+
+def test_statements_per_page_do_not_grow_with_page_size(conn: sqlite3.Connection) -> None:
+    """One count and one page statement, whether the page holds 1 record or 100."""
+    counts = []
+    for per_page in (1, 100):
+        statements: list[str] = []
+        conn.set_trace_callback(statements.append)
+        inscriptions.course_inscriptions(
+            conn, 1, inscriptions.InscriptionFilters(), Paging(1, per_page)
+        )
+        conn.set_trace_callback(None)
+        counts.append(len(statements))
+    assert counts[0] == counts[1]
+    assert counts[1] <= 6  # BEGIN, token, count, page, COMMIT
