@@ -1,0 +1,229 @@
+"""contract.md 9: fixture loads are validated, all or nothing, and idempotent.
+
+A bad record anywhere leaves the database byte-for-byte unchanged and the error names
+the file and the record's path; loading the same file twice leaves the same state.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.loader import SAMPLE_FIXTURE, LoadError, load_files
+
+from .factories import sample
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLES = (
+    "companies",
+    "api_keys",
+    "employees",
+    "teams",
+    "team_members",
+    "campaigns",
+    "campaign_events",
+    "courses",
+    "course_sections",
+    "inscriptions",
+    "section_results",
+)
+Edit = Callable[[dict[str, Any]], None]
+
+
+def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one query on a fresh connection and close it again."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every data table (meta excluded), in a stable order."""
+    return {t: sorted(query(db, f"SELECT * FROM {t}"), key=repr) for t in TABLES}
+
+
+def meta(db: Path) -> dict[str, str]:
+    """The meta table: data_version and data_token."""
+    return dict(query(db, "SELECT key, value FROM meta"))
+
+
+def fingerprint(db: Path) -> dict[str, str]:
+    """SHA-256 of the database file and of its WAL file, if there is one."""
+    files = [db, Path(f"{db}-wal")]
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.exists()}
+
+
+def write_json(path: Path, document: Any) -> Path:
+    """Write a fixture document and return its path."""
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def employee_of_company(company_id: int) -> int:
+    """Some employee of a company, from the fixture."""
+    return next(e["id"] for e in sample()["employees"] if e["company_id"] == company_id)
+
+
+def campaign_company(campaign_id: int) -> int:
+    """The company of a campaign, from the fixture."""
+    return next(c["company_id"] for c in sample()["campaigns"] if c["id"] == campaign_id)
+
+
+def other_company_employee(doc: dict[str, Any]) -> None:
+    """Point campaign_events[17] at an employee of the other company."""
+    event = doc["campaign_events"][17]
+    event["employee_id"] = employee_of_company(3 - campaign_company(event["campaign_id"]))
+
+
+def setter(table: str, index: int, field: str, value: Any) -> Edit:
+    """An edit that sets one field of one record."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        doc[table][index][field] = value
+
+    return edit
+
+
+def deleter(table: str, index: int, field: str) -> Edit:
+    """An edit that removes one field of one record."""
+
+    def edit(doc: dict[str, Any]) -> None:
+        del doc[table][index][field]
+
+    return edit
+
+
+def duplicate_event_id(doc: dict[str, Any]) -> None:
+    """Give campaign_events[17] the id of campaign_events[16]."""
+    doc["campaign_events"][17]["id"] = doc["campaign_events"][16]["id"]
+
+
+UNKNOWN_ID = 10**9
+BAD_RECORDS: dict[str, tuple[Edit, str]] = {
+    "missing field": (deleter("campaign_events", 17, "type"), "campaign_events[17].type"),
+    "wrong type (id as text)": (setter("employees", 3, "id", "4"), "employees[3].id"),
+    "wrong type (captcha as text)": (
+        setter("campaign_events", 17, "with_captcha", "yes"),
+        "campaign_events[17].with_captcha",
+    ),
+    "bad enum": (setter("campaign_events", 17, "type", "phish"), "campaign_events[17].type"),
+    "impossible date": (
+        setter("inscriptions", 5, "start_date", "2026-02-30"),
+        "inscriptions[5].start_date",
+    ),
+    "date in another format": (
+        setter("inscriptions", 5, "due_date", "13/06/2025"),
+        "inscriptions[5].due_date",
+    ),
+    "timestamp without zone": (
+        setter("campaign_events", 17, "timestamp", "2025-05-24T01:52:44"),
+        "campaign_events[17].timestamp",
+    ),
+    "event of an unknown employee": (
+        setter("campaign_events", 17, "employee_id", UNKNOWN_ID),
+        "campaign_events[17].employee_id",
+    ),
+    "inscription to an unknown course": (
+        setter("inscriptions", 5, "course_id", UNKNOWN_ID),
+        "inscriptions[5].course_id",
+    ),
+    "employee of another company": (other_company_employee, "campaign_events[17]"),
+    "duplicate id": (duplicate_event_id, "campaign_events[17].id"),
+}
+
+
+def test_sample_loads_every_record(tmp_path: Path) -> None:
+    db = tmp_path / "fresh.sqlite3"
+    load_files(db, [SAMPLE_FIXTURE])
+    for table in TABLES:
+        assert query(db, f"SELECT count(*) FROM {table}") == [(len(sample()[table]),)], table
+
+
+@pytest.mark.parametrize("case", list(BAD_RECORDS))
+def test_bad_record_refused_database_unchanged(tmp_path: Path, sample_db: Path, case: str) -> None:
+    edit, path = BAD_RECORDS[case]
+    document = copy.deepcopy(sample())
+    edit(document)
+    bad = write_json(tmp_path / "bad.json", document)
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [bad])
+    problems = caught.value.problems
+    assert any(p.startswith(f"{bad}: {path}:") for p in problems), problems
+    assert fingerprint(sample_db) == before
+
+
+def test_a_good_file_with_a_bad_one_loads_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "empty.sqlite3"
+    document = copy.deepcopy(sample())
+    document["campaign_events"][17]["type"] = "phish"
+    bad = write_json(tmp_path / "bad.json", document)
+    with pytest.raises(LoadError) as caught:
+        load_files(db, [SAMPLE_FIXTURE, bad])
+    assert all(str(SAMPLE_FIXTURE) not in p for p in caught.value.problems)
+    if db.exists():
+        assert all(query(db, f"SELECT count(*) FROM {t}") == [(0,)] for t in TABLES)
+
+
+def test_loading_twice_leaves_the_same_state(tmp_path: Path) -> None:
+    db = tmp_path / "twice.sqlite3"
+    load_files(db, [SAMPLE_FIXTURE])
+    first, first_meta = dump(db), meta(db)
+    load_files(db, [SAMPLE_FIXTURE])
+    second_meta = meta(db)
+    assert dump(db) == first
+    assert int(second_meta["data_version"]) == int(first_meta["data_version"]) + 1
+    assert second_meta["data_token"] != first_meta["data_token"]
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"companies": [', "[]", '"text"', "\xff\xfe"],
+    ids=["truncated", "array", "string", "bytes"],
+)
+def test_not_a_json_object_is_refused(tmp_path: Path, sample_db: Path, content: str) -> None:
+    bad = tmp_path / "broken.json"
+    bad.write_bytes(content.encode("latin-1"))
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [bad])
+    assert caught.value.problems and all(p.startswith(f"{bad}:") for p in caught.value.problems)
+    assert fingerprint(sample_db) == before
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run scripts/load_fixtures.py as a user would."""
+    return subprocess.run(
+        [sys.executable, "scripts/load_fixtures.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_script_reports_the_record_path(tmp_path: Path) -> None:
+    db = tmp_path / "cli.sqlite3"
+    document = copy.deepcopy(sample())
+    document["campaign_events"][17]["type"] = "phish"
+    bad = write_json(tmp_path / "bad.json", document)
+    refused = run_script(str(bad), "--db", str(db))
+    assert refused.returncode == 1
+    assert f"{bad}: campaign_events[17].type:" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    loaded = run_script(str(SAMPLE_FIXTURE), "--db", str(db))
+    assert loaded.returncode == 0, loaded.stderr
+    assert query(db, "SELECT count(*) FROM campaign_events") == [
+        (len(sample()["campaign_events"]),)
+    ]
