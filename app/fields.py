@@ -111,7 +111,7 @@ def _split(text: Any) -> list[str]:
         rows = list(csv.reader([text], skipinitialspace=True, strict=True))
     except csv.Error:
         raise ValidationError("Unbalanced double quotes.") from None
-    elements = [element.strip() for element in rows[0]] if rows else [""]
+    elements = [element.strip() for element in rows[0]] if rows and rows[0] else [""]
     if any(element == "" for element in elements):
         raise ValidationError("Empty values are not allowed.")
     return elements
