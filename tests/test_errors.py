@@ -1,0 +1,167 @@
+"""One error shape for every status: contract.md 5 (problem+json bodies) and 7 (X-Request-ID).
+
+Every error path the service has is driven through the real app and checked with the
+shared ``assert_problem``: 400, 401, 404, 405, 429, a real internal fault (500), and the
+requests aiohttp's own HTTP parser refuses before any handler runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import sqlite3
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from .conftest import MakeClient
+from .factories import API, KEY_1, PROBLEM_KEYS, TITLES, assert_problem
+
+EVENTS = f"{API}/campaigns/1/events"
+AUTH = {"X-API-KEY": KEY_1}
+
+
+async def test_400_bad_path_id_names_id(client: TestClient) -> None:
+    """A malformed id is a 400 whose errors point at `id`."""
+    body = await assert_problem(await client.get(f"{API}/campaigns/abc/events", headers=AUTH), 400)
+    assert list(body["errors"]) == ["id"] and body["errors"]["id"]
+
+
+async def test_400_lists_every_offending_parameter(client: TestClient) -> None:
+    """All bad filters are reported at once, one entry each."""
+    params = {"filter[type]": "opened", "filter[with_captcha]": "maybe"}
+    body = await assert_problem(await client.get(EVENTS, params=params, headers=AUTH), 400)
+    assert set(body["errors"]) == set(params)
+    assert all(isinstance(m, str) and m for v in body["errors"].values() for m in v)
+
+
+async def test_401_without_key(client: TestClient) -> None:
+    """A missing key is the 401 problem."""
+    await assert_problem(await client.get(EVENTS), 401)
+
+
+@pytest.mark.parametrize("path", ["/nope", f"{API}/nope", f"{API}/campaigns/999999/events"])
+async def test_404_unknown_path_or_record(client: TestClient, path: str) -> None:
+    """Unknown paths (no key needed) and unknown records share the 404 shape."""
+    await assert_problem(await client.get(path, headers=AUTH), 404)
+    if "999999" not in path:
+        await assert_problem(await client.get(path), 404)
+
+
+@pytest.mark.parametrize("headers", [AUTH, {}])
+async def test_405_names_the_allowed_methods(client: TestClient, headers: dict[str, str]) -> None:
+    """A wrong method is 405 with Allow, decided before the key is looked at."""
+    resp = await client.post(EVENTS, headers=headers)
+    await assert_problem(resp, 405)
+    assert "GET" in [m.strip() for m in resp.headers["Allow"].split(",")]
+
+
+async def test_429_with_retry_after(make_client: MakeClient) -> None:
+    """The request over the key's limit is 429 with a whole-second Retry-After."""
+    client = await make_client(rate_burst=1, rate_per_second=0.001)
+    assert (await client.get(EVENTS, headers=AUTH)).status == 200
+    resp = await client.get(EVENTS, headers=AUTH)
+    await assert_problem(resp, 429)
+    assert re.fullmatch(r"[0-9]+", resp.headers["Retry-After"])
+    assert int(resp.headers["Retry-After"]) >= 1
+
+
+async def test_429_for_repeated_authentication_failures(make_client: MakeClient) -> None:
+    """Guessing keys from one address meets the same 429 shape."""
+    client = await make_client(auth_failures_per_minute=1)
+    await assert_problem(await client.get(EVENTS, headers={"X-API-KEY": "guess-1"}), 401)
+    resp = await client.get(EVENTS, headers={"X-API-KEY": "guess-2"})
+    await assert_problem(resp, 429)
+    assert int(resp.headers["Retry-After"]) >= 1
+
+
+async def test_500_on_a_real_fault_hides_internals_and_logs_them(
+    client: TestClient, sample_db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A broken database gives a bare 500 body; the details go to the log with the id."""
+    assert (await client.get(EVENTS, headers=AUTH)).status == 200
+    writer = sqlite3.connect(sample_db, isolation_level=None)
+    writer.execute("ALTER TABLE campaign_events RENAME TO gone")
+    writer.close()
+    caplog.set_level(logging.ERROR)
+    resp = await client.get(EVENTS, headers={**AUTH, "X-Request-ID": "fault-probe-7"})
+    body = await assert_problem(resp, 500)
+    assert body["request_id"] == "fault-probe-7"
+    text = json.dumps(body)
+    for leak in ("gone", "campaign_events", "no such table", "OperationalError"):
+        assert leak not in text, text
+    logged = [r for r in caplog.records if r.exc_info and "fault-probe-7" in r.getMessage()]
+    assert logged, [r.getMessage() for r in caplog.records]
+
+
+@pytest.mark.parametrize("path", [EVENTS, "/nope"])
+async def test_sane_request_id_is_echoed(client: TestClient, path: str) -> None:
+    """A sane client id is kept, in the header of any response and in error bodies."""
+    given = "client-42.a:b/c"
+    resp = await client.get(path, headers={**AUTH, "X-Request-ID": given})
+    assert resp.headers["X-Request-ID"] == given
+    if resp.status >= 400:
+        assert (await assert_problem(resp, 404))["request_id"] == given
+
+
+@pytest.mark.parametrize("given", ["x" * 129, "has space", "a,b;c"])
+async def test_insane_request_id_is_replaced(client: TestClient, given: str) -> None:
+    """An over-long or unsafe id is never reflected; a generated one takes its place."""
+    resp = await client.get("/nope", headers={"X-Request-ID": given})
+    body = await assert_problem(resp, 404)
+    generated = resp.headers["X-Request-ID"]
+    assert generated != given and given not in json.dumps(body)
+    assert re.fullmatch(r"[A-Za-z0-9._:@/+=-]{1,128}", generated)
+
+
+# ---- requests refused by the HTTP parser ---------------------------------------------
+
+
+async def raw_request(client: TestClient, head: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send bytes no well-behaved client would send; return status, headers and body."""
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    try:
+        writer.write(head + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        data = await reader.read()
+    finally:
+        writer.close()
+    head_part, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head_part.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def assert_raw_problem(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    """The checks of assert_problem, on a raw response."""
+    assert headers["content-type"] == "application/problem+json; charset=utf-8", body
+    problem = json.loads(body)
+    assert set(problem) == PROBLEM_KEYS, problem
+    assert problem["type"] == "about:blank" and problem["status"] == status
+    assert problem["title"] == TITLES.get(status, HTTPStatus(status).phrase)
+    assert problem["request_id"] == headers["x-request-id"]
+    assert isinstance(problem["detail"], str) and problem["detail"]
+    return problem
+
+
+KEY = b"\r\nX-API-KEY: " + KEY_1.encode()
+INSCRIPTIONS = API.encode() + b"/course-inscriptions"
+RAW = {
+    "raw-utf8-query": b"GET " + INSCRIPTIONS + b"?filter[name]=jos\xc3\xa9 HTTP/1.1" + KEY,
+    "latin1-query": b"GET " + INSCRIPTIONS + b"?filter[name]=jos\xe9 HTTP/1.1" + KEY,
+    "long-request-line": b"GET /" + b"a" * 20_000 + b" HTTP/1.1" + KEY,
+    "long-header": b"GET " + INSCRIPTIONS + b" HTTP/1.1" + KEY + b"\r\nX-Pad: " + b"p" * 20_000,
+}
+
+
+@pytest.mark.parametrize("head", RAW.values(), ids=RAW.keys())
+async def test_parser_errors_are_problems(client: TestClient, head: bytes) -> None:
+    """Even a request aiohttp cannot parse is answered in the one error shape."""
+    status, headers, body = await raw_request(client, head)
+    assert status in (400, 414, 431)
+    assert_raw_problem(status, headers, body)

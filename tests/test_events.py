@@ -1,0 +1,364 @@
+"""The two events endpoints against the sample fixture.
+
+Pins contract.md 1 (tenancy: another company's ids look free), 2 (401 before 400,
+path ids, revoked keys), 3 (query parameters of the events endpoints), 4 (ordering and
+pagination) and the success side of 5 (bodies), for both
+``/campaigns/{id}/events`` and ``/victimsapi/{id}/events``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import re
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+from yarl import URL
+
+from .factories import API, KEY_1, KEY_2, assert_problem, sample
+
+TYPES = ("open", "click", "report", "fail")
+KEYS = {1: KEY_1, 2: KEY_2}
+KINDS = ("campaigns", "victimsapi")
+OWN_ID = {"campaigns": 1, "victimsapi": 7}  # a campaign and an employee of company 1
+FREE_ID = 999999
+Params = list[tuple[str, str]]
+
+
+def by_id(table: str) -> dict[int, dict[str, Any]]:
+    """A fixture table indexed by id."""
+    return {row["id"]: row for row in sample()[table]}
+
+
+def ordered_events(**match: Any) -> list[dict[str, Any]]:
+    """Fixture events whose fields equal ``match``, by timestamp then id."""
+    rows = [e for e in sample()["campaign_events"] if all(e[k] == v for k, v in match.items())]
+    return sorted(rows, key=lambda e: (e["timestamp"], e["id"]))
+
+
+def campaign_events(
+    campaign_id: int, types: tuple[str, ...] = TYPES, without_captcha: bool = False
+) -> list[dict[str, Any]]:
+    """What the campaign endpoint must return, built from the fixture."""
+    people = by_id("employees")
+    return [
+        {
+            "id": e["id"],
+            "type": e["type"],
+            "timestamp": e["timestamp"],
+            "victim": {k: people[e["employee_id"]][k] for k in VICTIM_KEYS},
+        }
+        for e in ordered_events(campaign_id=campaign_id)
+        if e["type"] in types and not (without_captcha and e["with_captcha"])
+    ]
+
+
+VICTIM_KEYS = ("id", "first_name", "last_name", "email", "department")
+
+
+def employee_events(employee_id: int) -> list[dict[str, Any]]:
+    """What the employee endpoint must return, built from the fixture."""
+    campaigns = by_id("campaigns")
+    return [
+        {
+            "id": e["id"],
+            "type": e["type"],
+            "timestamp": e["timestamp"],
+            "campaign": {k: campaigns[e["campaign_id"]][k] for k in ("id", "title", "launch_date")},
+        }
+        for e in ordered_events(employee_id=employee_id)
+    ]
+
+
+def expected(kind: str, record_id: int) -> list[dict[str, Any]]:
+    """The whole unfiltered answer of either endpoint."""
+    return campaign_events(record_id) if kind == "campaigns" else employee_events(record_id)
+
+
+def ids_of(table: str, company_id: int) -> list[int]:
+    """The campaign or employee ids of one company."""
+    return [row["id"] for row in sample()[table] if row["company_id"] == company_id]
+
+
+def assert_same(body: Any, wanted: list[dict[str, Any]]) -> None:
+    """Equal values and the same key order at every level."""
+    assert body == wanted
+    assert json.dumps(body) == json.dumps(wanted)
+
+
+async def fetch(
+    client: TestClient, kind: str, record_id: Any, params: Params = (), key: str = KEY_1
+) -> tuple[Any, Any]:
+    """GET one events listing; return the response and its decoded JSON body."""
+    resp = await client.get(
+        f"{API}/{kind}/{record_id}/events", params=list(params), headers={"X-API-KEY": key}
+    )
+    return resp, await resp.json(content_type=None)
+
+
+# ---- authentication and path ids (contract.md 2) ------------------------------------
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("headers", [{}, {"X-API-KEY": ""}, {"X-API-KEY": KEY_1 + "x"}])
+async def test_missing_empty_or_wrong_key_is_401(
+    client: TestClient, kind: str, headers: dict[str, str]
+) -> None:
+    """No usable key is 401, even before a bad id would be 400."""
+    for record in (OWN_ID[kind], "abc"):  # 401 comes before the 400 of a bad id
+        resp = await client.get(f"{API}/{kind}/{record}/events", headers=headers)
+        await assert_problem(resp, 401)
+
+
+async def test_revoked_key_gets_401_within_5_seconds(client: TestClient, sample_db: Path) -> None:
+    """Revocation works on a running server within the contract's 5 seconds."""
+    resp, _ = await fetch(client, "campaigns", 1)
+    assert resp.status == 200  # the key is now in the server's cache
+    with sqlite3.connect(sample_db) as writer:
+        writer.execute(
+            "UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z' WHERE company_id = 1"
+        )
+    writer.close()
+    deadline = time.monotonic() + 5.0
+    while (resp := (await fetch(client, "campaigns", 1))[0]).status == 200:
+        assert time.monotonic() < deadline, "revoked key still accepted after 5 s"
+        await asyncio.sleep(0.1)
+    await assert_problem(resp, 401)
+    for kind in KINDS:
+        await assert_problem((await fetch(client, kind, OWN_ID[kind]))[0], 401)
+    assert (await fetch(client, "campaigns", 3, key=KEY_2))[0].status == 200
+
+
+BAD_IDS = ["abc", "0", "-1", "1.5", "1e3", "+1", "１", "1" * 20, str(2**63)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("bad", BAD_IDS)
+async def test_bad_path_id_is_400_naming_id(client: TestClient, kind: str, bad: str) -> None:
+    """Only decimal 1..2^63-1 is an id; anything else is 400 on `id`."""
+    body = await assert_problem((await fetch(client, kind, bad))[0], 400)
+    assert set(body["errors"]) == {"id"}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_largest_id_is_valid_and_not_found(client: TestClient, kind: str) -> None:
+    """2^63-1 is a valid id, so a missing one is 404, not 400."""
+    await assert_problem((await fetch(client, kind, 2**63 - 1))[0], 404)
+
+
+# ---- query parameters (contract.md 3) -----------------------------------------------
+
+CAPTCHA, TYPE = "filter[with_captcha]", "filter[type]"
+BAD_PAGING: list[Params] = [[("per_page", "0")], [("per_page", "501")], [("per_page", "abc")]]
+BAD_PAGING += [[("page", "0")], [("page", "1"), ("page", "2")]]
+BAD_FILTERS: list[Params] = [[(CAPTCHA, v)] for v in ("yes", "1", "")]
+BAD_FILTERS += [[(TYPE, v)] for v in ("opened", "open,,click", '""', ",open")]
+EMPTY_TYPE = pytest.param(
+    "campaigns",
+    [(TYPE, "")],
+    id="EMPTY_TYPE",
+)
+BAD_FILTERS += [[(CAPTCHA, "true"), (CAPTCHA, "false")], [("foo", "1")], [("filter[name]", "x")]]
+
+
+UNKNOWN = {"campaigns": ["foo", "filter[name]"], "victimsapi": ["foo", CAPTCHA, TYPE]}
+BAD_CASES = [EMPTY_TYPE, *(("campaigns", p) for p in BAD_FILTERS + BAD_PAGING)]
+BAD_CASES += [("victimsapi", p) for p in [*BAD_PAGING, [(CAPTCHA, "false")], [(TYPE, "open")]]]
+
+
+@pytest.mark.parametrize(("kind", "params"), BAD_CASES)
+async def test_bad_parameter_is_400_naming_it(
+    client: TestClient, kind: str, params: Params
+) -> None:
+    """Each bad value, repeated scalar or unknown name is 400 keyed by that parameter."""
+    body = await assert_problem((await fetch(client, kind, OWN_ID[kind], params))[0], 400)
+    assert set(body["errors"]) == {params[0][0]}
+
+
+@pytest.mark.parametrize(("kind", "name"), [(k, n) for k in KINDS for n in UNKNOWN[k]])
+async def test_unknown_parameter_lists_the_allowed_ones(
+    client: TestClient, kind: str, name: str
+) -> None:
+    """An unknown name tells the caller what the endpoint does accept."""
+    body = await assert_problem((await fetch(client, kind, OWN_ID[kind], [(name, "x")]))[0], 400)
+    assert set(body["errors"]) == {name}
+    message = " ".join(body["errors"][name])
+    allowed = ["page", "per_page"] + ([CAPTCHA, TYPE] if kind == "campaigns" else [])
+    assert all(a in message for a in allowed), message
+
+
+COMBOS = [c for r in (1, 2, 3, 4) for c in itertools.combinations(TYPES, r)]
+
+
+@pytest.mark.parametrize("types", COMBOS, ids=["-".join(c) for c in COMBOS])
+async def test_type_filter_returns_exactly_those_types(
+    client: TestClient, types: tuple[str, ...]
+) -> None:
+    """Any set of types, any letter case, selects exactly those events."""
+    value = ",".join(t.upper() if i % 2 else t.title() for i, t in enumerate(types))
+    for company, campaign in ((1, 1), (2, 5)):
+        resp, body = await fetch(client, "campaigns", campaign, [(TYPE, value)], KEYS[company])
+        wanted = campaign_events(campaign, types)
+        assert wanted and resp.status == 200
+        assert_same(body, wanted)
+
+
+@pytest.mark.parametrize(
+    ("params", "types", "without"),
+    [
+        ([(CAPTCHA, "false")], TYPES, True),
+        ([(CAPTCHA, "FaLsE")], TYPES, True),
+        ([(CAPTCHA, "true")], TYPES, False),
+        ([(CAPTCHA, "TRUE")], TYPES, False),
+        ([], TYPES, False),
+        ([(CAPTCHA, "false"), (TYPE, "open,click")], ("open", "click"), True),
+        ([(TYPE, " open "), (TYPE, "click"), (CAPTCHA, "false")], ("open", "click"), True),
+    ],
+)
+async def test_captcha_and_combined_filters(
+    client: TestClient, params: Params, types: tuple[str, ...], without: bool
+) -> None:
+    """false drops exactly the captcha events; true and absent drop nothing."""
+    for campaign in ids_of("campaigns", 1):
+        wanted = campaign_events(campaign, types, without)
+        assert_same((await fetch(client, "campaigns", campaign, params))[1], wanted)
+    everything = campaign_events(1)
+    assert len(campaign_events(1, without_captcha=True)) < len(everything)  # the test can fail
+
+
+async def test_every_record_of_both_companies(client: TestClient) -> None:
+    """Every campaign and employee answers its full fixture events, in order."""
+    for company, key in KEYS.items():
+        for kind, table in zip(KINDS, ("campaigns", "employees"), strict=True):
+            for record in ids_of(table, company):
+                resp, body = await fetch(client, kind, record, key=key)
+                assert resp.status == 200
+                assert_same(body, expected(kind, record))
+
+
+async def test_jose_nunez_events_and_tie_break(client: TestClient) -> None:
+    """Non-ASCII names survive, and equal timestamps are ordered by id."""
+    body = (await fetch(client, "victimsapi", 7))[1]
+    assert len(body) == 12 and body == employee_events(7)
+    raw = (await fetch(client, "campaigns", body[0]["campaign"]["id"]))[1]
+    assert {"first_name": "José", "last_name": "Núñez"}.items() <= next(
+        e["victim"] for e in raw if e["victim"]["id"] == 7
+    ).items()
+    ties = 0
+    for campaign in ids_of("campaigns", 1):
+        got = [(e["timestamp"], e["id"]) for e in (await fetch(client, "campaigns", campaign))[1]]
+        assert got == sorted(got)
+        ties += len(got) - len({t for t, _ in got})
+    assert ties > 0, "the sample must hold equal timestamps for the tie-break to be tested"
+
+
+# ---- success headers and pagination (contract.md 4, 5, 7) ----------------------------
+
+PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
+FILTERS = {"campaigns": [(TYPE, "Open,click"), (CAPTCHA, "false")], "victimsapi": []}
+
+
+def filtered(kind: str) -> list[dict[str, Any]]:
+    """The whole answer for the filters of FILTERS."""
+    if kind == "campaigns":
+        return campaign_events(1, ("open", "click"), without_captcha=True)
+    return employee_events(7)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_whole_array_without_paging_and_success_headers(
+    client: TestClient, kind: str
+) -> None:
+    """No paging parameter: the whole array, JSON headers, an ETag, no page headers."""
+    resp, body = await fetch(client, kind, OWN_ID[kind], FILTERS[kind])
+    assert_same(body, filtered(kind))
+    assert resp.headers["Content-Type"] == "application/json; charset=utf-8"
+    assert resp.headers["ETag"]
+    assert not set(PAGE_HEADERS) & set(resp.headers)
+
+
+def parse_links(header: str) -> dict[str, URL]:
+    """The rel -> target map of an RFC 8288 Link header."""
+    return {rel: URL(target) for target, rel in re.findall(r'<([^>]*)>;\s*rel="([^"]+)"', header)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("per_page", [1, 5, 7, 500])
+async def test_pages_concatenate_with_headers_and_links(
+    client: TestClient, kind: str, per_page: int
+) -> None:
+    """Pages tile the list; headers and every Link (filters kept) are right."""
+    whole = filtered(kind)
+    pages = math.ceil(len(whole) / per_page)
+    got: list[Any] = []
+    for page in range(1, pages + 2):
+        params = [*FILTERS[kind], ("per_page", str(per_page)), ("page", str(page))]
+        resp, body = await fetch(client, kind, OWN_ID[kind], params)
+        assert resp.status == 200
+        assert_same(body, whole[(page - 1) * per_page : page * per_page])
+        got += body
+        numbers = [resp.headers.get(h) for h in PAGE_HEADERS[:4]]
+        assert numbers == [str(n) for n in (len(whole), page, per_page, pages)]
+        links = parse_links(resp.headers["Link"])
+        wanted = {"first": 1, "last": pages} | ({"prev": min(page - 1, pages)} if page > 1 else {})
+        wanted |= {"next": page + 1} if page < pages else {}
+        assert {rel: int(url.query["page"]) for rel, url in links.items()} == wanted
+        if page in (1, pages // 2 + 1, pages, pages + 1):
+            for url in links.values():
+                assert url.path == f"{API}/{kind}/{OWN_ID[kind]}/events"
+                rest = sorted((k, v) for k, v in url.query.items() if k != "page")
+                assert rest == sorted([*FILTERS[kind], ("per_page", str(per_page))])
+                target = int(url.query["page"])
+                followed = await client.get(url, headers={"X-API-KEY": KEY_1})
+                wanted_page = whole[(target - 1) * per_page : target * per_page]
+                assert_same(await followed.json(), wanted_page)
+    assert_same(got, whole)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("params", [[("page", "1")], [("per_page", "3")]])
+async def test_either_paging_parameter_paginates(
+    client: TestClient, kind: str, params: Params
+) -> None:
+    """page alone or per_page alone switches pagination on, with defaults."""
+    resp, body = await fetch(client, kind, OWN_ID[kind], params)
+    per_page = int(params[0][1]) if params[0][0] == "per_page" else 100
+    assert_same(body, expected(kind, OWN_ID[kind])[:per_page])
+    assert resp.headers["X-Per-Page"] == str(per_page)
+    assert resp.headers["X-Total-Count"] == str(len(expected(kind, OWN_ID[kind])))
+
+
+# ---- tenancy (contract.md 1) --------------------------------------------------------
+
+NOISY = ("date", "x-request-id", "ratelimit-remaining", "ratelimit-reset", "ratelimit")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(("company", "other"), [(1, 2), (2, 1)])
+async def test_other_company_ids_look_free(
+    client: TestClient, kind: str, company: int, other: int
+) -> None:
+    """Another tenant's ids get the very same 404 as an id nobody has."""
+    table = "campaigns" if kind == "campaigns" else "employees"
+
+    async def answer(record: int) -> tuple[bytes, dict[str, str], set[str]]:
+        headers = {"X-API-KEY": KEYS[company], "X-Request-ID": "tenancy-probe"}
+        resp = await client.get(f"{API}/{kind}/{record}/events", headers=headers)
+        await assert_problem(resp, 404)
+        names = {h.lower() for h in resp.headers}
+        values = {h.lower(): v for h, v in resp.headers.items() if h.lower() not in NOISY}
+        return await resp.read(), values, names
+
+    free = await answer(FREE_ID)
+    for record in ids_of(table, other):
+        assert await answer(record) == free, record
+    assert (await fetch(client, kind, ids_of(table, company)[0], key=KEYS[company]))[
+        0
+    ].status == 200
