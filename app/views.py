@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import logging
 import sqlite3
 from collections import OrderedDict
@@ -38,7 +39,7 @@ parse_inscriptions_query = QueryParser(InscriptionsQuery())
 class CountCache:
     """Totals of filtered listings, per data token: data only changes with a load."""
 
-    def __init__(self, max_entries: int = 4096) -> None:
+    def __init__(self, max_entries: int = 2048) -> None:
         self._totals: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
         self._max_entries = max_entries
 
@@ -142,9 +143,13 @@ async def respond_rows(
                 await run_on(conn, close_rows, rows)
 
 
-def _filters_key(request: web.Request) -> tuple[tuple[str, str], ...]:
-    """The request's parameters other than paging, order-insensitive."""
-    return tuple(sorted((k, v) for k, v in request.query.items() if k not in ("page", "per_page")))
+def _filters_key(request: web.Request) -> bytes:
+    """A digest of the request's parameters other than paging, order-insensitive.
+
+    A digest keeps each cache entry small whatever the length of the query string.
+    """
+    items = sorted((k, v) for k, v in request.query.items() if k not in ("page", "per_page"))
+    return hashlib.blake2b(repr(items).encode(), digest_size=16).digest()
 
 
 async def send_array(
