@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import Config, load_config
-from .db import DatabaseError, check_readable
+from .db import DatabaseError, check_integrity, check_readable
 from .loader import SAMPLE_FIXTURE, LoadError, load_files
 from .logs import setup_logging
 from .main import create_app
@@ -23,6 +23,7 @@ def prepare_database(config: Config) -> list[dict[str, object]]:
     """Create the database from the sample data on first start; return the sample keys."""
     if Path(config.db).exists() or not config.bootstrap:
         check_readable(config.db)
+        check_integrity(config.db)
         return []
     load_files(config.db, [SAMPLE_FIXTURE])
     document = json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8"))

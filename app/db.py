@@ -228,6 +228,21 @@ def check_readable(path: str | Path) -> str:
     return str(row[0])
 
 
+def check_integrity(path: str | Path) -> None:
+    """Refuse a damaged file at start rather than fail on the first unlucky query."""
+    file = Path(path)
+    try:
+        conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check(5)")]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"database file {file} is not readable: {exc}") from exc
+    if problems != ["ok"]:
+        raise DatabaseError(f"database file {file} is damaged: {' '.join(problems[0].split())}")
+
+
 class ReadPool:
     """A few read-only connections, so concurrent requests do not queue on one thread."""
 
