@@ -73,6 +73,8 @@ class Config:
     )
 
     def __post_init__(self) -> None:
+        if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+            raise ValueError(f"log level {self.log_level!r} is not DEBUG, INFO, WARNING or ERROR")
         if self.log_format not in ("text", "json"):
             raise ValueError("log format must be text or json")
         if self.rate_burst < 1 or self.rate_per_second <= 0:
@@ -115,10 +117,15 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
         env = item.metadata["env"]
         kind: Any = _parse_bool if item.type in (bool, "bool") else _TYPES[str(item.type)]
         default = environ.get(env)
+        if default is not None:
+            try:
+                default = kind(default)
+            except (ValueError, argparse.ArgumentTypeError) as exc:
+                parser.error(f"{env}: {exc}")
         parser.add_argument(
             f"--{item.name.replace('_', '-')}",
             type=kind,
-            default=kind(default) if default is not None else item.default,
+            default=item.default if default is None else default,
             help=f"{item.metadata['help']} [env {env}]",
             metavar=item.name.upper(),
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,12 @@ class ProblemTestServer(TestServer):
     """aiohttp's TestServer over the production runner, so tests see what users see."""
 
     async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
-        return ProblemAppRunner(self.app, access_log_class=AccessLogger, **kwargs)
+        return ProblemAppRunner(
+            self.app,
+            access_log_class=AccessLogger,
+            access_log=logging.getLogger("app.access"),
+            **kwargs,
+        )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,308 @@
+"""HTTP behaviour of the running app: validators, compression, headers, methods, streaming.
+
+Pins contract.md 7 (ETag and If-None-Match, the tag changing with a load, gzip over
+1 KiB with Vary, CORS off by default and its exposed headers, Cache-Control, nosniff, no
+version in Server, X-Request-ID, large arrays streamed) and contract.md 2.1 (HEAD
+wherever GET, 405 with Allow).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import random
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.loader import load_files
+
+from .conftest import MakeClient
+from .factories import API, KEY_1, KEY_2, assert_problem, make_sample_db, sample
+
+CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
+EMPLOYEE = f"{API}/victimsapi/7/events"
+INSCRIPTIONS = f"{API}/course-inscriptions"
+ENDPOINTS = (CAMPAIGN, EMPLOYEE, INSCRIPTIONS)
+SMALL = f"{API}/victimsapi/11/events"  # an employee of company 1 with 2 events
+JSON_TYPE = "application/json; charset=utf-8"
+BIG_EXTRA = 5000  # events added to campaign 1: more than CHUNK_ROWS, so it streams
+
+
+async def get(client: TestClient, path: str, key: str | None = KEY_1, **headers: str):
+    """GET with an optional key; returns the response with its body read."""
+    if key is not None:
+        headers["X-API-KEY"] = key
+    response = await client.get(path, headers=headers)
+    await response.read()
+    return response
+
+
+async def get_raw(client: TestClient, path: str, **headers: str) -> tuple[Any, bytes]:
+    """GET with KEY_1 without transparent decompression: the bytes as sent."""
+    async with (
+        aiohttp.ClientSession(auto_decompress=False) as session,
+        session.get(client.make_url(path), headers={"X-API-KEY": KEY_1, **headers}) as resp,
+    ):
+        return resp, await resp.read()
+
+
+def company_employees(company_id: int) -> list[int]:
+    """Employee ids of one company, from the fixture."""
+    return [e["id"] for e in sample()["employees"] if e["company_id"] == company_id]
+
+
+def write_events(path: Path, first_id: int, count: int, seed: int = 7) -> list[dict[str, Any]]:
+    """A fixture file adding `count` events to campaign 1 (some timestamps shared)."""
+    rng = random.Random(seed)
+    people = company_employees(1)
+    events = [
+        {
+            "id": first_id + i,
+            "campaign_id": 1,
+            "employee_id": rng.choice(people),
+            "type": rng.choice(["open", "click", "report", "fail"]),
+            "timestamp": f"2025-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T"
+            f"{rng.randint(0, 23):02d}:{rng.choice([0, 30]):02d}:00Z",
+            "with_captcha": rng.random() < 0.3,
+        }
+        for i in range(count)
+    ]
+    path.write_text(json.dumps({"campaign_events": events}), encoding="utf-8")
+    return events
+
+
+def ordered_ids(events: list[dict[str, Any]]) -> list[int]:
+    """Event ids in the contract's order: timestamp, then id."""
+    return [e["id"] for e in sorted(events, key=lambda e: (e["timestamp"], e["id"]))]
+
+
+def campaign_one_events() -> list[dict[str, Any]]:
+    return [e for e in sample()["campaign_events"] if e["campaign_id"] == 1]
+
+
+@pytest.mark.parametrize("path", ENDPOINTS)
+async def test_etag_and_if_none_match(client: TestClient, path: str) -> None:
+    first = await get(client, path)
+    assert first.status == 200
+    etag = first.headers["ETag"]
+    assert etag.removeprefix("W/").startswith('"') and etag.endswith('"')
+    for header in (etag, "*", f'W/"nope", {etag}', etag.removeprefix("W/")):
+        cached = await get(client, path, **{"If-None-Match": header})
+        assert cached.status == 304, header
+        assert await cached.read() == b""
+        assert cached.headers["ETag"] == etag
+    for header in ('"nope"', 'W/"nope", "other"'):
+        fresh = await get(client, path, **{"If-None-Match": header})
+        assert fresh.status == 200
+        assert await fresh.read() == await first.read()
+
+
+async def test_etag_depends_on_company_and_query(client: TestClient) -> None:
+    one = await get(client, INSCRIPTIONS)
+    two = await get(client, INSCRIPTIONS, key=KEY_2)
+    assert one.headers["ETag"] != two.headers["ETag"]
+    # Company 2 cannot have its request answered with company 1's validator.
+    assert (
+        await get(client, INSCRIPTIONS, key=KEY_2, **{"If-None-Match": one.headers["ETag"]})
+    ).status == 200
+    queries = ("", "?page=2", "?per_page=5", "?filter[country]=France", "?page=1")
+    tags = [(await get(client, INSCRIPTIONS + q)).headers["ETag"] for q in queries]
+    assert len(set(tags)) == len(tags)
+    typed = await get(client, f"{CAMPAIGN}?filter[type]=open")
+    assert typed.headers["ETag"] != (await get(client, CAMPAIGN)).headers["ETag"]
+    assert (await get(client, CAMPAIGN, **{"If-None-Match": typed.headers["ETag"]})).status == 200
+
+
+async def test_etag_changes_after_a_load(
+    client: TestClient, sample_db: Path, tmp_path: Path
+) -> None:
+    before = await get(client, CAMPAIGN)
+    old_tag, old_ids = before.headers["ETag"], [e["id"] for e in await before.json()]
+    assert old_ids == ordered_ids(campaign_one_events())
+    extra = tmp_path / "extra.json"
+    event = {"id": 900001, "campaign_id": 1, "employee_id": 1, "type": "click",
+             "timestamp": "2025-12-31T23:59:59Z", "with_captcha": False}  # fmt: skip
+    extra.write_text(json.dumps({"campaign_events": [event]}), encoding="utf-8")
+    await asyncio.to_thread(load_files, sample_db, [extra])
+    for _ in range(30):  # the server notices the files changed; allow up to 3 s
+        after = await get(client, CAMPAIGN, **{"If-None-Match": old_tag})
+        if after.status == 200:
+            break
+        await asyncio.sleep(0.1)
+    assert after.status == 200
+    assert after.headers["ETag"] != old_tag
+    assert [e["id"] for e in await after.json()] == [*old_ids, 900001]
+    assert (await get(client, CAMPAIGN, **{"If-None-Match": after.headers["ETag"]})).status == 304
+
+
+async def test_gzip_over_one_kib_with_vary(client: TestClient) -> None:
+    plain, plain_body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "identity"})
+    assert len(plain_body) > 1024
+    assert "Content-Encoding" not in plain.headers
+    packed, packed_body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "gzip"})
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert "accept-encoding" in packed.headers.get("Vary", "").lower()
+    assert gzip.decompress(packed_body) == plain_body
+
+
+@pytest.mark.parametrize("path", [SMALL, f"{INSCRIPTIONS}?page=999"])
+async def test_small_bodies_are_not_compressed(client: TestClient, path: str) -> None:
+    response, body = await get_raw(client, path, **{"Accept-Encoding": "gzip"})
+    assert response.status == 200
+    assert len(body) < 1024
+    assert "Content-Encoding" not in response.headers
+    assert isinstance(json.loads(body), list)
+
+
+async def test_standard_headers_everywhere(client: TestClient) -> None:
+    responses = [await get(client, path) for path in ENDPOINTS]
+    responses += [
+        await get(client, "/healthz", key=None),
+        await get(client, "/readyz", key=None),
+        await get(client, CAMPAIGN, key=None),
+        await get(client, f"{API}/campaigns/999999/events"),
+        await get(client, f"{API}/campaigns/0/events"),
+        await get(client, "/nowhere"),
+        await client.post(CAMPAIGN),
+    ]
+    assert [r.status for r in responses] == [200, 200, 200, 200, 200, 401, 404, 400, 404, 405]
+    for response in responses:
+        assert response.headers["Cache-Control"] == "private, no-cache"
+        assert response.headers["X-Content-Type-Options"] == "nosniff"
+        server = response.headers.get("Server", "")
+        assert not any(ch.isdigit() for ch in server), server
+        assert "aiohttp" not in server.lower() and "python" not in server.lower()
+    for response in responses[:3]:
+        assert response.headers["Content-Type"] == JSON_TYPE
+
+
+@pytest.mark.parametrize(
+    ("path", "key", "status"),
+    [
+        (CAMPAIGN, KEY_1, 200),
+        (CAMPAIGN, "wrong", 401),
+        (f"{API}/campaigns/999999/events", KEY_1, 404),
+    ],
+    ids=["200", "401", "404"],
+)
+async def test_request_id_echoed_or_generated(
+    client: TestClient, path: str, key: str, status: int
+) -> None:
+    for given in ["trace-42.a:b@c/d+e=f_g", "x" * 128]:
+        response = await get(client, path, key=key, **{"X-Request-ID": given})
+        assert response.status == status
+        assert response.headers["X-Request-ID"] == given
+        if status != 200:
+            assert (await assert_problem(response, status))["request_id"] == given
+    for given in [None, "x" * 129, "has space", "<script>", ""]:
+        headers = {} if given is None else {"X-Request-ID": given}
+        response = await get(client, path, key=key, **headers)
+        assert response.status == status
+        made = response.headers["X-Request-ID"]
+        assert re.fullmatch("[0-9a-f]{32}", made), made
+        if status != 200:
+            assert (await assert_problem(response, status))["request_id"] == made
+
+
+@pytest.mark.parametrize("path", [*ENDPOINTS, "/healthz", "/readyz"])
+async def test_head_wherever_get(client: TestClient, path: str) -> None:
+    got = await get(client, path)
+    head = await client.head(path, headers={"X-API-KEY": KEY_1})
+    assert head.status == got.status == 200
+    assert await head.read() == b""
+    volatile = {"Date", "X-Request-ID", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit"}
+    assert {k: v for k, v in head.headers.items() if k not in volatile} == {
+        k: v for k, v in got.headers.items() if k not in volatile
+    }
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+@pytest.mark.parametrize("path", ENDPOINTS)
+@pytest.mark.parametrize("key", [KEY_1, None])
+async def test_other_methods_are_405_with_allow(
+    client: TestClient, method: str, path: str, key: str | None
+) -> None:
+    headers = {"X-API-KEY": key} if key else {}
+    response = await client.request(method, path, headers=headers)
+    await assert_problem(response, 405)
+    assert {m.strip() for m in response.headers["Allow"].split(",")} == {"GET", "HEAD"}
+
+
+@pytest.fixture(scope="module")
+def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+    """The sample plus 5,000 events in campaign 1, built once by the real loader."""
+    directory = tmp_path_factory.mktemp("big")
+    db = make_sample_db(directory)
+    added = write_events(directory / "big.json", 500_001, BIG_EXTRA)
+    load_files(db, [directory / "big.json"])
+    return db, ordered_ids(campaign_one_events() + added)
+
+
+async def test_large_array_is_streamed_complete_and_in_order(
+    make_client: MakeClient, big_template: tuple[Path, list[int]], tmp_path: Path
+) -> None:
+    template, expected = big_template
+    db = shutil.copy(template, tmp_path / "big.sqlite3")
+    client = await make_client(db=str(db))
+    whole, body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "identity"})
+    assert whole.status == 200
+    assert whole.headers["Content-Type"] == JSON_TYPE
+    assert whole.headers.get("Transfer-Encoding") == "chunked"  # streamed, not buffered
+    events = json.loads(body)
+    assert [e["id"] for e in events] == expected
+    pages: list[dict[str, Any]] = []
+    for page in range(1, len(expected) // 500 + 2):
+        pages += await (await get(client, f"{CAMPAIGN}?per_page=500&page={page}")).json()
+    assert pages == events
+    packed, packed_body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "gzip"})
+    assert packed.headers["Content-Encoding"] == "gzip"
+    assert gzip.decompress(packed_body) == body
+    head = await client.head(CAMPAIGN, headers={"X-API-KEY": KEY_1})
+    assert head.status == 200 and await head.read() == b""
+
+
+async def test_cors_is_off_by_default(client: TestClient) -> None:
+    origin = {"Origin": "https://dash.example"}
+    responses = [await get(client, CAMPAIGN, **origin), await get(client, CAMPAIGN, None, **origin)]
+    preflight = await client.options(
+        CAMPAIGN, headers={**origin, "Access-Control-Request-Method": "GET"}
+    )
+    for response in [*responses, preflight]:
+        assert not [h for h in response.headers if h.lower().startswith("access-control-")]
+
+
+async def test_cors_allowed_origin_sees_the_headers(make_client: MakeClient) -> None:
+    client = await make_client(cors_origins="https://dash.example")
+    for key, status in ((KEY_1, 200), (None, 401)):
+        response = await get(client, f"{CAMPAIGN}?page=1", key, Origin="https://dash.example")
+        assert response.status == status
+        assert response.headers["Access-Control-Allow-Origin"] == "https://dash.example"
+        exposed = {
+            h.strip().lower() for h in response.headers["Access-Control-Expose-Headers"].split(",")
+        }
+        assert {"x-total-count", "link", "ratelimit-remaining", "x-request-id"} <= exposed
+    stranger = await get(client, CAMPAIGN, Origin="https://evil.example")
+    assert stranger.status == 200
+    assert not [h for h in stranger.headers if h.lower().startswith("access-control-")]
+
+
+async def test_cors_preflight(make_client: MakeClient) -> None:
+    client = await make_client(cors_origins="https://dash.example")
+    asks = {"Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "X-API-KEY"}
+    allowed = await client.options(CAMPAIGN, headers={"Origin": "https://dash.example", **asks})
+    assert allowed.status == 204
+    assert allowed.headers["Access-Control-Allow-Origin"] == "https://dash.example"
+    methods = {m.strip() for m in allowed.headers["Access-Control-Allow-Methods"].split(",")}
+    assert "GET" in methods
+    names = {h.strip().lower() for h in allowed.headers["Access-Control-Allow-Headers"].split(",")}
+    assert "x-api-key" in names
+    stranger = await client.options(CAMPAIGN, headers={"Origin": "https://evil.example", **asks})
+    assert stranger.status != 204
+    assert "Access-Control-Allow-Origin" not in stranger.headers

@@ -1,0 +1,285 @@
+"""Operating the service: access log, log formats, signals, configuration.
+
+Pins contract.md 8 (Operations): one access-log line per request with method, path,
+status, duration, company and request id and never the key, text or JSON format;
+SIGTERM and SIGINT let in-flight requests finish and exit 0 (a real server process);
+``--help`` lists every REPORTING_* variable with its default; flags win over the
+environment; a bad setting is refused clearly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.config import Config, load_config
+from app.loader import load_files
+from app.logs import JsonFormatter, setup_logging
+from app.main import create_app
+
+from .conftest import ProblemTestServer
+from .factories import API, KEY_1, make_sample_db, sample
+
+ROOT = Path(__file__).resolve().parent.parent
+CAMPAIGN = f"{API}/campaigns/1/events"
+ACCESS_FIELDS = {"method", "path", "status", "duration_ms", "company", "request_id"}
+VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state
+    "REPORTING_DB": None,
+    "REPORTING_HOST": "127.0.0.1",
+    "REPORTING_PORT": "8080",
+    "REPORTING_RATE_BURST": "20",
+    "REPORTING_RATE_PER_SECOND": "10",
+    "REPORTING_AUTH_FAILURES_PER_MINUTE": "10",
+    "REPORTING_TRUSTED_PROXIES": None,
+    "REPORTING_CORS_ORIGINS": None,
+    "REPORTING_LOG_LEVEL": None,
+    "REPORTING_LOG_FORMAT": "text",
+}
+
+
+@pytest.fixture
+async def logged_client(aiohttp_client: Any, sample_db: Path) -> TestClient:
+    """The real app over the sample data, access-logging like production."""
+    return await aiohttp_client(ProblemTestServer(create_app(Config(db=str(sample_db)))))
+
+
+async def send(client: TestClient, path: str, key: str, request_id: str) -> int:
+    """One request; returns its status once its body is read."""
+    response = await client.get(path, headers={"X-API-KEY": key, "X-Request-ID": request_id})
+    await response.read()
+    return response.status
+
+
+async def wait_for(condition: Any) -> None:
+    """Let the server finish logging: the line is written after the response is sent."""
+    for _ in range(200):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+
+
+async def test_one_access_line_per_request_and_never_the_key(
+    logged_client: TestClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="app.access")
+    wrong = "rk_wrong_" + "k" * 40
+    cases = [(CAMPAIGN, KEY_1, 200, 1), (CAMPAIGN, wrong, 401, None)]
+    cases.append((f"{API}/campaigns/999999/events", KEY_1, 404, 1))
+    for number, (path, key, status, _) in enumerate(cases):
+        assert await send(logged_client, path, key, f"ops-{number}") == status
+
+    def lines() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.name == "app.access"]
+
+    await wait_for(lambda: len(lines()) >= len(cases))
+    assert len(lines()) == len(cases)
+    for number, (path, _, status, company) in enumerate(cases):
+        (record,) = [r for r in lines() if r.access["request_id"] == f"ops-{number}"]
+        fields = record.access
+        assert set(fields) >= ACCESS_FIELDS
+        assert (fields["method"], fields["path"], fields["status"]) == ("GET", path, status)
+        assert fields["company"] == company
+        assert isinstance(fields["duration_ms"], float) and fields["duration_ms"] >= 0
+        message = record.getMessage()
+        for text in ("GET", path, str(status), f"ops-{number}", "duration"):
+            assert text in message
+    everything = caplog.text + "".join(JsonFormatter().format(r) for r in caplog.records)
+    assert KEY_1 not in everything and wrong not in everything
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    """Put the root logger back as pytest had it after setup_logging replaced it."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+@pytest.mark.usefixtures("restored_logging")
+async def test_json_log_format(logged_client: TestClient) -> None:
+    setup_logging("INFO", "json")
+    (handler,) = logging.getLogger().handlers
+    assert isinstance(handler.formatter, JsonFormatter)
+    stream = io.StringIO()
+    handler.setStream(stream)
+    assert await send(logged_client, CAMPAIGN, KEY_1, "json-1") == 200
+    await wait_for(lambda: "json-1" in stream.getvalue())
+    entries = [json.loads(line) for line in stream.getvalue().splitlines()]
+    (entry,) = [e for e in entries if e.get("request_id") == "json-1"]
+    assert set(entry) >= ACCESS_FIELDS
+    assert (entry["method"], entry["path"], entry["status"], entry["company"]) == (
+        "GET",
+        CAMPAIGN,
+        200,
+        1,
+    )
+    assert entry["logger"] == "app.access" and entry["level"] == "INFO"
+    assert KEY_1 not in stream.getvalue()
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without any REPORTING_* setting of the machine running the tests."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPORTING_")}
+    return {**env, "COLUMNS": "200", **extra}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
+    """The sample plus 3,000 events in campaign 1 (a streamed answer), by the real loader."""
+    directory = tmp_path_factory.mktemp("ops")
+    db = make_sample_db(directory)
+    people = [e["id"] for e in sample()["employees"] if e["company_id"] == 1]
+    events = [
+        {"id": 700_000 + i, "campaign_id": 1, "employee_id": people[i % len(people)],
+         "type": "open", "timestamp": f"2025-06-{1 + i % 28:02d}T10:00:{i % 60:02d}Z",
+         "with_captcha": False}
+        for i in range(3000)
+    ]  # fmt: skip
+    (directory / "more.json").write_text(json.dumps({"campaign_events": events}))
+    load_files(db, [directory / "more.json"])
+    own = sum(e["campaign_id"] == 1 for e in sample()["campaign_events"])
+    return db, own + len(events)
+
+
+def start_server(db: Path, logs: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Run ``python -m app`` on a free local port and wait until /healthz answers."""
+    port = free_port()
+    command = [sys.executable, "-m", "app", "--db", str(db), "--host", "127.0.0.1"]
+    command += ["--port", str(port), "--bootstrap", "false"]
+    with logs.open("wb") as out:
+        process = subprocess.Popen(command, cwd=ROOT, env=clean_env(), stdout=out, stderr=out)
+    for _ in range(600):
+        assert process.poll() is None, logs.read_text()
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return process, port
+        except OSError:
+            time.sleep(0.05)
+    process.kill()
+    pytest.fail("the server did not start")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
+def test_signal_lets_the_request_in_flight_finish_then_exits_0(
+    signum: int, big_template: tuple[Path, int], tmp_path: Path
+) -> None:
+    template, expected = big_template
+    logs = tmp_path / "server.log"
+    process, port = start_server(Path(shutil.copy(template, tmp_path / "db.sqlite3")), logs)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/healthz")  # the connection is accepted and kept alive
+        ready = conn.getresponse()
+        assert ready.status == 200 and ready.read()
+        conn.request("GET", CAMPAIGN, headers={"X-API-KEY": KEY_1, "X-Request-ID": "inflight"})
+        process.send_signal(signum)  # before reading a byte of the answer
+        response = conn.getresponse()
+        body = response.read()
+        assert response.status == 200
+        events = json.loads(body)
+        assert isinstance(events, list) and len(events) == expected
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = logs.read_text()
+    assert KEY_1 not in text
+    # The request was still being answered when shutdown began, and it was logged as a 200.
+    assert text.index("shutting down") < text.index("request_id=inflight")
+    assert re.search(r"path=\S+/campaigns/1/events status=200 .*request_id=inflight", text)
+
+
+def test_help_lists_every_variable_and_its_default() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--help"], cwd=ROOT, env=clean_env(), capture_output=True
+    )
+    assert result.returncode == 0
+    text = " ".join(result.stdout.decode().split())
+    for variable, default in VARIABLES.items():
+        found = re.search(rf"\[env {variable}\] \(default: ([^)]*)\)", text)
+        assert found, variable
+        if default is not None:
+            assert re.fullmatch(rf"{re.escape(default)}(\.0)?", found[1]), (variable, found[1])
+
+
+@pytest.mark.parametrize(
+    ("flag", "variable", "flag_value", "env_value", "attribute", "default"),
+    [
+        ("--port", "REPORTING_PORT", "9001", "9002", "port", 8080),
+        ("--rate-burst", "REPORTING_RATE_BURST", "5", "7", "rate_burst", 20),
+        ("--log-format", "REPORTING_LOG_FORMAT", "json", "text", "log_format", "text"),
+        ("--cors-origins", "REPORTING_CORS_ORIGINS", "https://a.example", "https://b.example",
+         "cors_origins", ""),
+    ],
+)  # fmt: skip
+def test_flags_win_over_environment(
+    flag: str, variable: str, flag_value: str, env_value: str, attribute: str, default: Any
+) -> None:
+    def value(config: Config) -> str:
+        return str(getattr(config, attribute))
+
+    assert value(load_config([flag, flag_value], {variable: env_value})) == flag_value
+    assert value(load_config([], {variable: env_value})) == env_value
+    assert getattr(load_config([], {}), attribute) == default
+
+
+@pytest.mark.parametrize(
+    ("argv", "environ", "message"),
+    [
+        ([], {"REPORTING_LOG_FORMAT": "xml"}, "text or json"),
+        (["--log-format", "xml"], {}, "text or json"),
+        (["--rate-burst", "0"], {}, "burst"),
+        (["--trusted-proxies", "10.0.0.300"], {}, "10.0.0.300"),
+        (["--port", "eighty"], {}, "eighty"),
+        (["--log-level", "loud"], {}, "loud"),
+        ([], {"REPORTING_PORT": "eighty"}, "eighty"),
+    ],
+    ids=["env-format", "flag-format", "burst", "proxy", "flag-port", "log-level", "env-port"],
+)
+def test_bad_setting_exits_2_with_a_clear_error(
+    argv: list[str], environ: dict[str, str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        load_config(argv, environ)
+    assert exited.value.code == 2
+    error = capsys.readouterr().err
+    assert message in error and "Traceback" not in error
+
+
+def test_bad_environment_fails_the_command_cleanly() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app"],
+        cwd=ROOT,
+        env=clean_env(REPORTING_LOG_FORMAT="xml"),
+        capture_output=True,
+    )
+    assert result.returncode == 2
+    assert b"text or json" in result.stderr and b"Traceback" not in result.stderr
