@@ -1,9 +1,299 @@
-"""OpenAPI document and Swagger UI, generated from the marshmallow schemas."""
+"""OpenAPI document and Swagger UI, generated from the marshmallow schemas (contract.md 8).
+
+The views stay free of documentation: each documented route gets a carrier function
+that delegates to its view and holds aiohttp-apigami's metadata, so building a second
+app never documents a view twice. Swagger UI's assets come from the apigami package.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
 from aiohttp import web
+from aiohttp.typedefs import Handler
+from aiohttp_apigami import AiohttpApiSpec, OpenApiVersion, docs, match_info_schema
+from aiohttp_apigami import querystring_schema as query_schema
+from aiohttp_apigami.swagger_ui import SWAGGER_UI_STATIC_FILES
+
+from . import views
+from .config import Config
+from .errors import PROBLEM_TYPE
+from .fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
+from .keys import CONFIG
+from .schemas import (
+    CampaignEventSchema,
+    CampaignEventsQuery,
+    EmployeeEventSchema,
+    EmployeeEventsQuery,
+    InscriptionSchema,
+    InscriptionsQuery,
+    PathId,
+    ProblemSchema,
+)
+
+DOCS_URL = "/api/docs"
+SPEC_URL = f"{DOCS_URL}/openapi.json"
+STATIC_URL = f"{DOCS_URL}/static"
+STATIC_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png", "favicon-16x16.png")
+TITLE = "Security-awareness reporting API"
+
+DESCRIPTION = """Read-only reports on phishing campaigns and training courses.
+
+**Tenancy.** Every request to `/api/companies/` sends an `X-API-KEY` header. A key belongs \
+to one company and every answer holds only that company's data; an id of another company \
+is answered exactly like an unknown id (404).
+
+**Order.** Events: `timestamp`, then `id`, ascending. Inscriptions: `start_date`, then \
+inscription id; sections in course order; `groups` by name.
+
+**Pagination.** `page` from 1 (default 1), `per_page` 1 to 500 (default 100). Course \
+inscriptions always paginate; the events endpoints return the whole array unless `page` \
+or `per_page` is given. Paginated answers carry `X-Total-Count`, `X-Page`, `X-Per-Page`, \
+`X-Total-Pages` and a `Link` header (first, last, prev, next) keeping every filter; a page \
+past the last is `[]` with the same headers.
+
+**Filters.** List filters are comma lists (double quotes around a value holding a comma, \
+at most 100 values, repeated parameters merge), matched whole and case-insensitively; \
+values of one filter are OR-ed, different filters AND-ed. Dates are `YYYY-MM-DD`, bounds \
+inclusive. Unknown or repeated scalar parameters are 400.
+
+**Rate limit.** A token bucket per key: burst {burst}, refilled at {rate} per second on \
+this server (defaults {default_burst} and {default_rate}). Authenticated answers carry \
+`RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, `RateLimit-Policy` and \
+`RateLimit`; a 429 adds `Retry-After`. Failed authentications are limited to {failures} a \
+minute per client address.
+
+**Errors.** RFC 9457 `application/problem+json` bodies with `type`, `title`, `status`, \
+`detail` and `request_id`; a 400 adds `errors`, the messages for each offending parameter. \
+Checks run in order: path and method (404, 405), key (401), rate limit (429), parameters \
+(400), resource (404).
+
+**Caching.** Every 200 carries a weak `ETag`; `If-None-Match` gives 304. Bodies over 1 KiB \
+are gzipped for clients that accept it."""
+
+
+def _header(description: str, kind: str = "string", **limits: int) -> dict[str, Any]:
+    return {"description": description, "schema": {"type": kind, **limits}}
+
+
+HEADERS = {
+    "X-Request-ID": _header("The client's sane X-Request-ID echoed, or a generated one."),
+    "ETag": _header("Weak validator of this company's view of this URL at this data version."),
+    "X-Total-Count": _header("Records matching the filters (paginated answers).", "integer"),
+    "X-Page": _header("The page returned (paginated answers).", "integer", minimum=1),
+    "X-Per-Page": _header("Page size (paginated answers).", "integer", minimum=1, maximum=500),
+    "X-Total-Pages": _header("Number of pages (paginated answers).", "integer", minimum=0),
+    "Link": _header("RFC 8288 links first, last, prev, next (paginated answers)."),
+    "RateLimit-Limit": _header("Burst: the bucket's capacity.", "integer", minimum=1),
+    "RateLimit-Remaining": _header("Whole tokens left.", "integer", minimum=0),
+    "RateLimit-Reset": _header("Whole seconds until the bucket is full.", "integer", minimum=0),
+    "RateLimit-Policy": _header('IETF draft policy, e.g. `"default";q=20;w=2`.'),
+    "RateLimit": _header('IETF draft state, e.g. `"default";r=19;t=1`.'),
+    "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
+}
+RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
+PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
+PROBLEMS = {
+    "400": ("BadRequest", "A path id or query parameter is invalid.", RATE_HEADERS),
+    "401": ("Unauthorized", "X-API-KEY is missing, empty, unknown or revoked.", ()),
+    "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
+    "429": (
+        "TooManyRequests",
+        "Too many requests (RateLimit-* when the key is valid).",
+        (*RATE_HEADERS, "Retry-After"),
+    ),
+    "500": ("InternalServerError", "Unexpected error; no internal detail is shown.", ()),
+}
+ID_ERRORS = ("400", "401", "404", "429", "500")
+
+
+def _refs(*names: str) -> dict[str, str]:
+    """Header references by component name (apispec turns names into $ref)."""
+    return {name: name for name in ("X-Request-ID", *names)}
+
+
+def _docs(tag: str, name: str, summary: str, ok: Any, codes: tuple[str, ...]) -> Any:
+    """apigami's docs() for one listing: key, If-None-Match, 200 array, 304, problems."""
+    if_none_match = {"in": "header", "name": "If-None-Match", "required": False}
+    if_none_match |= {"description": "An earlier ETag: 304 while the data is unchanged."}
+    if_none_match |= {"schema": {"type": "string"}}
+    headers = _refs("ETag", *RATE_HEADERS, *PAGE_HEADERS)
+    responses: dict[str, Any] = {
+        "200": {"schema": ok, "description": "The records, in order.", "headers": headers},
+        "304": {"description": "If-None-Match matched the ETag.", "headers": _refs("ETag")},
+    }
+    responses |= {code: PROBLEMS[code][0] for code in codes}
+    return docs(
+        tags=[tag],
+        summary=summary,
+        operation_id=name,
+        security=[{"ApiKey": []}],
+        parameters=[if_none_match],
+        responses=responses,
+    )
+
+
+def operations() -> dict[Handler, tuple[Callable[[Any], Any], ...]]:
+    """Each documented view with its apigami decorators, built afresh for every document."""
+    return {
+        views.campaign_events: (
+            _docs(
+                "events",
+                "listCampaignEvents",
+                "Events of one campaign",
+                CampaignEventSchema(many=True),
+                ID_ERRORS,
+            ),
+            match_info_schema(PathId),
+            query_schema(CampaignEventsQuery),
+        ),
+        views.employee_events: (
+            _docs(
+                "events",
+                "listEmployeeEvents",
+                "Events of one employee",
+                EmployeeEventSchema(many=True),
+                ID_ERRORS,
+            ),
+            match_info_schema(PathId),
+            query_schema(EmployeeEventsQuery),
+        ),
+        views.course_inscriptions: (
+            _docs(
+                "training",
+                "listCourseInscriptions",
+                "Course inscriptions with results",
+                InscriptionSchema(many=True),
+                ("400", "401", "429", "500"),
+            ),
+            query_schema(InscriptionsQuery),
+        ),
+    }
+
+
+def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
+    """apispec attribute function: the limits our strict fields check by hand."""
+    if isinstance(field, DecimalId):
+        number = {"type": "integer", "minimum": 1, "maximum": field.maximum}
+        return number | {"format": "int64"} if field.maximum == MAX_ID else number
+    if isinstance(field, CommaList):
+        items: dict[str, Any] = {"type": "string", "minLength": 1}
+        if field.choices:
+            items["enum"] = list(field.choices)
+        return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
+    if isinstance(field, UtcTimestamp):
+        return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
+    return {}
+
+
+def _comma_style(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
+    """apispec parameter function: a comma list is OpenAPI's form style, not exploded."""
+    return {"style": "form", "explode": False} if isinstance(field, CommaList) else {}
+
+
+def build_document(app: web.Application) -> dict[str, Any]:
+    """The OpenAPI 3 document of the app's documented GET routes."""
+    config, defaults = app[CONFIG], Config()
+    description = DESCRIPTION.format(
+        burst=config.rate_burst,
+        rate=f"{config.rate_per_second:g}",
+        default_burst=defaults.rate_burst,
+        default_rate=f"{defaults.rate_per_second:g}",
+        failures=config.auth_failures_per_minute,
+    )
+    api = AiohttpApiSpec(
+        url="",
+        openapi_version=OpenApiVersion.V303,
+        title=TITLE,
+        version="1.0.0",
+        info={"description": description},
+    )
+    spec = api.spec
+    converter = spec.plugins[0].converter
+    converter.add_attribute_function(_field_schema)
+    converter.add_parameter_attribute_function(_comma_style)
+    spec.components.security_scheme(
+        "ApiKey", {"type": "apiKey", "in": "header", "name": "X-API-KEY"}
+    )
+    for name, header in HEADERS.items():
+        spec.components.header(name, header)
+    for name, description, headers in PROBLEMS.values():
+        content = {PROBLEM_TYPE: {"schema": ProblemSchema}}
+        spec.components.response(
+            name, {"description": description, "content": content, "headers": _refs(*headers)}
+        )
+    documented = operations()
+    for route in app.router.routes():
+        decorators = documented.get(route.handler)
+        if route.method == "GET" and decorators and route.resource is not None:
+            spec.path(
+                path=route.resource.canonical,
+                method="get",
+                handler=_carrier(route.handler, decorators),
+            )
+    document = api.swagger_dict()
+    for path_item in document["paths"].values():
+        for operation in path_item.values():
+            operation.pop("produces", None)  # apigami's docs() adds this OpenAPI 2 field
+    return document
+
+
+def _carrier(view: Handler, decorators: tuple[Callable[[Any], Any], ...]) -> Handler:
+    """A fresh function standing for `view` that holds the apigami metadata."""
+
+    async def documented(request: web.Request) -> web.StreamResponse:
+        return await view(request)
+
+    for decorate in decorators:
+        documented = decorate(documented)
+    return documented
+
+
+SWAGGER_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<link rel="stylesheet" href="{static}/swagger-ui.css">
+<link rel="icon" type="image/png" href="{static}/favicon-32x32.png" sizes="32x32">
+<link rel="icon" type="image/png" href="{static}/favicon-16x16.png" sizes="16x16">
+</head>
+<body>
+<div id="swagger-ui"></div>
+<script src="{static}/swagger-ui-bundle.js"></script>
+<script>
+window.onload = function () {{
+  window.ui = SwaggerUIBundle({{
+    url: "{spec}", dom_id: "#swagger-ui", deepLinking: true, validatorUrl: null
+  }});
+}};
+</script>
+</body>
+</html>
+"""
 
 
 def setup_openapi(app: web.Application) -> None:
-    """Serve /api/docs (Swagger UI) and /api/docs/openapi.json."""
+    """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes."""
+    body = json.dumps(build_document(app), indent=1).encode()
+    page = SWAGGER_PAGE.format(title=TITLE, static=STATIC_URL, spec=SPEC_URL)
+
+    async def openapi_json(request: web.Request) -> web.Response:
+        return web.Response(body=body, content_type="application/json", charset="utf-8")
+
+    async def swagger_ui(request: web.Request) -> web.Response:
+        # validatorUrl null: the page never calls validator.swagger.io (no outside host).
+        return web.Response(text=page, content_type="text/html", charset="utf-8")
+
+    async def swagger_asset(request: web.Request) -> web.FileResponse:
+        name = request.match_info["name"]
+        if name not in STATIC_FILES:
+            raise web.HTTPNotFound()
+        return web.FileResponse(SWAGGER_UI_STATIC_FILES / name)
+
+    app.router.add_get(SPEC_URL, openapi_json)
+    app.router.add_get(DOCS_URL, swagger_ui)
+    app.router.add_get(f"{STATIC_URL}/{{name}}", swagger_asset)
