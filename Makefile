@@ -50,9 +50,10 @@ wrk:
 
 ## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
 bench-data: $(STAMP)
-	@test -f $(BENCH_DB) || $(BIN)/python scripts/generate_fixtures.py --db $(BENCH_DB) \
-	  --companies 2 --employees 20000 --campaigns 100 --events-per-campaign 4040 \
-	  --big-campaign 100000 --courses 40 --inscriptions 100000 --sections 5 --seed 1
+	@mkdir -p bench-data; test -f $(BENCH_DB) || $(BIN)/python scripts/generate_fixtures.py --db $(BENCH_DB) \
+	  --companies 2 --employees 20000 --campaigns 100 --events-per-campaign 3980 \
+	  --big-campaign 100000 --mid-campaign 10000 --courses 40 --inscriptions 100000 \
+	  --sections 5 --seed 1
 
 ## make bench: the benchmark table against the large dataset (never part of make test)
 bench: $(STAMP) wrk bench-data

@@ -1,0 +1,428 @@
+"""Synthetic datasets of any size, written straight into the database (contract.md 9).
+
+Same schema, constraints and tenancy triggers as the loader, one transaction, and the
+same seed always gives the same table contents. The API keys are derived from the seed
+(see :func:`bench_key`) so benchmarks can authenticate: never serve generated data.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import random
+import sqlite3
+import sys
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from . import apikeys
+from .db import bump_data_version, connect_writer
+
+DATA_TABLES = (
+    "companies", "api_keys", "employees", "teams", "team_members", "campaigns",
+    "campaign_events", "courses", "course_sections", "inscriptions", "section_results",
+)  # fmt: skip
+BASE = dt.date(2024, 1, 1)  # fixed, so the data never depends on the day it is made
+BASE_EPOCH = 1_704_067_200  # BASE at midnight UTC
+COMPANIES = ("Northwind Logistics", "Bluefin Health", "Contoso Retail", "Fabrikam Energy",
+             "Tailspin Travel", "Litware Labs", "Wingtip Toys", "Adatum Insurance")  # fmt: skip
+FIRST = ("Anna", "Thomas", "Elena", "José", "Zoë", "Łukasz", "Søren", "Chloé", "Jürgen",
+         "Siobhán", "Björn", "François", "Inês", "Mårten", "Aisha", "Kenji", "Priya", "Omar",
+         "Maria", "David", "Sarah", "James", "Laura", "Pierre", "Ngozi", "Mateo", "Olivia",
+         "Lucas", "Emma", "Noah", "Ana", "Wei", "Fatima", "Ivan", "Grace", "Hugo")  # fmt: skip
+LAST = ("García", "Müller", "Ødegaard", "Kowalczyk", "Dvořák", "O'Brien", "Nguyễn", "Çelik",
+        "Rousseau", "Smith", "Johnson", "Brown", "Strauß", "Rossi", "Novak", "Jensen", "Silva",
+        "Kim", "Patel", "Okafor", "Hernández", "Lindqvist", "Murphy", "Dubois", "Schmidt",
+        "Wilson", "Taylor", "Moreau", "Weiß", "Costa", "Nowak", "Larsen", "Groß")  # fmt: skip
+DEPARTMENTS = ("Engineering", "Sales", "Marketing", "Finance", "HR", "IT", "Operations",
+               "Legal", "Customer Support", "Research, Development", "Procurement",
+               "Facilities")  # fmt: skip
+COUNTRIES = ("United States", "United Kingdom", "Germany", "France", "Spain", "Ireland",
+             "Poland", "Sweden", "Norway", "Denmark", "Canada", "Mexico", "Brazil", "India",
+             "Türkiye")  # fmt: skip
+TEAM_WORDS = (("Blue", "Red", "Green", "Night", "Remote", "North", "South", "Core", "Data",
+               "Field", "Finance", "Security", "Cloud", "Travel", "Warehouse", "Ward", "Mobile",
+               "Front-line", "Audit", "Event"),
+              ("Team", "Champions", "Ambassadors", "Leads", "Shift", "Squad", "Crew", "Guild",
+               "Circle", "Managers", "Taskforce", "Unit", "Group", "Club", "Desk", "Hub",
+               "Pod", "Network", "Council", "Workers"))  # fmt: skip
+CAMPAIGNS = ("Overdue Invoice Reminder", "Parcel Delivery Failed", "Benefits Enrolment Update",
+             "Shared Document: Q3 Budget", "Password Expiry Notice", "Year-End Bonus",
+             "IT Helpdesk: Mailbox Full", "Voicemail Received", "CEO Urgent Request",
+             "Payroll Correction", "Security Alert: New Sign-in", "Gift Card Giveaway")  # fmt: skip
+COURSES = ("Phishing Fundamentals", "Password Hygiene", "Data Protection Basics",
+           "Social Engineering Defence", "Secure Remote Work", "Handling Personal Data",
+           "Mobile Device Security", "Incident Reporting", "Safe Browsing", "Cloud Sharing",
+           "Insider Threats", "Physical Security")  # fmt: skip
+SECTION_TITLES = {"lecture": "Lesson", "video": "Video", "quiz": "Quiz", "exam": "Final exam",
+                  "survey": "Feedback survey"}  # fmt: skip
+EVENT_TYPES = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
+STATUSES = ("not_started",) * 4 + ("in_progress",) * 7 + ("completed",) * 9
+EVENT_SPREAD = 21 * 86_400  # events come within three weeks of the launch
+CHUNK = 20_000  # rows per executemany call
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What to generate: totals across companies, split evenly between them."""
+
+    companies: int
+    employees: int
+    campaigns: int
+    events_per_campaign: int
+    courses: int
+    inscriptions: int
+    sections: int = 5
+    big_campaign: int = 0  # events of campaign 1 (company 1) when > 0
+    mid_campaign: int = 0  # events of campaign 2 (company 1) when > 0
+
+
+@dataclass(frozen=True)
+class Company:
+    """One company's share: consecutive id ranges of each owned table."""
+
+    id: int
+    name: str
+    domain: str
+    employees: range
+    teams: range
+    campaigns: range
+    courses: range
+    inscriptions: int
+
+
+class GenerateError(Exception):
+    """The sizes are impossible or the database already holds data."""
+
+
+def bench_key(company_id: int, seed: int) -> str:
+    """The API key the generator gives a company, so the benchmark can authenticate."""
+    digest = hashlib.sha256(f"bench:{company_id}:{seed}".encode()).hexdigest()[:16]
+    return f"rk_bench_{company_id}_{seed}_{digest}"
+
+
+def split(total: int, parts: int) -> list[int]:
+    """Share ``total`` between ``parts`` as evenly as possible, the first ones larger."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
+def plan(sizes: Sizes) -> list[Company]:
+    """Give each company its id ranges; raise GenerateError for impossible sizes."""
+    counts = [sizes.companies, sizes.employees, sizes.campaigns, sizes.events_per_campaign]
+    counts += [sizes.courses, sizes.inscriptions, sizes.sections]
+    if sizes.companies < 1 or min([*counts, sizes.big_campaign, sizes.mid_campaign]) < 0:
+        raise GenerateError("at least one company, and no negative size")
+    if sizes.employees < sizes.companies:
+        raise GenerateError("every company needs an employee: --employees >= --companies")
+    if sizes.inscriptions and sizes.courses < sizes.companies:
+        raise GenerateError("inscriptions need a course in every company: --courses >= --companies")
+    first_campaigns = split(sizes.campaigns, sizes.companies)[0]
+    if (sizes.big_campaign and first_campaigns < 1) or (sizes.mid_campaign and first_campaigns < 2):
+        raise GenerateError("company 1 has too few campaigns for --big-campaign/--mid-campaign")
+    companies, starts = [], [1, 1, 1, 1]
+    shares = zip(*(split(n, sizes.companies) for n in counts[1:3] + counts[4:6]), strict=True)
+    for i, (employees, campaigns, courses, inscriptions) in enumerate(shares):
+        teams = max(1, employees // 50)
+        ranges = []
+        for k, n in enumerate((employees, teams, campaigns, courses)):
+            ranges.append(range(starts[k], starts[k] + n))
+            starts[k] += n
+        name = COMPANIES[i % len(COMPANIES)] + (f" {i + 1}" if i >= len(COMPANIES) else "")
+        domain = f"{slug(name.split()[0])}{i + 1 if i >= len(COMPANIES) else ''}.example"
+        companies.append(Company(i + 1, name, domain, *ranges, inscriptions))
+    return companies
+
+
+def slug(text: str) -> str:
+    """The ASCII letters of a name, for an email address (Łukasz -> lukasz)."""
+    folded = unicodedata.normalize("NFKD", text.casefold().translate(_ASCII))
+    return "".join(c for c in folded if "a" <= c <= "z")
+
+
+_ASCII = str.maketrans({"ł": "l", "ø": "o", "æ": "ae", "đ": "d", "ı": "i"})
+
+
+def expected_rows(sizes: Sizes) -> int:
+    """About how many rows ``sizes`` makes, for the progress bar (some counts are random)."""
+    events = sizes.campaigns * sizes.events_per_campaign + sum(
+        n - sizes.events_per_campaign for n in (sizes.big_campaign, sizes.mid_campaign) if n
+    )
+    people = 2.1 * sizes.employees + sizes.employees // 50 + 3 * sizes.companies
+    training = sizes.courses + sizes.courses * sizes.sections
+    training += sizes.inscriptions * (1 + 0.65 * sizes.sections)
+    return int(people + sizes.campaigns + events + training)
+
+
+def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) -> dict[str, int]:
+    """Fill an empty database in one transaction; return the rows written per table."""
+    companies = plan(sizes)
+    conn = connect_writer(path)
+    try:
+        conn.execute("PRAGMA synchronous = OFF")  # one transaction into a fresh file
+        conn.execute("PRAGMA cache_size = -262144")  # 256 MiB
+        conn.execute("PRAGMA temp_store = MEMORY")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            refuse_data(conn)
+            indexes = drop_indexes(conn)
+            with tqdm(total=expected_rows(sizes), unit=" rows", unit_scale=True,
+                      disable=not progress, file=sys.stderr) as bar:  # fmt: skip
+                counts = write(conn, companies, sizes, seed, bar)
+                bar.total = bar.n
+            for sql in indexes:  # the very statements the schema made them with
+                conn.execute(sql)
+            bump_data_version(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return counts
+    finally:
+        conn.close()
+
+
+def refuse_data(conn: sqlite3.Connection) -> None:
+    """Raise GenerateError unless every data table is empty: never mix with other data."""
+    full = [t for t in DATA_TABLES if conn.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone()]
+    if full:
+        raise GenerateError(
+            f"the database already holds data (in {', '.join(full)}); "
+            "generate into a new or empty file"
+        )
+
+
+def drop_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Drop the schema's indexes, returning their statements: one build at the end is faster."""
+    found = conn.execute(
+        "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL"
+    ).fetchall()
+    for name, _ in found:
+        conn.execute(f'DROP INDEX "{name}"')
+    return [sql for _, sql in found]
+
+
+def write(
+    conn: sqlite3.Connection, companies: list[Company], sizes: Sizes, seed: int, bar: tqdm
+) -> dict[str, int]:
+    """Insert every table in dependency order, each from its own random stream."""
+    counts, days = {}, dates(2 * 365 + 100 + 4 * sizes.sections)
+    for table, columns, make in _STREAMS:
+        marks = ", ".join("?" * len(columns.split(",")))
+        sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
+        rows = make(Context(random.Random(f"{seed}/{table}"), companies, sizes, seed, conn, days))
+        counts[table] = 0
+        while True:  # in chunks, so the progress bar moves without a per-row wrapper
+            written = max(0, conn.executemany(sql, islice(rows, CHUNK)).rowcount)
+            counts[table] += written
+            bar.update(written)
+            if written < CHUNK:
+                break
+    return counts
+
+
+@dataclass(frozen=True)
+class Context:
+    """What a row maker needs: its random stream, the plan and the rows written so far."""
+
+    rng: random.Random
+    companies: list[Company]
+    sizes: Sizes
+    seed: int
+    conn: sqlite3.Connection
+    days: list[str]  # every date the data can hold, as text, by offset from BASE
+
+
+def dates(days: int) -> list[str]:
+    """``YYYY-MM-DD`` of the first ``days`` days from BASE, each formatted once."""
+    return [(BASE + dt.timedelta(days=d)).isoformat() for d in range(days)]
+
+
+Rows = Iterator[tuple[Any, ...]]
+
+
+def _companies(ctx: Context) -> Rows:
+    """The companies, named after well-known sample firms."""
+    for c in ctx.companies:
+        yield c.id, c.name
+
+
+def _api_keys(ctx: Context) -> Rows:
+    """One key per company, stored hashed like any other key."""
+    for c in ctx.companies:
+        key = bench_key(c.id, ctx.seed)
+        yield c.id, apikeys.hash_key(key), apikeys.prefix_of(key), "bench", f"{BASE}T00:00:00Z"
+
+
+def _employees(ctx: Context) -> Rows:
+    """People with varied (some non-ASCII) names; half live in the company's home country."""
+    r, fold = ctx.rng.random, {w: w.casefold() for w in FIRST + LAST + DEPARTMENTS + COUNTRIES}
+    slugs = {w: slug(w) for w in FIRST + LAST}
+    departments = [d for i, d in enumerate(DEPARTMENTS) for _ in range(8 - i // 2)]
+    for c in ctx.companies:
+        home, seen = COUNTRIES[(c.id - 1) % len(COUNTRIES)], {}
+        for employee_id in c.employees:
+            first, last = FIRST[int(r() * len(FIRST))], LAST[int(r() * len(LAST))]
+            department = departments[int(r() * len(departments))]
+            country = home if r() < 0.5 else COUNTRIES[int(r() * len(COUNTRIES))]
+            local = f"{slugs[first]}.{slugs[last]}"
+            seen[local] = n = seen.get(local, 0) + 1  # letters only, so a number never clashes
+            email = f"{local}{n if n > 1 else ''}@{c.domain}"
+            yield (employee_id, c.id, first, last, email, department, country, fold[first],
+                   fold[last], email.casefold(), fold[department], fold[country])  # fmt: skip
+
+
+def _teams(ctx: Context) -> Rows:
+    """About one team per 50 employees, names unique within a company."""
+    names = [f"{a} {b}" for a in TEAM_WORDS[0] for b in TEAM_WORDS[1]]
+    for c in ctx.companies:
+        ctx.rng.shuffle(names)
+        for i, team_id in enumerate(c.teams):
+            name = names[i % len(names)] + (f" {i // len(names) + 1}" if i >= len(names) else "")
+            yield team_id, c.id, name, name.casefold()
+
+
+def _team_members(ctx: Context) -> Rows:
+    """Zero, one or two teams per employee, always of the employee's company."""
+    r = ctx.rng.random
+    for c in ctx.companies:
+        first, n = c.teams.start, len(c.teams)
+        for employee_id in c.employees:
+            picks = int(r() * 10)  # 0 teams: 20%, 1 team: 50%, 2 teams: 30%
+            if picks < 2:
+                continue
+            team = int(r() * n)
+            yield employee_id, first + team
+            if picks >= 7 and n > 1:
+                yield employee_id, first + (team + 1 + int(r() * (n - 1))) % n
+
+
+def _launches(ctx: Context) -> list[int]:
+    """Launch times (epoch seconds) of all campaigns, by id: mornings over two years."""
+    rng = random.Random(f"{ctx.seed}/launches")
+    total = sum(len(c.campaigns) for c in ctx.companies)
+    days = [rng.randrange(2 * 365) for _ in range(total)]
+    return [BASE_EPOCH + d * 86_400 + 7 * 3600 + rng.randrange(16) * 900 for d in days]
+
+
+def _campaigns(ctx: Context) -> Rows:
+    """Campaigns launched over two years."""
+    launches = _launches(ctx)
+    for c in ctx.companies:
+        for campaign_id in c.campaigns:
+            title = CAMPAIGNS[int(ctx.rng.random() * len(CAMPAIGNS))]
+            yield campaign_id, c.id, title, _timestamp(ctx.days, launches[campaign_id - 1])
+
+
+def _timestamp(days: list[str], epoch: int) -> str:
+    """Epoch seconds as the API writes them, without datetime's cost."""
+    day, seconds = divmod(epoch - BASE_EPOCH, 86_400)
+    hours, seconds = divmod(seconds, 3600)
+    return f"{days[day]}T{hours:02d}:{seconds // 60:02d}:{seconds % 60:02d}Z"
+
+
+def _events(ctx: Context) -> Rows:
+    """Events after their launch, in random time order, by the campaign company's people."""
+    r, days, launches, sizes = ctx.rng.random, ctx.days, _launches(ctx), ctx.sizes
+    special, spread = {1: sizes.big_campaign, 2: sizes.mid_campaign}, EVENT_SPREAD / 1.1
+    for c in ctx.companies:
+        first, n = c.employees.start, len(c.employees)
+        for campaign_id in c.campaigns:
+            launch = launches[campaign_id - 1] + 1 - BASE_EPOCH
+            for _ in range(special.get(campaign_id) or sizes.events_per_campaign):
+                x = r()  # most events come in the first days after the launch
+                day, seconds = divmod(launch + int(x * (x + 0.1) * spread), 86_400)
+                hours, seconds = divmod(seconds, 3600)
+                minutes, seconds = divmod(seconds, 60)
+                stamp = f"{days[day]}T{hours:02d}:{minutes:02d}:{seconds:02d}Z"
+                employee_id, kind = first + int(r() * n), EVENT_TYPES[int(r() * 20)]
+                yield campaign_id, employee_id, kind, stamp, r() < 0.15
+
+
+def _courses(ctx: Context) -> Rows:
+    """Courses with titles unique within a company."""
+    titles = list(COURSES)
+    for c in ctx.companies:
+        ctx.rng.shuffle(titles)
+        for i, course_id in enumerate(c.courses):
+            title = titles[i % len(titles)]
+            title += f" {i // len(titles) + 1}" if i >= len(titles) else ""
+            yield course_id, c.id, title, title.casefold()
+
+
+def _sections(ctx: Context) -> Rows:
+    """Sections at positions 1..n: a lecture first, an exam last, a mix between."""
+    n, middle = ctx.sizes.sections, ("lecture", "lecture", "video", "quiz", "survey")
+    for c in ctx.companies:
+        for course_id in c.courses:
+            for position in range(1, n + 1):
+                kind = "lecture" if position == 1 else "exam" if position == n else None
+                kind = kind or middle[int(ctx.rng.random() * len(middle))]
+                title = f"{SECTION_TITLES[kind]} {position}"
+                yield (course_id - 1) * n + position, course_id, title, kind, position
+
+
+def _inscriptions(ctx: Context) -> Rows:
+    """Enrolments over two years, a tenth without a due date, in every status."""
+    r, days, dues, inscription_id = ctx.rng.random, ctx.days, (14, 30, 30, 45, 60, 90), 0
+    for c in ctx.companies:
+        employee, employees = c.employees.start, len(c.employees)
+        course, courses = c.courses.start, len(c.courses)
+        for _ in range(c.inscriptions):
+            inscription_id += 1
+            start = int(r() * 2 * 365)
+            due = None if r() < 0.1 else days[start + dues[int(r() * len(dues))]]
+            yield (inscription_id, c.id, employee + int(r() * employees),
+                   course + int(r() * courses), days[start], due,
+                   STATUSES[int(r() * len(STATUSES))])  # fmt: skip
+
+
+def _results(ctx: Context) -> Rows:
+    """Progress of started inscriptions: graded quizzes and exams, the rest ungraded."""
+    r, days = ctx.rng.random, ctx.days
+    offset = {text: i for i, text in enumerate(days)}
+    sections: dict[int, list[tuple[int, bool]]] = {}
+    for section_id, course_id, kind in ctx.conn.execute(
+        "SELECT id, course_id, section_type FROM course_sections ORDER BY course_id, position"
+    ).fetchall():
+        sections.setdefault(course_id, []).append((section_id, kind in ("quiz", "exam")))
+    for inscription_id, course_id, start, status in ctx.conn.execute(
+        "SELECT id, course_id, start_date, status FROM inscriptions"
+        " WHERE status != 'not_started' ORDER BY id"
+    ):
+        parts, day = sections.get(course_id, []), offset[start]
+        done = len(parts) if status == "completed" else int(r() * (len(parts) - 1)) + 1
+        for section_id, scored in parts[:done]:
+            day += int(r() * 4)
+            if scored:
+                x = r()
+                result = 100 - int(x * x * 90)
+                grade = "APPROVED" if result >= 70 else "DISAPPROVED"
+                yield inscription_id, section_id, days[day], result, grade
+            else:
+                yield inscription_id, section_id, days[day], None, None
+        if done < len(parts) and r() < 0.5:  # the section they are on now
+            yield inscription_id, parts[done][0], None, None, None
+
+
+_STREAMS: list[tuple[str, str, Callable[[Context], Rows]]] = [
+    ("companies", "id, name", _companies),
+    ("api_keys", "company_id, key_hash, prefix, label, created_at", _api_keys),
+    ("employees", "id, company_id, first_name, last_name, email, department, country,"
+     " first_name_key, last_name_key, email_key, department_key, country_key", _employees),
+    ("teams", "id, company_id, name, name_key", _teams),
+    ("team_members", "employee_id, team_id", _team_members),
+    ("campaigns", "id, company_id, title, launch_date", _campaigns),
+    ("campaign_events", "campaign_id, employee_id, type, timestamp, with_captcha", _events),
+    ("courses", "id, company_id, title, title_key", _courses),
+    ("course_sections", "id, course_id, title, section_type, position", _sections),
+    ("inscriptions", "id, company_id, employee_id, course_id, start_date, due_date, status",
+     _inscriptions),
+    ("section_results", "inscription_id, section_id, completed_at, result, status", _results),
+]  # fmt: skip

@@ -1,0 +1,226 @@
+"""The dataset generator (contract.md 9: synthetic datasets straight into the database).
+
+Pins: the same seed gives the same tables; the counts follow the flags; the values keep
+the loader's invariants (case-folded keys, formats, result grades) and its exact schema,
+indexes and tenancy triggers included; the real app serves the data with tenancy intact
+(contract.md 1); a database holding data, or impossible sizes, are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import Config
+from app.generator import GenerateError, Sizes, bench_key, generate
+from app.main import create_app
+
+from .factories import API
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = Sizes(
+    companies=2,
+    employees=60,
+    campaigns=4,
+    events_per_campaign=15,
+    courses=4,
+    inscriptions=50,
+    sections=4,
+    big_campaign=40,
+    mid_campaign=25,
+)
+FLAGS = [
+    "--companies", "2", "--employees", "60", "--campaigns", "4", "--events-per-campaign", "15",
+    "--courses", "4", "--inscriptions", "50", "--sections", "4", "--big-campaign", "40",
+    "--mid-campaign", "25",
+]  # fmt: skip
+SEED_3 = ["--seed", "3", "--no-progress"]
+DATA_TABLES = [
+    "companies", "api_keys", "employees", "teams", "team_members", "campaigns",
+    "campaign_events", "courses", "course_sections", "inscriptions", "section_results",
+]  # fmt: skip
+
+
+def dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """Every table's rows in a stable order, meta's random data token left out."""
+    conn = sqlite3.connect(path)
+    try:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        result = {}
+        for table in tables:
+            width = len(conn.execute(f"SELECT * FROM {table} LIMIT 0").description)
+            order = ", ".join(str(i) for i in range(1, width + 1))
+            rows = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            result[table] = [r for r in rows if r[0] != "data_token"]
+        return result
+    finally:
+        conn.close()
+
+
+def query(path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def tiny_db(tmp_path: Path) -> Path:
+    """A tiny generated database, seed 7."""
+    path = tmp_path / "tiny.sqlite3"
+    generate(path, TINY, seed=7)
+    return path
+
+
+def test_same_seed_gives_identical_tables(tmp_path: Path, tiny_db: Path) -> None:
+    again = tmp_path / "again.sqlite3"
+    generate(again, TINY, seed=7)
+    first, second = dump(tiny_db), dump(again)
+    assert set(first) >= set(DATA_TABLES)
+    assert all(first[t] for t in DATA_TABLES), "every data table holds rows"
+    assert first == second
+
+
+def test_another_seed_gives_other_data(tmp_path: Path, tiny_db: Path) -> None:
+    other = tmp_path / "other.sqlite3"
+    generate(other, TINY, seed=8)
+    first, second = dump(tiny_db), dump(other)
+    assert first["employees"] != second["employees"]
+    assert first["campaign_events"] != second["campaign_events"]
+    assert first["inscriptions"] != second["inscriptions"]
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run the command-line wrapper as a user would."""
+    return subprocess.run(
+        [sys.executable, "scripts/generate_fixtures.py", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_command_line_counts_follow_the_flags(tmp_path: Path) -> None:
+    path = tmp_path / "cli.sqlite3"
+    done = run_script("--db", str(path), *FLAGS, *SEED_3)
+    assert done.returncode == 0, done.stderr
+    assert "rows/s" in done.stdout
+    assert done.stderr == ""  # --no-progress: no bar
+
+    def per_company(table: str) -> dict[int, int]:
+        return dict(query(path, f"SELECT company_id, count(*) FROM {table} GROUP BY 1"))
+
+    assert query(path, "SELECT id FROM companies ORDER BY id") == [(1,), (2,)]
+    assert per_company("employees") == {1: 30, 2: 30}
+    assert per_company("campaigns") == {1: 2, 2: 2}
+    assert per_company("courses") == {1: 2, 2: 2}
+    assert per_company("inscriptions") == {1: 25, 2: 25}
+    assert per_company("api_keys") == {1: 1, 2: 1}
+    events = dict(query(path, "SELECT campaign_id, count(*) FROM campaign_events GROUP BY 1"))
+    assert events == {1: 40, 2: 25, 3: 15, 4: 15}
+    sections = query(
+        path, "SELECT course_id, group_concat(position) FROM course_sections GROUP BY 1"
+    )
+    assert sections == [(course, "1,2,3,4") for course in (1, 2, 3, 4)]
+
+
+def test_values_keep_the_loader_invariants(tiny_db: Path) -> None:
+    employees = query(tiny_db, "SELECT * FROM employees")
+    for row in employees:
+        assert row[7:12] == tuple(value.casefold() for value in row[2:7])
+    assert any(row[3].casefold() != row[3].lower() for row in employees), "a name like Strauß"
+    assert any(not row[2].isascii() for row in employees)
+    emails = [(row[1], row[4]) for row in employees]
+    assert len(set(emails)) == len(emails)
+    named = query(tiny_db, "SELECT name, name_key FROM teams UNION ALL SELECT title, title_key"
+                  " FROM courses")  # fmt: skip
+    assert named and all(key == name.casefold() for name, key in named)
+    stamp = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+    events = query(
+        tiny_db,
+        "SELECT ev.id, ev.timestamp, c.launch_date, ev.type, ev.with_captcha"
+        " FROM campaign_events ev JOIN campaigns c ON c.id = ev.campaign_id ORDER BY ev.id",
+    )
+    assert all(stamp.fullmatch(t) and t > launch for _, t, launch, _, _ in events)
+    assert [e[1] for e in events] != sorted(e[1] for e in events), "not in timestamp order"
+    assert {e[3] for e in events} == {"open", "click", "report", "fail"}
+    assert {e[4] for e in events} == {0, 1}
+    statuses = query(tiny_db, "SELECT DISTINCT status FROM inscriptions")
+    assert {s for (s,) in statuses} == {"not_started", "in_progress", "completed"}
+    results = query(
+        tiny_db,
+        "SELECT s.section_type, r.result, r.status, i.status FROM section_results r"
+        " JOIN course_sections s ON s.id = r.section_id"
+        " JOIN inscriptions i ON i.id = r.inscription_id",
+    )
+    assert results and all(started != "not_started" for *_, started in results)
+    for kind, result, grade, _ in results:
+        if kind in ("lecture", "video", "survey") or result is None:
+            assert (result, grade) == (None, None)
+        else:
+            assert 0 <= result <= 100
+            assert grade == ("APPROVED" if result >= 70 else "DISAPPROVED")
+    assert query(tiny_db, "SELECT count(*) FROM api_keys WHERE key_hash = ?", _hash(1, 7)) == [(1,)]
+
+
+def _hash(company_id: int, seed: int) -> str:
+    key = bench_key(company_id, seed)
+    assert len(key) >= 20 and key.startswith("rk_")
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+async def test_the_app_serves_the_generated_data(aiohttp_client: Any, tiny_db: Path) -> None:
+    client = await aiohttp_client(
+        create_app(Config(db=str(tiny_db), rate_burst=100_000, rate_per_second=100_000.0))
+    )
+    key_1 = {"X-API-KEY": bench_key(1, 7)}
+    response = await client.get(f"{API}/campaigns/1/events", headers=key_1)
+    assert response.status == 200
+    assert len(await response.json()) == 40
+    response = await client.get(f"{API}/course-inscriptions", headers=key_1)
+    assert response.status == 200
+    assert response.headers["X-Total-Count"] == "25"
+    # Campaigns 3 and 4 are company 2's: hidden from company 1, served to company 2.
+    response = await client.get(f"{API}/campaigns/3/events", headers=key_1)
+    assert response.status == 404
+    response = await client.get(f"{API}/campaigns/3/events", headers={"X-API-KEY": bench_key(2, 7)})
+    assert response.status == 200
+    assert len(await response.json()) == 15
+
+
+def test_schema_matches_the_loaders(tiny_db: Path, sample_db: Path) -> None:
+    schema = "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name"
+    assert query(tiny_db, schema) == query(sample_db, schema)
+    names = {name for _, name, _, _ in query(tiny_db, schema)}
+    assert {"campaign_events_by_campaign", "inscriptions_same_company"} <= names
+
+
+def test_a_database_with_data_is_refused(tiny_db: Path, sample_db: Path) -> None:
+    before = dump(tiny_db)
+    with pytest.raises(GenerateError, match="already holds data"):
+        generate(tiny_db, TINY, seed=8)
+    assert dump(tiny_db) == before
+    loaded = dump(sample_db)
+    with pytest.raises(GenerateError, match="already holds data"):
+        generate(sample_db, TINY, seed=7)
+    assert dump(sample_db) == loaded
+    done = run_script("--db", str(sample_db), *FLAGS, *SEED_3)
+    assert done.returncode == 1
+    assert "already holds data" in done.stderr
+    assert dump(sample_db) == loaded
+
+
+def test_impossible_sizes_are_refused(tmp_path: Path) -> None:
+    one_campaign_each = [*FLAGS, "--campaigns", "2"]  # the later flag wins
+    done = run_script("--db", str(tmp_path / "no.sqlite3"), *one_campaign_each, *SEED_3)
+    assert done.returncode == 1
+    assert "too few campaigns" in done.stderr
