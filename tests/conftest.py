@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from app.main import create_app
 from app.server import ProblemAppRunner
 
 from .factories import make_sample_db
+from .servers import Launcher
 
 MakeClient = Callable[..., Awaitable[TestClient]]
 
@@ -69,3 +70,10 @@ def make_client(aiohttp_client: Any, sample_db: Path) -> MakeClient:
 async def client(make_client: MakeClient) -> TestClient:
     """The app over the sample data, limits raised."""
     return await make_client()
+
+
+@pytest.fixture
+def launcher(tmp_path: Path) -> Iterator[Launcher]:
+    """App processes for this test, stopped by PID in teardown."""
+    with Launcher(tmp_path) as launch:
+        yield launch

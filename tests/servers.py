@@ -1,0 +1,104 @@
+"""Real server processes for tests: free ports, start, wait, fetch, stop by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from email.message import Message
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
+
+
+def free_port() -> int:
+    """A local TCP port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, Message, bytes]:
+    """GET with the standard library: status, headers and body, errors included."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=GUARD_SECONDS) as resp:
+            return resp.status, resp.headers, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    """End a process by its PID: SIGTERM, then SIGKILL if it lingers."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=GUARD_SECONDS)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    return proc.wait()
+
+
+@dataclass
+class AppProcess:
+    """One ``python -m app`` process, where it listens and where its output goes."""
+
+    proc: subprocess.Popen[bytes]
+    base: str
+    logs: Path
+
+    def serving(self) -> bool:
+        """True once /healthz answers, False if the process exited first."""
+        deadline = time.monotonic() + GUARD_SECONDS
+        while self.proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if fetch(f"{self.base}/healthz")[0] == 200:
+                    return True
+            assert time.monotonic() < deadline, "neither serving nor exiting"
+            time.sleep(0.05)
+        return False
+
+    def output(self) -> tuple[bytes, bytes]:
+        """What the process wrote to stdout and stderr."""
+        return Path(f"{self.logs}.out").read_bytes(), Path(f"{self.logs}.err").read_bytes()
+
+
+class Launcher:
+    """Starts app processes on free local ports; ends every one by PID when closed."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.started: list[AppProcess] = []
+
+    def start(self, db: Path, *flags: str) -> AppProcess:
+        """Spawn ``python -m app`` over ``db``; it may serve or refuse."""
+        port = free_port()
+        command = [sys.executable, "-m", "app", "--db", str(db), "--host", "127.0.0.1"]
+        command += ["--port", str(port), "--bootstrap", "false", *flags]
+        env = {k: v for k, v in os.environ.items() if not k.startswith("REPORTING_")}
+        logs = self.directory / f"app{len(self.started)}"
+        with open(f"{logs}.out", "wb") as out, open(f"{logs}.err", "wb") as err:
+            proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
+        self.started.append(AppProcess(proc, f"http://127.0.0.1:{port}", logs))
+        return self.started[-1]
+
+    def serve(self, db: Path, *flags: str) -> AppProcess:
+        """Spawn the app and wait until it answers /healthz."""
+        app = self.start(db, *flags)
+        assert app.serving(), app.output()
+        return app
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop every process started here."""
+        for app in self.started:
+            stop(app.proc)
