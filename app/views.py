@@ -120,8 +120,8 @@ async def respond_rows(
         return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
 
     paging: Paging | None = kwargs.pop("paging")
-    count_key = (caller.company_id, request.path, _filters_key(request))
     if paging is not None:
+        count_key = (caller.company_id, request.path, _filters_key(request))
         token, total = request.app[COUNTS].get(count_key)
         paging = Paging(paging.page, paging.per_page, token, total)
     async with pool.acquire() as conn:
