@@ -1,20 +1,39 @@
-"""Small helpers shared by the test modules: sample facts, databases, error checks."""
+"""Small helpers shared by the test modules: sample facts, databases, requests, error checks."""
 
 from __future__ import annotations
 
 import json
+import random
 import shutil
+import sqlite3
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from aiohttp import ClientResponse
+from aiohttp.test_utils import TestClient
 
 from app.loader import SAMPLE_FIXTURE, load_files
 
 KEY_1 = "rk_sample_northwind_7f3c9a1e5b2d4c6f8a0b"  # company 1, Northwind Logistics
 KEY_2 = "rk_sample_bluefin_2d8e6a4c0b9f7e5d3c1a"  # company 2, Bluefin Health
+KEYS = {1: KEY_1, 2: KEY_2}
 API = "/api/companies/v1"
+DATA_TABLES = (
+    "companies",
+    "api_keys",
+    "employees",
+    "teams",
+    "team_members",
+    "campaigns",
+    "campaign_events",
+    "courses",
+    "course_sections",
+    "inscriptions",
+    "section_results",
+)
 PROBLEM_KEYS = {"type", "title", "status", "detail", "request_id"}
 TITLES = {
     400: "Bad Request",
@@ -32,6 +51,50 @@ def sample() -> dict[str, Any]:
     return json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8"))
 
 
+def by_id(table: str, data: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[int, Any]:
+    """A fixture table (of the sample unless ``data`` is given) indexed by id."""
+    return {row["id"]: row for row in (sample() if data is None else data)[table]}
+
+
+def team_names_by_employee(data: Mapping[str, list[dict[str, Any]]]) -> dict[int, list[str]]:
+    """Each employee's team names, in team_members order: what ``groups`` is made of."""
+    names = {t["id"]: t["name"] for t in data["teams"]}
+    teams: dict[int, list[str]] = {}
+    for member in data["team_members"]:
+        teams.setdefault(member["employee_id"], []).append(names[member["team_id"]])
+    return teams
+
+
+def next_event_id() -> int:
+    """The first event id the sample does not use."""
+    return max(e["id"] for e in sample()["campaign_events"]) + 1
+
+
+def generated_events(count: int, campaigns: list[int], first_id: int) -> list[dict[str, Any]]:
+    """Synthetic events for sample campaigns, each by an employee of the right company."""
+    gen = random.Random(count)
+    owner = {c["id"]: c["company_id"] for c in sample()["campaigns"]}
+    staff: dict[int, list[int]] = {}
+    for person in sample()["employees"]:
+        staff.setdefault(person["company_id"], []).append(person["id"])
+    start = datetime(2025, 1, 1, tzinfo=UTC)
+    events = []
+    for event_id in range(first_id, first_id + count):
+        campaign = gen.choice(campaigns)
+        moment = start + timedelta(seconds=gen.randrange(300 * 86400))
+        events.append(
+            {
+                "id": event_id,
+                "campaign_id": campaign,
+                "employee_id": gen.choice(staff[owner[campaign]]),
+                "type": gen.choice(("open", "click", "report", "fail")),
+                "timestamp": moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "with_captcha": gen.random() < 0.3,
+            }
+        )
+    return events
+
+
 def make_sample_db(directory: Path, template_dir: Path | None = None) -> Path:
     """A fresh database holding the sample data, made by the real loader."""
     path = directory / "sample.sqlite3"
@@ -43,6 +106,43 @@ def make_sample_db(directory: Path, template_dir: Path | None = None) -> Path:
     else:
         load_files(path, [SAMPLE_FIXTURE])
     return path
+
+
+def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Run one query on a fresh connection and close it again."""
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the tables (default: all of them), ordered by every column: comparable."""
+    conn = sqlite3.connect(db)
+    try:
+        if tables is None:
+            listed = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY 1")
+            tables = [name for (name,) in listed]
+        rows = {}
+        for table in tables:
+            width = len(conn.execute(f"SELECT * FROM {table} LIMIT 0").description)
+            order = ", ".join(str(i) for i in range(1, width + 1))
+            rows[table] = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+        return rows
+    finally:
+        conn.close()
+
+
+async def get(
+    client: TestClient, path: str, key: str | None = KEY_1, **headers: str
+) -> ClientResponse:
+    """GET with an optional X-API-KEY; the body is read so the connection is reused."""
+    if key is not None:
+        headers["X-API-KEY"] = key
+    response = await client.get(path, headers=headers)
+    await response.read()
+    return response
 
 
 async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any]:

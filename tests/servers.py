@@ -1,4 +1,4 @@
-"""Real server processes for tests: free ports, start, wait, fetch, stop by PID."""
+"""Real processes for tests: free ports, commands run to completion, app servers stopped by PID."""
 
 from __future__ import annotations
 
@@ -16,6 +16,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
+UNLIMITED = ("--rate-burst", "1000000", "--rate-per-second", "1000000")
+UNLIMITED += ("--auth-failures-per-minute", "1000000")  # rate limits out of reach
+VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (None: no default)
+    "REPORTING_DB": None,
+    "REPORTING_HOST": "127.0.0.1",
+    "REPORTING_PORT": "8080",
+    "REPORTING_RATE_BURST": "20",
+    "REPORTING_RATE_PER_SECOND": "10",
+    "REPORTING_AUTH_FAILURES_PER_MINUTE": "10",
+    "REPORTING_TRUSTED_PROXIES": None,
+    "REPORTING_CORS_ORIGINS": None,
+    "REPORTING_LOG_LEVEL": None,
+    "REPORTING_LOG_FORMAT": "text",
+}
 
 
 def free_port() -> int:
@@ -23,6 +37,25 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without the caller's REPORTING_* settings, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("REPORTING_")}
+    return {**env, **extra}
+
+
+def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``python *args`` in the project to completion, as a user would; output as text."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=clean_env() if env is None else env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=GUARD_SECONDS,
+    )
 
 
 def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, Message, bytes]:
@@ -69,6 +102,11 @@ class AppProcess:
         """What the process wrote to stdout and stderr."""
         return Path(f"{self.logs}.out").read_bytes(), Path(f"{self.logs}.err").read_bytes()
 
+    def output_text(self) -> tuple[str, str]:
+        """stdout and stderr decoded, for tests that read what the operator reads."""
+        out, err = self.output()
+        return out.decode(), err.decode()
+
 
 class Launcher:
     """Starts app processes on free local ports; ends every one by PID when closed."""
@@ -77,21 +115,24 @@ class Launcher:
         self.directory = directory
         self.started: list[AppProcess] = []
 
-    def start(self, db: Path, *flags: str) -> AppProcess:
-        """Spawn ``python -m app`` over ``db``; it may serve or refuse."""
+    def start(self, db: Path, *flags: str, bootstrap: bool = False) -> AppProcess:
+        """Spawn ``python -m app`` over ``db``; it may serve or refuse.
+
+        ``bootstrap=True`` leaves the app's default: a missing database is created.
+        """
         port = free_port()
         command = [sys.executable, "-m", "app", "--db", str(db), "--host", "127.0.0.1"]
-        command += ["--port", str(port), "--bootstrap", "false", *flags]
-        env = {k: v for k, v in os.environ.items() if not k.startswith("REPORTING_")}
+        command += ["--port", str(port), *([] if bootstrap else ["--bootstrap", "false"])]
+        command += flags
         logs = self.directory / f"app{len(self.started)}"
         with open(f"{logs}.out", "wb") as out, open(f"{logs}.err", "wb") as err:
-            proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=err)
+            proc = subprocess.Popen(command, cwd=ROOT, env=clean_env(), stdout=out, stderr=err)
         self.started.append(AppProcess(proc, f"http://127.0.0.1:{port}", logs))
         return self.started[-1]
 
-    def serve(self, db: Path, *flags: str) -> AppProcess:
+    def serve(self, db: Path, *flags: str, bootstrap: bool = False) -> AppProcess:
         """Spawn the app and wait until it answers /healthz."""
-        app = self.start(db, *flags)
+        app = self.start(db, *flags, bootstrap=bootstrap)
         assert app.serving(), app.output()
         return app
 

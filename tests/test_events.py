@@ -1,9 +1,9 @@
 """The two events endpoints against the sample fixture.
 
 Pins contract.md 1 (tenancy: another company's ids look free), 2 (401 before 400,
-path ids, revoked keys), 3 (query parameters of the events endpoints), 4 (ordering and
-pagination) and the success side of 5 (bodies), for both
-``/campaigns/{id}/events`` and ``/victimsapi/{id}/events``.
+path ids, revoked keys), 3 (query parameters of the events endpoints), 4 (ordering) and
+the success side of 5 (bodies), for both ``/campaigns/{id}/events`` and
+``/victimsapi/{id}/events``. Pagination and the success headers: test_events_paging.py.
 """
 
 from __future__ import annotations
@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import math
-import re
 import sqlite3
 import time
 from pathlib import Path
@@ -20,21 +18,14 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from yarl import URL
 
-from .factories import API, KEY_1, KEY_2, assert_problem, sample
+from .factories import API, KEY_1, KEY_2, KEYS, assert_problem, by_id, sample
 
 TYPES = ("open", "click", "report", "fail")
-KEYS = {1: KEY_1, 2: KEY_2}
 KINDS = ("campaigns", "victimsapi")
 OWN_ID = {"campaigns": 1, "victimsapi": 7}  # a campaign and an employee of company 1
 FREE_ID = 999999
 Params = list[tuple[str, str]]
-
-
-def by_id(table: str) -> dict[int, dict[str, Any]]:
-    """A fixture table indexed by id."""
-    return {row["id"]: row for row in sample()[table]}
 
 
 def ordered_events(**match: Any) -> list[dict[str, Any]]:
@@ -257,82 +248,6 @@ async def test_jose_nunez_events_and_tie_break(client: TestClient) -> None:
         assert got == sorted(got)
         ties += len(got) - len({t for t, _ in got})
     assert ties > 0, "the sample must hold equal timestamps for the tie-break to be tested"
-
-
-# ---- success headers and pagination (contract.md 4, 5, 7) ----------------------------
-
-PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
-FILTERS = {"campaigns": [(TYPE, "Open,click"), (CAPTCHA, "false")], "victimsapi": []}
-
-
-def filtered(kind: str) -> list[dict[str, Any]]:
-    """The whole answer for the filters of FILTERS."""
-    if kind == "campaigns":
-        return campaign_events(1, ("open", "click"), without_captcha=True)
-    return employee_events(7)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-async def test_whole_array_without_paging_and_success_headers(
-    client: TestClient, kind: str
-) -> None:
-    """No paging parameter: the whole array, JSON headers, an ETag, no page headers."""
-    resp, body = await fetch(client, kind, OWN_ID[kind], FILTERS[kind])
-    assert_same(body, filtered(kind))
-    assert resp.headers["Content-Type"] == "application/json; charset=utf-8"
-    assert resp.headers["ETag"]
-    assert not set(PAGE_HEADERS) & set(resp.headers)
-
-
-def parse_links(header: str) -> dict[str, URL]:
-    """The rel -> target map of an RFC 8288 Link header."""
-    return {rel: URL(target) for target, rel in re.findall(r'<([^>]*)>;\s*rel="([^"]+)"', header)}
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("per_page", [1, 5, 7, 500])
-async def test_pages_concatenate_with_headers_and_links(
-    client: TestClient, kind: str, per_page: int
-) -> None:
-    """Pages tile the list; headers and every Link (filters kept) are right."""
-    whole = filtered(kind)
-    pages = math.ceil(len(whole) / per_page)
-    got: list[Any] = []
-    for page in range(1, pages + 2):
-        params = [*FILTERS[kind], ("per_page", str(per_page)), ("page", str(page))]
-        resp, body = await fetch(client, kind, OWN_ID[kind], params)
-        assert resp.status == 200
-        assert_same(body, whole[(page - 1) * per_page : page * per_page])
-        got += body
-        numbers = [resp.headers.get(h) for h in PAGE_HEADERS[:4]]
-        assert numbers == [str(n) for n in (len(whole), page, per_page, pages)]
-        links = parse_links(resp.headers["Link"])
-        wanted = {"first": 1, "last": pages} | ({"prev": min(page - 1, pages)} if page > 1 else {})
-        wanted |= {"next": page + 1} if page < pages else {}
-        assert {rel: int(url.query["page"]) for rel, url in links.items()} == wanted
-        if page in (1, pages // 2 + 1, pages, pages + 1):
-            for url in links.values():
-                assert url.path == f"{API}/{kind}/{OWN_ID[kind]}/events"
-                rest = sorted((k, v) for k, v in url.query.items() if k != "page")
-                assert rest == sorted([*FILTERS[kind], ("per_page", str(per_page))])
-                target = int(url.query["page"])
-                followed = await client.get(url, headers={"X-API-KEY": KEY_1})
-                wanted_page = whole[(target - 1) * per_page : target * per_page]
-                assert_same(await followed.json(), wanted_page)
-    assert_same(got, whole)
-
-
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("params", [[("page", "1")], [("per_page", "3")]])
-async def test_either_paging_parameter_paginates(
-    client: TestClient, kind: str, params: Params
-) -> None:
-    """page alone or per_page alone switches pagination on, with defaults."""
-    resp, body = await fetch(client, kind, OWN_ID[kind], params)
-    per_page = int(params[0][1]) if params[0][0] == "per_page" else 100
-    assert_same(body, expected(kind, OWN_ID[kind])[:per_page])
-    assert resp.headers["X-Per-Page"] == str(per_page)
-    assert resp.headers["X-Total-Count"] == str(len(expected(kind, OWN_ID[kind])))
 
 
 # ---- tenancy (contract.md 1) --------------------------------------------------------

@@ -20,7 +20,7 @@ from app.queries import events, inscriptions
 from app.queries.common import Paging
 from app.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
 
-from .factories import API, KEY_1, KEY_2, sample
+from .factories import API, KEY_1, KEY_2, by_id, sample
 
 TS = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -28,10 +28,6 @@ TS = "%Y-%m-%dT%H:%M:%SZ"
 def compact(data: Any) -> str:
     """The JSON text SQLite's json_object produces: no spaces, UTF-8 kept as is."""
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-
-
-def by_id(table: str) -> dict[int, dict[str, Any]]:
-    return {r["id"]: r for r in sample()[table]}
 
 
 def ts(text: str) -> dt.datetime:

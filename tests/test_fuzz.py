@@ -27,11 +27,9 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from .factories import API, KEY_1, make_sample_db, sample
-from .servers import Launcher
+from .servers import UNLIMITED, Launcher
 
 SPEC_PATH = "/api/docs/openapi.json"
-UNLIMITED = ("--rate-burst", "1000000", "--rate-per-second", "1000000")
-UNLIMITED += ("--auth-failures-per-minute", "1000000")
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

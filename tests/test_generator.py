@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,9 +20,9 @@ from app.config import Config
 from app.generator import GenerateError, Sizes, bench_key, generate
 from app.main import create_app
 
-from .factories import API
+from .factories import API, DATA_TABLES, dump_tables, query
+from .servers import run_python
 
-ROOT = Path(__file__).resolve().parent.parent
 TINY = Sizes(
     companies=2,
     employees=60,
@@ -42,34 +40,12 @@ FLAGS = [
     "--mid-campaign", "25",
 ]  # fmt: skip
 SEED_3 = ["--seed", "3", "--no-progress"]
-DATA_TABLES = [
-    "companies", "api_keys", "employees", "teams", "team_members", "campaigns",
-    "campaign_events", "courses", "course_sections", "inscriptions", "section_results",
-]  # fmt: skip
 
 
 def dump(path: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every table's rows in a stable order, meta's random data token left out."""
-    conn = sqlite3.connect(path)
-    try:
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
-        result = {}
-        for table in tables:
-            width = len(conn.execute(f"SELECT * FROM {table} LIMIT 0").description)
-            order = ", ".join(str(i) for i in range(1, width + 1))
-            rows = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
-            result[table] = [r for r in rows if r[0] != "data_token"]
-        return result
-    finally:
-        conn.close()
-
-
-def query(path: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(path)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
+    tables = dump_tables(path).items()
+    return {table: [r for r in rows if r[0] != "data_token"] for table, rows in tables}
 
 
 @pytest.fixture
@@ -100,13 +76,7 @@ def test_another_seed_gives_other_data(tmp_path: Path, tiny_db: Path) -> None:
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the command-line wrapper as a user would."""
-    return subprocess.run(
-        [sys.executable, "scripts/generate_fixtures.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_python("scripts/generate_fixtures.py", *args)
 
 
 def test_command_line_counts_follow_the_flags(tmp_path: Path) -> None:

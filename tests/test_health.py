@@ -10,15 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,24 +18,10 @@ from aiohttp.test_utils import TestClient
 
 from .conftest import MakeClient
 from .factories import API, KEY_1, sample
+from .servers import GUARD_SECONDS, VARIABLES, Launcher, fetch, run_python, stop
 
-ROOT = Path(__file__).resolve().parent.parent
-START_SECONDS = 20.0
-GUARD_SECONDS = 60  # only so a broken server cannot hang the suite
-CONTRACT_DEFAULTS = {
-    "REPORTING_HOST": "127.0.0.1",
-    "REPORTING_PORT": "8080",
-    "REPORTING_RATE_BURST": "20",
-    "REPORTING_RATE_PER_SECOND": "10",
-    "REPORTING_AUTH_FAILURES_PER_MINUTE": "10",
-    "REPORTING_LOG_FORMAT": "text",
-}
-OTHER_VARIABLES = (
-    "REPORTING_DB",
-    "REPORTING_TRUSTED_PROXIES",
-    "REPORTING_CORS_ORIGINS",
-    "REPORTING_LOG_LEVEL",
-)
+CONTRACT_DEFAULTS = {name: value for name, value in VARIABLES.items() if value is not None}
+OTHER_VARIABLES = tuple(name for name, value in VARIABLES.items() if value is None)
 
 
 async def test_healthz_needs_no_key(client: TestClient) -> None:
@@ -102,104 +80,34 @@ async def test_health_checks_spend_no_tokens(make_client: MakeClient) -> None:
     assert (await client.get(f"{API}/course-inscriptions")).status == 401
 
 
-def free_port() -> int:
-    """A TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def clean_env() -> dict[str, str]:
-    """The environment without any REPORTING_* setting of the caller."""
-    return {k: v for k, v in os.environ.items() if not k.startswith("REPORTING_")}
-
-
-def get(url: str, key: str | None = None) -> int:
-    """The status of a GET, via the standard library (no app code)."""
-    request = urllib.request.Request(url, headers={"X-API-KEY": key} if key else {})
-    try:
-        with urllib.request.urlopen(request, timeout=GUARD_SECONDS) as resp:
-            return int(resp.status)
-    except urllib.error.HTTPError as exc:
-        return exc.code
-
-
-@contextmanager
-def server(db: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    """Run ``python -m app`` on a free local port; yield it and its base URL when healthy."""
-    port = free_port()
-    command = [sys.executable, "-m", "app", "--db", str(db), "--port", str(port)]
-    command += ["--host", "127.0.0.1"]
-    proc = subprocess.Popen(
-        command,
-        cwd=ROOT,
-        env=clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        while True:
-            try:
-                if get(f"{base}/healthz") == 200:
-                    break
-            except OSError:
-                pass
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < deadline, "the server did not answer /healthz"
-            time.sleep(0.1)
-        yield proc, base
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
-
-
-def stop(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
-    """SIGTERM the server by PID; return its exit code and output."""
-    os.kill(proc.pid, signal.SIGTERM)
-    out, err = proc.communicate(timeout=GUARD_SECONDS)
-    return proc.returncode, out, err
-
-
-def test_first_start_creates_the_database_and_prints_keys(tmp_path: Path) -> None:
+def test_first_start_creates_the_database_and_prints_keys(
+    tmp_path: Path, launcher: Launcher
+) -> None:
     db = tmp_path / "new.sqlite3"
-    with server(db) as (proc, base):
-        assert db.is_file()
-        for entry in sample()["api_keys"]:
-            assert get(f"{base}{API}/course-inscriptions", entry["key"]) == 200
-        code, out, err = stop(proc)
+    app = launcher.serve(db, bootstrap=True)
+    assert db.is_file()
+    url = f"{app.base}{API}/course-inscriptions"
+    for entry in sample()["api_keys"]:
+        assert fetch(url, {"X-API-KEY": entry["key"]})[0] == 200
+    code = stop(app.proc)
+    out, err = app.output_text()
     assert code == 0, err
-    assert base in out and f"{base}/api/docs" in out
+    assert app.base in out and f"{app.base}/api/docs" in out
     for entry in sample()["api_keys"]:
         assert entry["key"] in out
 
-    with server(db) as (proc, base):
-        code, out, err = stop(proc)
+    again = launcher.serve(db, bootstrap=True)
+    code = stop(again.proc)
+    out, err = again.output_text()
     assert code == 0, err
-    assert base in out
+    assert again.base in out
     for entry in sample()["api_keys"]:
         assert entry["key"] not in out
         assert entry["key"] not in err
 
 
-def run_app(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m app`` to completion (help or a refusal to start)."""
-    return subprocess.run(
-        [sys.executable, "-m", "app", *args],
-        cwd=ROOT,
-        env=clean_env(),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=GUARD_SECONDS,
-    )
-
-
 def test_help_lists_every_variable_with_its_default() -> None:
-    result = run_app("--help")
+    result = run_python("-m", "app", "--help")
     assert result.returncode == 0
     text = " ".join(result.stdout.split())
     for variable, default in CONTRACT_DEFAULTS.items():
@@ -213,15 +121,18 @@ def test_help_lists_every_variable_with_its_default() -> None:
 @pytest.mark.parametrize(
     "content", [None, b"garbage, not SQLite" * 100], ids=["missing", "garbage"]
 )
-def test_unusable_database_without_bootstrap(tmp_path: Path, content: bytes | None) -> None:
+def test_unusable_database_without_bootstrap(
+    tmp_path: Path, launcher: Launcher, content: bytes | None
+) -> None:
     db = tmp_path / "db.sqlite3"
     if content is not None:
         db.write_bytes(content)
-    port = str(free_port())
-    result = run_app("--db", str(db), "--bootstrap", "false", "--port", port, "--host", "127.0.0.1")
-    assert result.returncode != 0
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    assert "Traceback" not in result.stderr
+    app = launcher.start(db)  # --bootstrap false
+    code = app.proc.wait(timeout=GUARD_SECONDS)
+    err = app.output_text()[1]
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1, err
+    assert "Traceback" not in err
     assert db.exists() == (content is not None)
     if content is not None:
         assert db.read_bytes() == content

@@ -1,9 +1,9 @@
 """HTTP behaviour of the running app: validators, compression, headers, methods, streaming.
 
 Pins contract.md 7 (ETag and If-None-Match, the tag changing with a load, gzip over
-1 KiB with Vary, CORS off by default and its exposed headers, Cache-Control, nosniff, no
-version in Server, X-Request-ID, large arrays streamed) and contract.md 2.1 (HEAD
-wherever GET, 405 with Allow).
+1 KiB with Vary, Cache-Control, nosniff, no version in Server, X-Request-ID, large arrays
+streamed) and contract.md 2.1 (HEAD wherever GET, 405 with Allow). CORS is in
+test_cors.py.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestClient
 from app.loader import load_files
 
 from .conftest import MakeClient
-from .factories import API, KEY_1, KEY_2, assert_problem, make_sample_db, sample
+from .factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
 
 CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
 EMPLOYEE = f"{API}/victimsapi/7/events"
@@ -33,15 +33,6 @@ ENDPOINTS = (CAMPAIGN, EMPLOYEE, INSCRIPTIONS)
 SMALL = f"{API}/victimsapi/11/events"  # an employee of company 1 with 2 events
 JSON_TYPE = "application/json; charset=utf-8"
 BIG_EXTRA = 5000  # events added to campaign 1: more than CHUNK_ROWS, so it streams
-
-
-async def get(client: TestClient, path: str, key: str | None = KEY_1, **headers: str):
-    """GET with an optional key; returns the response with its body read."""
-    if key is not None:
-        headers["X-API-KEY"] = key
-    response = await client.get(path, headers=headers)
-    await response.read()
-    return response
 
 
 async def get_raw(client: TestClient, path: str, **headers: str) -> tuple[Any, bytes]:
@@ -266,43 +257,3 @@ async def test_large_array_is_streamed_complete_and_in_order(
     assert gzip.decompress(packed_body) == body
     head = await client.head(CAMPAIGN, headers={"X-API-KEY": KEY_1})
     assert head.status == 200 and await head.read() == b""
-
-
-async def test_cors_is_off_by_default(client: TestClient) -> None:
-    origin = {"Origin": "https://dash.example"}
-    responses = [await get(client, CAMPAIGN, **origin), await get(client, CAMPAIGN, None, **origin)]
-    preflight = await client.options(
-        CAMPAIGN, headers={**origin, "Access-Control-Request-Method": "GET"}
-    )
-    for response in [*responses, preflight]:
-        assert not [h for h in response.headers if h.lower().startswith("access-control-")]
-
-
-async def test_cors_allowed_origin_sees_the_headers(make_client: MakeClient) -> None:
-    client = await make_client(cors_origins="https://dash.example")
-    for key, status in ((KEY_1, 200), (None, 401)):
-        response = await get(client, f"{CAMPAIGN}?page=1", key, Origin="https://dash.example")
-        assert response.status == status
-        assert response.headers["Access-Control-Allow-Origin"] == "https://dash.example"
-        exposed = {
-            h.strip().lower() for h in response.headers["Access-Control-Expose-Headers"].split(",")
-        }
-        assert {"x-total-count", "link", "ratelimit-remaining", "x-request-id"} <= exposed
-    stranger = await get(client, CAMPAIGN, Origin="https://evil.example")
-    assert stranger.status == 200
-    assert not [h for h in stranger.headers if h.lower().startswith("access-control-")]
-
-
-async def test_cors_preflight(make_client: MakeClient) -> None:
-    client = await make_client(cors_origins="https://dash.example")
-    asks = {"Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "X-API-KEY"}
-    allowed = await client.options(CAMPAIGN, headers={"Origin": "https://dash.example", **asks})
-    assert allowed.status == 204
-    assert allowed.headers["Access-Control-Allow-Origin"] == "https://dash.example"
-    methods = {m.strip() for m in allowed.headers["Access-Control-Allow-Methods"].split(",")}
-    assert "GET" in methods
-    names = {h.strip().lower() for h in allowed.headers["Access-Control-Allow-Headers"].split(",")}
-    assert "x-api-key" in names
-    stranger = await client.options(CAMPAIGN, headers={"Origin": "https://evil.example", **asks})
-    assert stranger.status != 204
-    assert "Access-Control-Allow-Origin" not in stranger.headers

@@ -15,10 +15,18 @@ import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
-from .factories import API, KEY_1, KEY_2, assert_problem, sample
+from .factories import (
+    API,
+    KEY_1,
+    KEY_2,
+    KEYS,
+    assert_problem,
+    by_id,
+    sample,
+    team_names_by_employee,
+)
 
 URL = f"{API}/course-inscriptions"
-KEYS = {1: KEY_1, 2: KEY_2}
 Filters = dict[str, Any]  # list filter -> list of raw values; date filter -> "YYYY-MM-DD"
 Pair = tuple[dict[str, Any], dict[str, Any]]  # (employee fixture record, expected JSON)
 
@@ -26,12 +34,8 @@ Pair = tuple[dict[str, Any], dict[str, Any]]  # (employee fixture record, expect
 def oracle_pairs(company: int) -> list[Pair]:
     """The company's inscriptions as (employee, expected record), in contract order."""
     data = sample()
-    employees = {e["id"]: e for e in data["employees"]}
-    courses = {c["id"]: c for c in data["courses"]}
-    team_names = {t["id"]: t["name"] for t in data["teams"]}
-    teams: dict[int, list[str]] = {}
-    for member in data["team_members"]:
-        teams.setdefault(member["employee_id"], []).append(team_names[member["team_id"]])
+    employees, courses = by_id("employees"), by_id("courses")
+    teams = team_names_by_employee(data)
     results = {(r["inscription_id"], r["section_id"]): r for r in data["section_results"]}
     own = [i for i in data["inscriptions"] if employees[i["employee_id"]]["company_id"] == company]
     pairs = []

@@ -9,9 +9,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,37 +18,15 @@ import pytest
 
 from app.loader import SAMPLE_FIXTURE, LoadError, load_files
 
-from .factories import sample
+from .factories import DATA_TABLES, dump_tables, query, sample
+from .servers import run_python
 
-ROOT = Path(__file__).resolve().parent.parent
-TABLES = (
-    "companies",
-    "api_keys",
-    "employees",
-    "teams",
-    "team_members",
-    "campaigns",
-    "campaign_events",
-    "courses",
-    "course_sections",
-    "inscriptions",
-    "section_results",
-)
 Edit = Callable[[dict[str, Any]], None]
-
-
-def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Run one query on a fresh connection and close it again."""
-    conn = sqlite3.connect(db)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
 
 
 def dump(db: Path) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every data table (meta excluded), in a stable order."""
-    return {t: sorted(query(db, f"SELECT * FROM {t}"), key=repr) for t in TABLES}
+    return dump_tables(db, DATA_TABLES)
 
 
 def meta(db: Path) -> dict[str, str]:
@@ -146,7 +122,7 @@ BAD_RECORDS: dict[str, tuple[Edit, str]] = {
 def test_sample_loads_every_record(tmp_path: Path) -> None:
     db = tmp_path / "fresh.sqlite3"
     load_files(db, [SAMPLE_FIXTURE])
-    for table in TABLES:
+    for table in DATA_TABLES:
         assert query(db, f"SELECT count(*) FROM {table}") == [(len(sample()[table]),)], table
 
 
@@ -173,7 +149,7 @@ def test_a_good_file_with_a_bad_one_loads_nothing(tmp_path: Path) -> None:
         load_files(db, [SAMPLE_FIXTURE, bad])
     assert all(str(SAMPLE_FIXTURE) not in p for p in caught.value.problems)
     if db.exists():
-        assert all(query(db, f"SELECT count(*) FROM {t}") == [(0,)] for t in TABLES)
+        assert all(query(db, f"SELECT count(*) FROM {t}") == [(0,)] for t in DATA_TABLES)
 
 
 def test_loading_twice_leaves_the_same_state(tmp_path: Path) -> None:
@@ -204,13 +180,7 @@ def test_not_a_json_object_is_refused(tmp_path: Path, sample_db: Path, content: 
 
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     """Run scripts/load_fixtures.py as a user would."""
-    return subprocess.run(
-        [sys.executable, "scripts/load_fixtures.py", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_python("scripts/load_fixtures.py", *args)
 
 
 def test_script_reports_the_record_path(tmp_path: Path) -> None:

@@ -14,17 +14,13 @@ import http.client
 import io
 import json
 import logging
-import os
 import re
 import shutil
 import signal
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -36,22 +32,10 @@ from app.main import create_app
 
 from .conftest import ProblemTestServer
 from .factories import API, KEY_1, make_sample_db, sample
+from .servers import VARIABLES, Launcher, clean_env, run_python
 
-ROOT = Path(__file__).resolve().parent.parent
 CAMPAIGN = f"{API}/campaigns/1/events"
 ACCESS_FIELDS = {"method", "path", "status", "duration_ms", "company", "request_id"}
-VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state
-    "REPORTING_DB": None,
-    "REPORTING_HOST": "127.0.0.1",
-    "REPORTING_PORT": "8080",
-    "REPORTING_RATE_BURST": "20",
-    "REPORTING_RATE_PER_SECOND": "10",
-    "REPORTING_AUTH_FAILURES_PER_MINUTE": "10",
-    "REPORTING_TRUSTED_PROXIES": None,
-    "REPORTING_CORS_ORIGINS": None,
-    "REPORTING_LOG_LEVEL": None,
-    "REPORTING_LOG_FORMAT": "text",
-}
 
 
 @pytest.fixture
@@ -138,18 +122,6 @@ async def test_json_log_format(logged_client: TestClient) -> None:
     assert KEY_1 not in stream.getvalue()
 
 
-def clean_env(**extra: str) -> dict[str, str]:
-    """The environment without any REPORTING_* setting of the machine running the tests."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("REPORTING_")}
-    return {**env, "COLUMNS": "200", **extra}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     """The sample plus 3,000 events in campaign 1 (a streamed answer), by the real loader."""
@@ -168,61 +140,36 @@ def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return db, own + len(events)
 
 
-def start_server(db: Path, logs: Path) -> tuple[subprocess.Popen[bytes], int]:
-    """Run ``python -m app`` on a free local port and wait until /healthz answers."""
-    port = free_port()
-    command = [sys.executable, "-m", "app", "--db", str(db), "--host", "127.0.0.1"]
-    command += ["--port", str(port), "--bootstrap", "false"]
-    with logs.open("wb") as out:
-        process = subprocess.Popen(command, cwd=ROOT, env=clean_env(), stdout=out, stderr=out)
-    for _ in range(600):
-        assert process.poll() is None, logs.read_text()
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1):
-                return process, port
-        except OSError:
-            time.sleep(0.05)
-    process.kill()
-    pytest.fail("the server did not start")
-
-
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_signal_lets_the_request_in_flight_finish_then_exits_0(
-    signum: int, big_template: tuple[Path, int], tmp_path: Path
+    signum: int, big_template: tuple[Path, int], tmp_path: Path, launcher: Launcher
 ) -> None:
     template, expected = big_template
-    logs = tmp_path / "server.log"
-    process, port = start_server(Path(shutil.copy(template, tmp_path / "db.sqlite3")), logs)
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
-        conn.request("GET", "/healthz")  # the connection is accepted and kept alive
-        ready = conn.getresponse()
-        assert ready.status == 200 and ready.read()
-        conn.request("GET", CAMPAIGN, headers={"X-API-KEY": KEY_1, "X-Request-ID": "inflight"})
-        process.send_signal(signum)  # before reading a byte of the answer
-        response = conn.getresponse()
-        body = response.read()
-        assert response.status == 200
-        events = json.loads(body)
-        assert isinstance(events, list) and len(events) == expected
-        assert process.wait(timeout=30) == 0
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    text = logs.read_text()
-    assert KEY_1 not in text
+    app = launcher.serve(Path(shutil.copy(template, tmp_path / "db.sqlite3")))
+    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(app.base).port, timeout=30)
+    conn.request("GET", "/healthz")  # the connection is accepted and kept alive
+    ready = conn.getresponse()
+    assert ready.status == 200 and ready.read()
+    conn.request("GET", CAMPAIGN, headers={"X-API-KEY": KEY_1, "X-Request-ID": "inflight"})
+    app.proc.send_signal(signum)  # before reading a byte of the answer
+    response = conn.getresponse()
+    body = response.read()
+    assert response.status == 200
+    events = json.loads(body)
+    assert isinstance(events, list) and len(events) == expected
+    assert app.proc.wait(timeout=30) == 0
+    out, err = app.output_text()
+    assert KEY_1 not in out + err
     # The request was still being answered when shutdown began, and it was logged as a 200.
-    assert text.index("shutting down") < text.index("request_id=inflight")
-    assert re.search(r"path=\S+/campaigns/1/events status=200 .*request_id=inflight", text)
+    # Both lines are log records, and logs go to stderr.
+    assert err.index("shutting down") < err.index("request_id=inflight")
+    assert re.search(r"path=\S+/campaigns/1/events status=200 .*request_id=inflight", err)
 
 
 def test_help_lists_every_variable_and_its_default() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "app", "--help"], cwd=ROOT, env=clean_env(), capture_output=True
-    )
+    result = run_python("-m", "app", "--help", env=clean_env(COLUMNS="200"))
     assert result.returncode == 0
-    text = " ".join(result.stdout.decode().split())
+    text = " ".join(result.stdout.split())
     for variable, default in VARIABLES.items():
         found = re.search(rf"\[env {variable}\] \(default: ([^)]*)\)", text)
         assert found, variable
@@ -275,11 +222,6 @@ def test_bad_setting_exits_2_with_a_clear_error(
 
 
 def test_bad_environment_fails_the_command_cleanly() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "app"],
-        cwd=ROOT,
-        env=clean_env(REPORTING_LOG_FORMAT="xml"),
-        capture_output=True,
-    )
+    result = run_python("-m", "app", env=clean_env(COLUMNS="200", REPORTING_LOG_FORMAT="xml"))
     assert result.returncode == 2
-    assert b"text or json" in result.stderr and b"Traceback" not in result.stderr
+    assert "text or json" in result.stderr and "Traceback" not in result.stderr

@@ -3,35 +3,27 @@
 Each example builds a small random dataset of two companies, with names, departments,
 countries, teams and courses drawn from small alphabets full of non-ASCII and mixed-case
 values ("Ärzte"/"ÄRZTE", "Straße"/"STRASSE": str.casefold makes those equal), loads it
-with the real loader into a fresh database and serves it with the real app. A plain-Python
-oracle over the same records says what each answer must hold (issue 7, item 2).
+with the real loader into a fresh database and serves it with the real app (datasets.py).
+A plain-Python oracle over the same records says what each answer must hold (issue 7,
+item 2).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import itertools
-import json
 import math
 import os
-import tempfile
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_from_bytes
 
 from aiohttp.test_utils import TestClient
-from hypothesis import HealthCheck, Phase, event, given, note, reject, settings
+from hypothesis import HealthCheck, Phase, event, given, reject, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from app.config import Config
-from app.loader import load_files
-from app.main import create_app
-
-from .conftest import ProblemTestServer
-from .factories import API, KEY_1, KEY_2, TITLES, assert_problem
+from .datasets import DAY0, EVENT_TYPES, FREE_ID, Data, datasets, serving
+from .factories import API, KEY_1, KEYS, TITLES, assert_problem, by_id, team_names_by_employee
 
 # One dataset and one served app per example, several requests each; no shrinking there
 # (an example costs a database and an app), the failing dataset is printed instead.
@@ -53,121 +45,16 @@ settings.register_profile(
 PROFILE = settings.get_profile("properties-ci" if os.environ.get("CI") else "properties")
 JUNK_PROFILE = settings(PROFILE, max_examples=600, phases=tuple(Phase))
 
-Data = dict[str, list[dict[str, Any]]]
 Query = dict[str, Any]  # list filter -> values as sent; date filter -> "YYYY-MM-DD"
 Params = list[tuple[str, str]]
-KEYS = {1: KEY_1, 2: KEY_2}
 MAX_ID = 2**63 - 1
-FREE_ID = 10**6 + 1  # generated ids stay below this
 INSCRIPTIONS = f"{API}/course-inscriptions"
-DAY0 = dt.date(2026, 1, 1)
-EVENT_TYPES = ("open", "click", "report", "fail")
 LIST_FILTERS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 DATE_FILTERS = tuple(
     f"filter[{n}_date]" for n in ("from_inscription", "to_inscription", "from_due", "to_due")
 )
-FIRST = ("Ana", "ANA", "Zoë", "Zoe\u0308", "José", "straße", "STRASSE", "ΣΊΣΥΦΟΣ", "σίσυφος")
-FIRST += ("İlker", "ılker")
-LAST = ("Ångström", "ÅNGSTRÖM", "Núñez", "Smith, Jr.", "Müller", "MÜLLER", "van der Berg")
-DEPARTMENTS = ("Ärzte", "ärzte", "ÄRZTE", "Straße", "STRASSE", "Sales", "R&D, Labs")
-COUNTRIES = ("España", "ESPAÑA", "Türkiye", "TÜRKİYE", "日本", "Ελλάς", "ΕΛΛΆΣ")
-TEAMS = ("Blue", "BLUE", "Grün", "GRÜN", "Red, Team", "🚀 Rockets", "Ωmega")
-COURSES = ("Phishing 101", "PHISHING 101", "Datenschutz", "Straßen", "STRASSEN", "Sécurité")
-EMAILS = ("anna@example.com", "Anna@EXAMPLE.com", "straße@firma.de", "STRASSE@firma.de")
-EMAILS += ("zoë@example.com",)
 MISSING = ("nobody", "Ärzt", "strass", "日", "Blue Team", "Smith", "x@example.com")
 CASINGS = (str, str.upper, str.lower, str.swapcase, str.title)
-
-
-@st.composite
-def datasets(draw: st.DrawFn) -> Data:
-    """Two companies; ids are random so that id order differs from date order."""
-    rnd = draw(st.randoms(use_true_random=False))
-
-    def ids(count: int) -> list[int]:
-        return rnd.sample(range(1, FREE_ID), count)
-
-    def owners(low: int, high: int) -> list[int]:
-        """Record owners: both companies at least once."""
-        return [1, 2, *draw(st.lists(st.sampled_from((1, 2)), min_size=low, max_size=high))]
-
-    def pick(options: Any) -> Any:
-        return draw(st.sampled_from(options))
-
-    employees = [
-        {"id": i, "company_id": c, "first_name": pick(FIRST), "last_name": pick(LAST)}
-        | {"email": pick(EMAILS), "department": pick(DEPARTMENTS), "country": pick(COUNTRIES)}
-        for c, i in zip(owners(3, 28), ids(30), strict=False)
-    ]
-    team_owners = draw(st.lists(st.sampled_from((1, 2)), max_size=6))
-    teams = [
-        {"id": i, "company_id": c, "name": pick(TEAMS)}
-        for c, i in zip(team_owners, ids(len(team_owners)), strict=True)
-    ]
-    members = [
-        {"team_id": t["id"], "employee_id": e["id"]}
-        for e in employees
-        for t in teams
-        if t["company_id"] == e["company_id"] and draw(st.booleans())
-    ]
-    courses = [
-        {"id": i, "company_id": c, "title": pick(COURSES)}
-        for c, i in zip(owners(0, 2), ids(4), strict=False)
-    ]
-    campaigns = [
-        {"id": i, "company_id": c, "title": f"Campaign {i}", "launch_date": "2026-03-01T08:00:00Z"}
-        for c, i in zip(owners(0, 1), ids(3), strict=False)
-    ]
-    inscriptions, events = [], []
-    for i in ids(draw(st.integers(0, 40))):
-        employee = pick(employees)
-        own = [c["id"] for c in courses if c["company_id"] == employee["company_id"]]
-        start = DAY0 + dt.timedelta(days=draw(st.integers(0, 15)))
-        due = draw(st.none() | st.integers(0, 20))
-        inscriptions.append(
-            {"id": i, "employee_id": employee["id"], "start_date": start.isoformat()}
-            | {"course_id": pick(own)}
-            | {"due_date": None if due is None else (start + dt.timedelta(days=due)).isoformat()}
-            | {"status": pick(("not_started", "in_progress", "completed"))}
-        )
-    for i in ids(draw(st.integers(0, 40))):
-        employee = pick(employees)
-        own = [c["id"] for c in campaigns if c["company_id"] == employee["company_id"]]
-        minute = draw(st.integers(0, 9))
-        events.append(
-            {"id": i, "campaign_id": pick(own), "employee_id": employee["id"]}
-            | {"type": pick(EVENT_TYPES), "timestamp": f"2026-03-01T09:0{minute}:00Z"}
-            | {"with_captcha": draw(st.booleans())}
-        )
-    return {
-        "companies": [{"id": 1, "name": "Eins"}, {"id": 2, "name": "Zwei"}],
-        "api_keys": [{"company_id": c, "label": "props", "key": k} for c, k in KEYS.items()],
-        "employees": employees,
-        "teams": teams,
-        "team_members": members,
-        "courses": courses,
-        "inscriptions": inscriptions,
-        "campaigns": campaigns,
-        "campaign_events": events,
-    }
-
-
-@contextlib.asynccontextmanager
-async def serving(aiohttp_client: Any, data: Data) -> AsyncIterator[TestClient]:
-    """The real app over a fresh database holding `data`, written by the real loader."""
-    note(f"dataset: {json.dumps(data, ensure_ascii=False)}")
-    with tempfile.TemporaryDirectory() as tmp:
-        fixture, db = Path(tmp) / "data.json", Path(tmp) / "data.sqlite3"
-        fixture.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        load_files(db, [fixture])
-        config = Config(
-            db=str(db), rate_burst=10**9, rate_per_second=1e9, auth_failures_per_minute=10**9
-        )
-        client = await aiohttp_client(ProblemTestServer(create_app(config)))
-        try:
-            yield client
-        finally:
-            await client.close()
 
 
 def comma_list(values: list[str]) -> str:
@@ -181,12 +68,8 @@ Row = tuple[str, ...]  # victim_name, victim_email, course_title, start_date, du
 
 def inscription_facts(data: Data) -> list[tuple[dict[str, Any], int, Facts, Row]]:
     """Each inscription with its company, filter facts and row, by start_date then id."""
-    employees = {e["id"]: e for e in data["employees"]}
-    courses = {c["id"]: c for c in data["courses"]}
-    team_names = {t["id"]: t["name"] for t in data["teams"]}
-    teams: dict[int, list[str]] = {}
-    for member in data["team_members"]:
-        teams.setdefault(member["employee_id"], []).append(team_names[member["team_id"]])
+    employees, courses = by_id("employees", data), by_id("courses", data)
+    teams = team_names_by_employee(data)
     table = []
     for ins in sorted(data["inscriptions"], key=lambda i: (i["start_date"], i["id"])):
         emp, course = employees[ins["employee_id"]], courses[ins["course_id"]]

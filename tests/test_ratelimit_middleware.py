@@ -21,7 +21,7 @@ from aiohttp.test_utils import TestClient
 from app.keys import AUTH_FAILURES, KEY_CACHE, LIMITER
 
 from .conftest import MakeClient
-from .factories import API, KEY_1, KEY_2, assert_problem
+from .factories import API, KEY_1, KEY_2, assert_problem, get
 
 OWN = f"{API}/campaigns/1/events"  # a campaign of company 1
 OWN_2 = f"{API}/campaigns/3/events"  # a campaign of company 2
@@ -35,15 +35,6 @@ UNLIMITED = ("/healthz", "/readyz", "/api/docs", "/api/docs/openapi.json")
 def random_key() -> str:
     """A key nobody was ever given."""
     return "rk_" + secrets.token_urlsafe(32)
-
-
-async def get(client: TestClient, path: str, key: str | None = KEY_1, **headers: str):
-    """GET with an optional X-API-KEY; the body is read so the connection is reused."""
-    if key is not None:
-        headers["X-API-KEY"] = key
-    response = await client.get(path, headers=headers)
-    await response.read()
-    return response
 
 
 def check_headers(response: ClientResponse, burst: int, per_second: float) -> int:

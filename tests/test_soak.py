@@ -23,17 +23,14 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 import pytest
 
-from .factories import API, KEY_1, KEY_2, sample
-from .servers import GUARD_SECONDS, AppProcess, Launcher, fetch
+from .factories import API, KEY_1, KEYS, sample
+from .servers import GUARD_SECONDS, UNLIMITED, AppProcess, Launcher, fetch
 
 SOAK_SECONDS = 30.0
 WARMUP_SECONDS = 5.0
 CONNECTIONS = 64
 RSS_SLACK_KIB = 15 * 1024
 IDLE_CONNECTIONS = 200
-RAISED = ("--rate-burst", "1000000", "--rate-per-second", "1000000")
-RAISED += ("--auth-failures-per-minute", "1000000")
-KEYS = {1: KEY_1, 2: KEY_2}
 
 
 @dataclass(frozen=True)
@@ -137,7 +134,7 @@ async def soak_worker(
 @pytest.fixture
 def server(sample_db: Path, launcher: Launcher) -> AppProcess:
     """The app over the sample, rate limits raised (stopped by PID in teardown)."""
-    return launcher.serve(sample_db, *RAISED)
+    return launcher.serve(sample_db, *UNLIMITED)
 
 
 async def test_soak(server: AppProcess, record_property: Callable[[str, object], None]) -> None:
