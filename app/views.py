@@ -14,11 +14,19 @@ from aiohttp import hdrs, web
 
 from .db import DatabaseError, check_readable, run_on
 from .errors import NotFound
-from .http import etag_matches, make_etag
+from .http import DataVersion, etag_matches, make_etag
 from .keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL
 from .pagination import page_headers
 from .queries import events, inscriptions
-from .queries.common import Paging, RecordNotFound, Rows, close_rows, data_token, next_rows
+from .queries.common import (
+    Paging,
+    RecordNotFound,
+    Rows,
+    TooLargeForInline,
+    close_rows,
+    data_token,
+    next_rows,
+)
 from .schemas import (
     DEFAULT_PER_PAGE,
     CampaignEventsQuery,
@@ -31,6 +39,7 @@ from .schemas import (
 log = logging.getLogger("app.views")
 JSON_TYPE = "application/json"
 GZIP_MIN_BYTES = 1024
+INLINE_ROWS = 200  # unpaginated results shorter than this are read on the event loop
 parse_campaign_events_query = QueryParser(CampaignEventsQuery())
 parse_employee_events_query = QueryParser(EmployeeEventsQuery())
 parse_inscriptions_query = QueryParser(InscriptionsQuery())
@@ -114,7 +123,7 @@ async def respond_rows(
     pool = request.app[POOL]
     version = request.app[DATA_VERSION]
     if version.is_stale():
-        version.update(await pool.run(data_token))
+        version.update(pool.run_inline(data_token))
     etag = make_etag(version.token, caller.company_id, request)
     if etag_matches(request, etag):
         return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
@@ -124,23 +133,49 @@ async def respond_rows(
         count_key = (caller.company_id, request.path, _filters_key(request))
         token, total = request.app[COUNTS].get(count_key)
         paging = Paging(paging.page, paging.per_page, token, total)
+    if paging is None or paging.known_token == version.token:
+        # Small by construction (a page whose count is known, or a short result):
+        # read it on the event loop's connection, no thread hop.
+        try:
+            rows = pool.run_inline(
+                query, caller.company_id, *args, paging=paging, probe=INLINE_ROWS, **kwargs
+            )
+        except RecordNotFound:
+            raise NotFound("No such resource for this company.") from None
+        except TooLargeForInline:
+            pass
+        else:
+            return await answer(request, None, rows, version, paging)
     async with pool.acquire() as conn:
         try:
             rows = await run_on(conn, query, caller.company_id, *args, paging=paging, **kwargs)
         except RecordNotFound:
             raise NotFound("No such resource for this company.") from None
-        if rows.token != version.token:
-            version.update(rows.token)
-        headers = {hdrs.ETAG: make_etag(rows.token, caller.company_id, request)}
-        headers[hdrs.VARY] = "Accept-Encoding"
-        if paging is not None and rows.total is not None:
-            request.app[COUNTS].put(count_key, rows.token, rows.total)
-            headers.update(page_headers(request.rel_url, paging, rows.total))
-        try:
-            return await send_array(request, conn, rows, headers)
-        finally:
-            if rows.cursor is not None:
-                await run_on(conn, close_rows, rows)
+        return await answer(request, conn, rows, version, paging)
+
+
+async def answer(
+    request: web.Request,
+    conn: Any,
+    rows: Rows,
+    version: DataVersion,
+    paging: Paging | None,
+) -> web.StreamResponse:
+    """Headers from the snapshot the rows came from, then the body."""
+    caller = request[CALLER]
+    if rows.token != version.token:
+        version.update(rows.token)
+    headers = {hdrs.ETAG: make_etag(rows.token, caller.company_id, request)}
+    headers[hdrs.VARY] = "Accept-Encoding"
+    if paging is not None and rows.total is not None:
+        count_key = (caller.company_id, request.path, _filters_key(request))
+        request.app[COUNTS].put(count_key, rows.token, rows.total)
+        headers.update(page_headers(request.rel_url, paging, rows.total))
+    try:
+        return await send_array(request, conn, rows, headers)
+    finally:
+        if rows.cursor is not None:
+            await run_on(conn, close_rows, rows)
 
 
 def _filters_key(request: web.Request) -> bytes:

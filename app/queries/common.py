@@ -64,33 +64,57 @@ def finish(conn: sqlite3.Connection) -> None:
         conn.execute("COMMIT")
 
 
+@dataclass(frozen=True, slots=True)
+class Listing:
+    """One listing query: the JSON of a record, where rows come from, and their order.
+
+    ``counted_from`` is the cheapest FROM/WHERE that counts the same rows (it joins only
+    what the filters need and builds no JSON).
+    """
+
+    record_json: str
+    rows_from: str
+    counted_from: str
+    order_by: str
+    params: list[Any]
+
+    def select(self) -> str:
+        return f"SELECT {self.record_json} {self.rows_from} ORDER BY {self.order_by}"
+
+
+class TooLargeForInline(Exception):
+    """The result is longer than a probe allows; read it again on a pool thread."""
+
+
 def list_rows(
-    conn: sqlite3.Connection,
-    token: str,
-    select: str,
-    params: list[Any],
-    paging: Paging | None,
+    conn: sqlite3.Connection, token: str, listing: Listing, paging: Paging | None, probe: int = 0
 ) -> Rows:
     """Read a listing: a whole page with its total, or the first chunk of a stream.
 
-    ``select`` yields one column, the record's JSON, already in the contract's order.
+    With ``probe``, refuse (TooLargeForInline) an unpaginated result of ``probe`` rows
+    or more, so small answers can be read without leaving the event loop.
     Must run inside :func:`begin`.
     """
+    params = listing.params
     if paging is not None:
         if paging.known_token == token and paging.known_total is not None:
             total = paging.known_total
         else:
-            total = conn.execute(f"SELECT count(*) FROM ({select})", params).fetchone()[0]
+            count_sql = f"SELECT count(*) {listing.counted_from}"
+            total = conn.execute(count_sql, params).fetchone()[0]
         texts: list[str] = []
         if paging.offset < total:
-            page_sql = f"{select} LIMIT ? OFFSET ?"
-            texts = [
-                r[0] for r in conn.execute(page_sql, [*params, paging.per_page, paging.offset])
-            ]
+            page_sql = f"{listing.select()} LIMIT ? OFFSET ?"
+            page_params = [*params, paging.per_page, paging.offset]
+            texts = [r[0] for r in conn.execute(page_sql, page_params)]
         finish(conn)
         return Rows(token, texts, total)
-    cursor = conn.execute(select, params)
-    texts = [r[0] for r in cursor.fetchmany(CHUNK_ROWS)]
+    cursor = conn.execute(listing.select(), params)
+    texts = [r[0] for r in cursor.fetchmany(probe or CHUNK_ROWS)]
+    if probe and len(texts) >= probe:
+        cursor.close()
+        finish(conn)
+        raise TooLargeForInline
     if len(texts) < CHUNK_ROWS:
         cursor.close()
         finish(conn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from .common import Paging, RecordNotFound, Rows, begin, list_rows, placeholders
+from .common import Listing, Paging, RecordNotFound, Rows, begin, list_rows, placeholders
 
 # JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
 CAMPAIGN_EVENT_JSON = """json_object(
@@ -26,6 +26,7 @@ def campaign_events(
     types: Sequence[str] = (),
     without_captcha: bool = False,
     paging: Paging | None = None,
+    probe: int = 0,
 ) -> Rows:
     """Events of one of the company's campaigns, by timestamp then id."""
     token = begin(conn)
@@ -44,12 +45,12 @@ def campaign_events(
         params.extend(types)
     if without_captcha:
         where.append("ev.with_captcha = 0")
-    select = (
-        f"SELECT {CAMPAIGN_EVENT_JSON} FROM campaign_events ev"
-        " JOIN employees e ON e.id = ev.employee_id"
-        f" WHERE {' AND '.join(where)} ORDER BY ev.timestamp, ev.id"
+    rows_from = (
+        "FROM campaign_events ev JOIN employees e ON e.id = ev.employee_id"
+        f" WHERE {' AND '.join(where)}"
     )
-    return list_rows(conn, token, select, params, paging)
+    listing = Listing(CAMPAIGN_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", params)
+    return list_rows(conn, token, listing, paging, probe)
 
 
 def employee_events(
@@ -58,6 +59,7 @@ def employee_events(
     employee_id: int,
     *,
     paging: Paging | None = None,
+    probe: int = 0,
 ) -> Rows:
     """Events of one of the company's employees, each with its campaign."""
     token = begin(conn)
@@ -67,9 +69,11 @@ def employee_events(
     if found is None:
         conn.execute("COMMIT")
         raise RecordNotFound(f"employee {employee_id}")
-    select = (
-        f"SELECT {EMPLOYEE_EVENT_JSON} FROM campaign_events ev"
-        " JOIN campaigns c ON c.id = ev.campaign_id"
-        " WHERE ev.employee_id = ? AND c.company_id = ? ORDER BY ev.timestamp, ev.id"
+    rows_from = (
+        "FROM campaign_events ev JOIN campaigns c ON c.id = ev.campaign_id"
+        " WHERE ev.employee_id = ? AND c.company_id = ?"
     )
-    return list_rows(conn, token, select, [employee_id, company_id], paging)
+    listing = Listing(
+        EMPLOYEE_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", [employee_id, company_id]
+    )
+    return list_rows(conn, token, listing, paging, probe)

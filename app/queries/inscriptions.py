@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .common import Paging, Rows, begin, list_rows, placeholders
+from .common import Listing, Paging, Rows, begin, list_rows, placeholders
 
 # JSON of one inscription, keys in the order of reporting-api.md 2.3; teams by name,
 # sections in course order (2.4).
@@ -52,8 +52,11 @@ class InscriptionFilters:
     to_due_date: dt.date | None = None
 
 
-def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object]]:
-    """The WHERE clause and its bound parameters; values are never put into the SQL."""
+def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object], bool]:
+    """The WHERE clause, its bound parameters, and whether it reads employees or courses.
+
+    Values are only ever bound parameters, never part of the SQL text.
+    """
     where = ["i.company_id = ?"]
     params: list[object] = [company_id]
     for name, column in EMPLOYEE_FILTERS.items():
@@ -81,19 +84,31 @@ def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list
         if value is not None:
             where.append(condition)
             params.append(value.isoformat())
-    return " AND ".join(where), params
+    joins = any(filters.lists.get(name) for name in (*EMPLOYEE_FILTERS, "courses"))
+    return " AND ".join(where), params, joins
+
+
+JOINS = "JOIN employees e ON e.id = i.employee_id JOIN courses c ON c.id = i.course_id"
 
 
 def course_inscriptions(
-    conn: sqlite3.Connection, company_id: int, filters: InscriptionFilters, paging: Paging
+    conn: sqlite3.Connection,
+    company_id: int,
+    filters: InscriptionFilters,
+    paging: Paging,
+    probe: int = 0,
 ) -> Rows:
     """One page of the company's inscriptions, by start date then id, with the total."""
     token = begin(conn)
-    where, params = build_where(company_id, filters)
-    select = (
-        f"SELECT {INSCRIPTION_JSON} FROM inscriptions i"
-        " JOIN employees e ON e.id = i.employee_id"
-        " JOIN courses c ON c.id = i.course_id"
-        f" WHERE {where} ORDER BY i.start_date, i.id"
+    where, params, needs_joins = build_where(company_id, filters)
+    # Every inscription has its employee and course (foreign keys), so the count only
+    # joins them when a filter looks at them.
+    counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
+    listing = Listing(
+        INSCRIPTION_JSON,
+        f"FROM inscriptions i {JOINS} WHERE {where}",
+        counted_from,
+        "i.start_date, i.id",
+        params,
     )
-    return list_rows(conn, token, select, params, paging)
+    return list_rows(conn, token, listing, paging, probe)
