@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 import math
-
-from yarl import URL
+from urllib.parse import unquote_plus
 
 from .queries.common import Paging
 
+PAGING_NAMES = ("page", "per_page")
 
-def page_headers(url: URL, paging: Paging, total: int) -> dict[str, str]:
+
+def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[str, str]:
     """X-Total-Count, X-Page, X-Per-Page, X-Total-Pages and a Link header.
 
-    Links are relative references (path and query) that keep every parameter of the
-    request, so they never depend on a Host header the client chose.
+    Links are relative references (path and query) that keep every other parameter of
+    the request exactly as sent, so they never depend on a Host header the client chose.
     """
     total_pages = math.ceil(total / paging.per_page)
     last = max(total_pages, 1)
@@ -22,11 +23,13 @@ def page_headers(url: URL, paging: Paging, total: int) -> dict[str, str]:
         pages["prev"] = min(paging.page - 1, last)
     if paging.page < total_pages:
         pages["next"] = paging.page + 1
-    base = URL.build(path=url.raw_path, query_string=url.raw_query_string, encoded=True)
-    links = ", ".join(
-        f'<{base.update_query(page=number, per_page=paging.per_page)}>; rel="{rel}"'
-        for rel, number in pages.items()
+    kept = "".join(
+        f"{part}&"
+        for part in raw_query.split("&")
+        if part and unquote_plus(part.split("=", 1)[0]) not in PAGING_NAMES
     )
+    base = f"{path}?{kept}per_page={paging.per_page}&page="
+    links = ", ".join(f'<{base}{number}>; rel="{rel}"' for rel, number in pages.items())
     return {
         "X-Total-Count": str(total),
         "X-Page": str(paging.page),

@@ -137,16 +137,20 @@ class QueryParser:
         self.schema = schema
         self._known: dict[str, dict[str, Any]] = {}
 
-    def __call__(self, query_string: str, query: MultiDictProxy[str]) -> dict[str, Any]:
-        """The validated parameters (treat as read-only: they are shared)."""
-        known = self._known.get(query_string)
+    def __call__(self, raw_query: str, query: MultiDictProxy[str]) -> dict[str, Any]:
+        """The validated parameters of a raw (still percent-encoded) query string.
+
+        The key must be the raw string: decoded, ``a%26b`` and ``a&b`` would look alike.
+        The result is shared between requests: treat it as read-only.
+        """
+        known = self._known.get(raw_query)
         if known is not None:
             return known
         data = parse_query(self.schema, query)
-        if len(query_string) <= self.MAX_LENGTH:
+        if len(raw_query) <= self.MAX_LENGTH:
             if len(self._known) >= self.MAX_ENTRIES:
                 self._known.pop(next(iter(self._known)))
-            self._known[query_string] = data
+            self._known[raw_query] = data
         return data
 
 

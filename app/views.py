@@ -16,7 +16,7 @@ from .db import DatabaseError, check_readable, run_on
 from .errors import NotFound
 from .http import DataVersion, etag_matches, make_etag
 from .keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL
-from .pagination import page_headers
+from .pagination import PAGING_NAMES, page_headers
 from .queries import events, inscriptions
 from .queries.common import (
     Paging,
@@ -66,7 +66,7 @@ class CountCache:
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
     campaign_id = parse_path_id(request.match_info["id"])
-    query = parse_campaign_events_query(request.query_string, request.query)
+    query = parse_campaign_events_query(request.rel_url.raw_query_string, request.query)
     return await respond_rows(
         request,
         events.campaign_events,
@@ -80,7 +80,7 @@ async def campaign_events(request: web.Request) -> web.StreamResponse:
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
     employee_id = parse_path_id(request.match_info["id"])
-    query = parse_employee_events_query(request.query_string, request.query)
+    query = parse_employee_events_query(request.rel_url.raw_query_string, request.query)
     return await respond_rows(
         request, events.employee_events, employee_id, paging=requested_paging(query, always=False)
     )
@@ -88,7 +88,7 @@ async def employee_events(request: web.Request) -> web.StreamResponse:
 
 async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
-    query = parse_inscriptions_query(request.query_string, request.query)
+    query = parse_inscriptions_query(request.rel_url.raw_query_string, request.query)
     filters = inscriptions.InscriptionFilters(
         lists={
             name: [value.casefold() for value in query[name]]
@@ -130,8 +130,7 @@ async def respond_rows(
 
     paging: Paging | None = kwargs.pop("paging")
     if paging is not None:
-        count_key = (caller.company_id, request.path, _filters_key(request))
-        token, total = request.app[COUNTS].get(count_key)
+        token, total = request.app[COUNTS].get(count_key(request))
         paging = Paging(paging.page, paging.per_page, token, total)
     if paging is None or paging.known_token == version.token:
         # Small by construction (a page whose count is known, or a short result):
@@ -168,9 +167,13 @@ async def answer(
     headers = {hdrs.ETAG: make_etag(rows.token, caller.company_id, request)}
     headers[hdrs.VARY] = "Accept-Encoding"
     if paging is not None and rows.total is not None:
-        count_key = (caller.company_id, request.path, _filters_key(request))
-        request.app[COUNTS].put(count_key, rows.token, rows.total)
-        headers.update(page_headers(request.rel_url, paging, rows.total))
+        if paging.known_total != rows.total or paging.known_token != rows.token:
+            request.app[COUNTS].put(count_key(request), rows.token, rows.total)
+        headers.update(
+            page_headers(
+                request.rel_url.raw_path, request.rel_url.raw_query_string, paging, rows.total
+            )
+        )
     try:
         return await send_array(request, conn, rows, headers)
     finally:
@@ -178,13 +181,14 @@ async def answer(
             await run_on(conn, close_rows, rows)
 
 
-def _filters_key(request: web.Request) -> bytes:
-    """A digest of the request's parameters other than paging, order-insensitive.
+def count_key(request: web.Request) -> tuple[int, bytes]:
+    """The company and a digest of the path and every parameter but the paging ones.
 
     A digest keeps each cache entry small whatever the length of the query string.
     """
-    items = sorted((k, v) for k, v in request.query.items() if k not in ("page", "per_page"))
-    return hashlib.blake2b(repr(items).encode(), digest_size=16).digest()
+    items = sorted((k, v) for k, v in request.query.items() if k not in PAGING_NAMES)
+    digest = hashlib.blake2b(repr((request.path, items)).encode(), digest_size=16).digest()
+    return request[CALLER].company_id, digest
 
 
 async def send_array(

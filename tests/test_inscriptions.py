@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
+from yarl import URL as YarlURL
 
 from .factories import (
     API,
@@ -375,3 +376,15 @@ async def test_awkward_records_appear_correctly(client: TestClient) -> None:
     assert any(e["completed_at"] is None and e["result"] is None for e in events)
     assert all((e["result"] is None) == (e["status"] is None) for e in events)
     assert all(e["result"] is None or isinstance(e["result"], (int, float)) for e in events)
+
+
+async def test_an_encoded_ampersand_is_not_a_separator(client: Any) -> None:
+    """``a%26b`` is one value; ``a&b`` is a second, unknown parameter (contract.md 3)."""
+    base = f"{URL}?filter[name]="
+    headers = {"X-API-KEY": KEY_1}
+    one_value = await client.get(YarlURL(base + "Elena%26b", encoded=True), headers=headers)
+    assert one_value.status == 200
+    assert await one_value.json() == []
+    two_parameters = await client.get(YarlURL(base + "Elena&b", encoded=True), headers=headers)
+    body = await assert_problem(two_parameters, 400)
+    assert list(body["errors"]) == ["b"]
