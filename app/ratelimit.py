@@ -205,6 +205,8 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequenc
     """Who to rate-limit: the peer, or X-Forwarded-For's first untrusted hop behind our proxies."""
     if peer is None:
         return "unknown"
+    if not forwarded_for or not trusted:
+        return peer  # the common case, without parsing anything
     peer_ip = _parse_ip(peer)
     if not forwarded_for or peer_ip is None or not any(peer_ip in net for net in trusted):
         return peer
