@@ -196,3 +196,13 @@ def test_statements_per_page_do_not_grow_with_page_size(conn: sqlite3.Connection
         counts.append(len(statements))
     assert counts[0] == counts[1]
     assert counts[1] <= 6  # BEGIN, token, count, page, COMMIT
+
+
+def test_the_benchmark_floor_builds_the_same_array(conn: sqlite3.Connection) -> None:
+    """The floor make bench measures is this very JSON, built whole by SQLite."""
+    listing = events.campaign_listing(1, 1)
+    whole = conn.execute(listing.whole_array(), listing.params).fetchone()[0]
+    assert json.loads(whole) == [json.loads(text) for text in expected_campaign_events(1)]
+    page = inscriptions.inscriptions_listing(2, inscriptions.InscriptionFilters())
+    first = conn.execute(page.whole_array(limit=True), [*page.params, 25]).fetchone()[0]
+    assert json.loads(first) == [json.loads(text) for text in expected_inscriptions(2)[:25]]

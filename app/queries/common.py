@@ -79,7 +79,19 @@ class Listing:
     params: list[Any]
 
     def select(self) -> str:
+        """One JSON text a row, in the contract's order."""
         return f"SELECT {self.record_json} {self.rows_from} ORDER BY {self.order_by}"
+
+    def whole_array(self, limit: bool = False) -> str:
+        """The array (or its first ``?`` records) built by SQLite in one value.
+
+        This is the benchmark's floor: the least work any server could do for it.
+        """
+        page = " LIMIT ?" if limit else ""
+        return (
+            f"SELECT json_group_array(json(j)) FROM (SELECT {self.record_json} AS j"
+            f" {self.rows_from} ORDER BY {self.order_by}{page})"
+        )
 
 
 class TooLargeForInline(Exception):

@@ -18,24 +18,10 @@ EMPLOYEE_EVENT_JSON = """json_object(
     'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date))"""
 
 
-def campaign_events(
-    conn: sqlite3.Connection,
-    company_id: int,
-    campaign_id: int,
-    *,
-    types: Sequence[str] = (),
-    without_captcha: bool = False,
-    paging: Paging | None = None,
-    probe: int = 0,
-) -> Rows:
-    """Events of one of the company's campaigns, by timestamp then id."""
-    token = begin(conn)
-    found = conn.execute(
-        "SELECT 1 FROM campaigns WHERE id = ? AND company_id = ?", (campaign_id, company_id)
-    ).fetchone()
-    if found is None:
-        conn.execute("COMMIT")
-        raise RecordNotFound(f"campaign {campaign_id}")
+def campaign_listing(
+    company_id: int, campaign_id: int, types: Sequence[str] = (), without_captcha: bool = False
+) -> Listing:
+    """A campaign's events, filtered, by timestamp then id."""
     # The company check on the employee is redundant with the loader's checks; it is
     # there so that no join can ever reach another tenant's row.
     where = ["ev.campaign_id = ?", "e.company_id = ?"]
@@ -49,7 +35,38 @@ def campaign_events(
         "FROM campaign_events ev JOIN employees e ON e.id = ev.employee_id"
         f" WHERE {' AND '.join(where)}"
     )
-    listing = Listing(CAMPAIGN_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", params)
+    return Listing(CAMPAIGN_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", params)
+
+
+def employee_listing(company_id: int, employee_id: int) -> Listing:
+    """An employee's events with their campaigns, by timestamp then id."""
+    rows_from = (
+        "FROM campaign_events ev JOIN campaigns c ON c.id = ev.campaign_id"
+        " WHERE ev.employee_id = ? AND c.company_id = ?"
+    )
+    params: list[object] = [employee_id, company_id]
+    return Listing(EMPLOYEE_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", params)
+
+
+def campaign_events(
+    conn: sqlite3.Connection,
+    company_id: int,
+    campaign_id: int,
+    *,
+    types: Sequence[str] = (),
+    without_captcha: bool = False,
+    paging: Paging | None = None,
+    probe: int = 0,
+) -> Rows:
+    """Events of one of the company's campaigns (404 when it is not the company's)."""
+    token = begin(conn)
+    found = conn.execute(
+        "SELECT 1 FROM campaigns WHERE id = ? AND company_id = ?", (campaign_id, company_id)
+    ).fetchone()
+    if found is None:
+        conn.execute("COMMIT")
+        raise RecordNotFound(f"campaign {campaign_id}")
+    listing = campaign_listing(company_id, campaign_id, types, without_captcha)
     return list_rows(conn, token, listing, paging, probe)
 
 
@@ -61,7 +78,7 @@ def employee_events(
     paging: Paging | None = None,
     probe: int = 0,
 ) -> Rows:
-    """Events of one of the company's employees, each with its campaign."""
+    """Events of one of the company's employees (404 when not the company's)."""
     token = begin(conn)
     found = conn.execute(
         "SELECT 1 FROM employees WHERE id = ? AND company_id = ?", (employee_id, company_id)
@@ -69,11 +86,4 @@ def employee_events(
     if found is None:
         conn.execute("COMMIT")
         raise RecordNotFound(f"employee {employee_id}")
-    rows_from = (
-        "FROM campaign_events ev JOIN campaigns c ON c.id = ev.campaign_id"
-        " WHERE ev.employee_id = ? AND c.company_id = ?"
-    )
-    listing = Listing(
-        EMPLOYEE_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", [employee_id, company_id]
-    )
-    return list_rows(conn, token, listing, paging, probe)
+    return list_rows(conn, token, employee_listing(company_id, employee_id), paging, probe)

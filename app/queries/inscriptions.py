@@ -91,6 +91,16 @@ def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list
 JOINS = "JOIN employees e ON e.id = i.employee_id JOIN courses c ON c.id = i.course_id"
 
 
+def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listing:
+    """The company's inscriptions matching the filters, by start date then id."""
+    where, params, needs_joins = build_where(company_id, filters)
+    # Every inscription has its employee and course (foreign keys), so the count only
+    # joins them when a filter looks at them.
+    counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
+    rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
+    return Listing(INSCRIPTION_JSON, rows_from, counted_from, "i.start_date, i.id", params)
+
+
 def course_inscriptions(
     conn: sqlite3.Connection,
     company_id: int,
@@ -98,17 +108,6 @@ def course_inscriptions(
     paging: Paging,
     probe: int = 0,
 ) -> Rows:
-    """One page of the company's inscriptions, by start date then id, with the total."""
+    """One page of the company's inscriptions, with the total."""
     token = begin(conn)
-    where, params, needs_joins = build_where(company_id, filters)
-    # Every inscription has its employee and course (foreign keys), so the count only
-    # joins them when a filter looks at them.
-    counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
-    listing = Listing(
-        INSCRIPTION_JSON,
-        f"FROM inscriptions i {JOINS} WHERE {where}",
-        counted_from,
-        "i.start_date, i.id",
-        params,
-    )
-    return list_rows(conn, token, listing, paging, probe)
+    return list_rows(conn, token, inscriptions_listing(company_id, filters), paging, probe)
