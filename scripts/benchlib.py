@@ -1,0 +1,246 @@
+"""Benchmark plumbing: wrk runs and their output, server processes, floors, the machine.
+
+Kept apart from ``bench.py`` (which holds the scenarios and the table) so that each
+piece is small enough to read and check on its own.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import platform
+import re
+import shutil
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Counts every status wrk sees; used for the short warm-up pass only, because a
+# response hook makes wrk buffer each body and costs it 10-30% of its request rate.
+STATUS_LUA = """
+local threads = {}
+function setup(thread) table.insert(threads, thread) end
+function init(args) statuses = {} end
+function response(status, headers, body) statuses[status] = (statuses[status] or 0) + 1 end
+function done(summary, latency, requests)
+  for _, t in ipairs(threads) do
+    for code, n in pairs(t:get("statuses")) do
+      io.write(string.format("status %d %d\\n", code, n))
+    end
+  end
+end
+"""
+
+# The ceiling: the least an aiohttp server can do per request on this machine.
+CEILING_APP = """
+import sys
+from aiohttp import web
+
+BODY = b'{"status":"ok","service":"ceiling"}'
+
+async def constant(request):
+    return web.Response(body=BODY, content_type="application/json")
+
+app = web.Application()
+app.router.add_get("/", constant)
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+_UNITS_MS = {"us": 0.001, "ms": 1.0, "s": 1000.0, "m": 60_000.0, "h": 3_600_000.0}
+_TIME = r"([\d.]+)(us|ms|s|m|h)"
+
+
+@dataclass
+class WrkResult:
+    """What one wrk run measured; ``errors`` counts statuses >= 400 and socket errors."""
+
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    non_2xx_3xx: int
+    socket_errors: dict[str, int]
+    statuses: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def errors(self) -> int:
+        return self.non_2xx_3xx + sum(self.socket_errors.values())
+
+
+def parse_wrk(text: str) -> WrkResult:
+    """Read wrk's ``--latency`` report (and the status lines of STATUS_LUA)."""
+
+    def latency(percent: str) -> float:
+        found = re.search(rf"^\s*{percent}%\s+{_TIME}\s*$", text, re.M)
+        if not found:
+            raise ValueError(f"no {percent}% latency in wrk output:\n{text}")
+        return float(found.group(1)) * _UNITS_MS[found.group(2)]
+
+    rps = re.search(r"^Requests/sec:\s+([\d.]+)", text, re.M)
+    requests = re.search(r"^\s*(\d+) requests in", text, re.M)
+    if not rps or not requests:
+        raise ValueError(f"unexpected wrk output:\n{text}")
+    non_2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    sockets = re.search(
+        r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text
+    )
+    socket_errors = {}
+    if sockets:
+        names = ("connect", "read", "write", "timeout")
+        socket_errors = {n: int(v) for n, v in zip(names, sockets.groups(), strict=True) if int(v)}
+    return WrkResult(
+        rps=float(rps.group(1)),
+        p50_ms=latency("50"),
+        p99_ms=latency("99"),
+        requests=int(requests.group(1)),
+        non_2xx_3xx=int(non_2xx.group(1)) if non_2xx else 0,
+        socket_errors=socket_errors,
+        statuses={int(c): int(n) for c, n in re.findall(r"^status (\d+) (\d+)$", text, re.M)},
+    )
+
+
+def run_wrk(
+    url: str, headers: dict[str, str], conns: int, seconds: float, *, count_statuses: bool = False
+) -> WrkResult:
+    """Drive ``url`` with one wrk thread for ``seconds``; a hard timeout bounds the run."""
+    args = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--latency"]
+    args += ["--timeout", "30s"]
+    for name, value in headers.items():
+        args += ["-H", f"{name}: {value}"]
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
+        script.write(STATUS_LUA)
+    try:
+        if count_statuses:
+            args += ["-s", script.name]
+        done = subprocess.run(
+            [*args, url], capture_output=True, text=True, timeout=seconds + 60, check=False
+        )
+    finally:
+        os.unlink(script.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"wrk failed ({done.returncode}): {done.stderr or done.stdout}")
+    return parse_wrk(done.stdout)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Process:
+    """A server subprocess on 127.0.0.1, started and always stopped by its own PID."""
+
+    def __init__(self, args: Sequence[str], port: int, log_path: Path, cwd: Path) -> None:
+        self.port = port
+        self.log_path = log_path
+        self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.popen = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def wait_ready(self, path: str, timeout: float = 60.0) -> None:
+        """Poll ``path`` until it answers 200; raise with the server's log if it never does."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.popen.poll() is not None:
+                break
+            try:
+                if get(self.port, path, {})[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        log = self.log_path.read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"server on port {self.port} did not become ready:\n{log}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        """Terminate, then kill after ``timeout`` seconds."""
+        if self.popen.poll() is None:
+            self.popen.terminate()
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait(timeout)
+        self._log.close()
+
+
+def get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """One GET on 127.0.0.1: status, lower-cased headers, body (3xx-5xx raise nothing)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    try:
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        headers = {name.lower(): value for name, value in response.getheaders()}
+        return response.status, headers, response.read()
+    finally:
+        conn.close()
+
+
+def proc_status_kib(pid: int, name: str) -> int:
+    """A field of /proc/PID/status in KiB (VmRSS: now, VmHWM: peak since the last reset)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{name}:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {name} in /proc/{pid}/status")
+
+
+def reset_peak_rss(pid: int) -> None:
+    """Reset VmHWM to the current RSS (``echo 5 > /proc/PID/clear_refs``)."""
+    Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+
+def floor_seconds(
+    conn: sqlite3.Connection, sql: str, params: Sequence[object], budget: float, min_reps: int
+) -> tuple[float, str]:
+    """Median in-process time for SQLite to build a JSON array, and the array."""
+    text = conn.execute(sql, params).fetchone()[0]  # warm the page cache first
+    times: list[float] = []
+    started = time.perf_counter()
+    while len(times) < min_reps or (time.perf_counter() - started < budget and len(times) < 5000):
+        t0 = time.perf_counter()
+        conn.execute(sql, params).fetchone()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), text
+
+
+def machine() -> dict[str, str]:
+    """Where the figures came from."""
+    model = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    wrk = subprocess.run(["wrk", "--version"], capture_output=True, text=True, check=False)
+    import aiohttp
+
+    return {
+        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "cpus": f"{len(os.sched_getaffinity(0))} (nproc) · {model}",
+        "python": platform.python_version(),
+        "sqlite": sqlite3.sqlite_version,
+        "aiohttp": aiohttp.__version__,
+        "wrk": (wrk.stdout or wrk.stderr).split(" Copyright")[0].strip(),
+        "load": "1/5/15-minute load average {:.2f} {:.2f} {:.2f} at the start".format(
+            *os.getloadavg()
+        ),
+    }
+
+
+def require_wrk() -> bool:
+    """Whether wrk is installed; say how to get it when it is not."""
+    if shutil.which("wrk"):
+        return True
+    print("wrk is needed: `make wrk` or `apt-get install wrk`", file=sys.stderr)
+    return False
