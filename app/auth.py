@@ -69,8 +69,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         request.remote, request.headers.get("X-Forwarded-For"), config.networks()
     )
     failures = app[AUTH_FAILURES]
-    gate = failures.peek(address)
-    if not gate.allowed:
+    gate = failures.refusal(address)
+    if gate is not None:
         # Checked before the key, so a guess is never confirmed while the address waits.
         raise TooManyRequests(
             "Too many failed authentications from this address.",

@@ -10,8 +10,8 @@ import hashlib
 import logging
 import os
 import re
+import secrets
 import time
-import uuid
 from pathlib import Path
 
 from aiohttp import web
@@ -34,7 +34,7 @@ PREFLIGHT_HEADERS = "X-API-KEY, Content-Type, If-None-Match, X-Request-ID"
 def assign_request_id(request: web.Request) -> str:
     """Echo the client's X-Request-ID when it is sane, otherwise make one."""
     given = request.headers.get("X-Request-ID", "")
-    request_id = given if SANE_REQUEST_ID.fullmatch(given) else uuid.uuid4().hex
+    request_id = given if SANE_REQUEST_ID.fullmatch(given) else secrets.token_hex(16)
     request[REQUEST_ID] = request_id
     return request_id
 

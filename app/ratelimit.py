@@ -147,6 +147,13 @@ class RateLimiter:
             bucket = TokenBucket(self.capacity, self.per_second, now)
         return self._decide(bucket, now, bucket.remaining(now) >= 1)
 
+    def refusal(self, key: Hashable) -> Decision | None:
+        """The refusal `key` would meet now, or None; cheap when `key` has no bucket."""
+        if key not in self._buckets:
+            return None
+        decision = self.peek(key)
+        return None if decision.allowed else decision
+
     def _decide(self, bucket: TokenBucket, now: float, allowed: bool) -> Decision:
         """Turn a bucket's state into the whole-second values the headers carry."""
         return Decision(

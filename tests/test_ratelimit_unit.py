@@ -252,3 +252,17 @@ def test_parse_networks() -> None:
 def test_parse_networks_rejects_bad_entries_clearly(text: str) -> None:
     with pytest.raises(ValueError, match="invalid trusted proxy network"):
         parse_networks(f"127.0.0.1, {text}")
+
+
+def test_refusal_is_none_until_the_bucket_is_empty() -> None:
+    """The failed-authentication gate asks only "is this address refused now?"."""
+    clock = FakeClock()
+    limiter = RateLimiter(2, 1.0, clock=clock)
+    assert limiter.refusal("a") is None and len(limiter) == 0
+    limiter.hit("a")
+    assert limiter.refusal("a") is None
+    limiter.hit("a")
+    refused = limiter.refusal("a")
+    assert refused is not None and refused.retry_after == 1
+    clock.advance(1.0)
+    assert limiter.refusal("a") is None
