@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import sqlite3
@@ -25,7 +26,7 @@ from .queries.common import (
     TooLargeForInline,
     close_rows,
     data_token,
-    next_rows,
+    next_chunk,
 )
 from .schemas import (
     DEFAULT_PER_PAGE,
@@ -211,10 +212,20 @@ async def send_array(
         response.enable_compression(web.ContentCoding.gzip)
     await response.prepare(request)
     await response.write(("[" + ",".join(rows.texts)).encode())
-    while rows.cursor is not None:
-        texts = await run_on(conn, next_rows, rows)
-        if texts:
-            await response.write(("," + ",".join(texts)).encode())
+    # The pool thread reads chunk n+1 while the event loop sends chunk n.
+    pending = asyncio.ensure_future(run_on(conn, next_chunk, rows))
+    try:
+        while pending is not None:
+            chunk = await pending
+            pending = None
+            if rows.cursor is not None:
+                pending = asyncio.ensure_future(run_on(conn, next_chunk, rows))
+            if chunk:
+                await response.write(chunk)
+    finally:
+        if pending is not None:  # the client went away mid-stream
+            with contextlib.suppress(Exception):
+                await pending
     await response.write(b"]")
     await response.write_eof()
     return response

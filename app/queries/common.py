@@ -145,6 +145,12 @@ def next_rows(conn: sqlite3.Connection, rows: Rows) -> list[str]:
     return texts
 
 
+def next_chunk(conn: sqlite3.Connection, rows: Rows) -> bytes:
+    """The next chunk as the bytes to send (``,{...},{...}``), built off the event loop."""
+    texts = next_rows(conn, rows)
+    return ("," + ",".join(texts)).encode() if texts else b""
+
+
 def placeholders(values: list[Any]) -> str:
     """``?, ?, ?`` for an IN list of bound parameters."""
     return ", ".join("?" for _ in values)
