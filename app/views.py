@@ -198,7 +198,7 @@ async def send_array(
     """Send the JSON array: whole when it fits in one chunk, streamed otherwise."""
     accepts_gzip = "gzip" in request.headers.get(hdrs.ACCEPT_ENCODING, "").lower()
     if rows.cursor is None:
-        body = ("[" + ",".join(rows.texts) + "]").encode()
+        body = b"[" + b",".join(rows.texts) + b"]"
         response = web.Response(body=body, headers=headers)
         response.content_type = JSON_TYPE
         response.charset = "utf-8"
@@ -211,7 +211,7 @@ async def send_array(
     if accepts_gzip:
         response.enable_compression(web.ContentCoding.gzip)
     await response.prepare(request)
-    await response.write(("[" + ",".join(rows.texts)).encode())
+    await response.write(b"[" + b",".join(rows.texts))
     # The pool thread reads chunk n+1 while the event loop sends chunk n.
     pending = asyncio.ensure_future(run_on(conn, next_chunk, rows))
     try:
