@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from .apikeys import prefix_of
 from .db import DatabaseError, connect_writer
 from .queries.api_keys import KeyNotFound, create_key, list_keys, revoke_key, rotate_key
 
@@ -63,7 +64,7 @@ def in_transaction(db: str, fn: Callable[..., T], *args: Any) -> T:
 
 def print_new_key(verb: str, key_id: int, key: str) -> None:
     """Show a fresh key, the only time it is ever shown."""
-    print(f"{verb} key {key_id} (prefix {key[:12]}):")
+    print(f"{verb} key {key_id} (prefix {prefix_of(key)}):")
     print(f"  {key}")
     print(SHOWN_ONCE)
 
