@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from .auth import auth_middleware, setup_auth
 from .config import Config
@@ -18,15 +19,21 @@ from .ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_rateli
 from .routes import setup_routes
 from .views import CountCache
 
-# Outermost first: errors are rendered for everything below; CORS preflights need no
-# key; authentication decides 401 before the limiter spends a token; the limiter runs
-# before any validation (contract.md 2).
-MIDDLEWARES = (error_middleware, cors_preflight_middleware, auth_middleware, ratelimit_middleware)
+
+def middleware_chain(config: Config) -> list[Middleware]:
+    """The middlewares, outermost first.
+
+    Errors are rendered for everything below; CORS preflights (only when origins are
+    configured) need no key; authentication decides 401 before the limiter spends a
+    token; the limiter runs before any validation (contract.md 2).
+    """
+    cors = [cors_preflight_middleware] if config.origins() else []
+    return [error_middleware, *cors, auth_middleware, ratelimit_middleware]
 
 
 def create_app(config: Config) -> web.Application:
     """Build the application; nothing touches the database until it starts."""
-    app = web.Application(middlewares=MIDDLEWARES)
+    app = web.Application(middlewares=middleware_chain(config))
     app[CONFIG] = config
     app[COUNTS] = CountCache()
     setup_auth(app)
