@@ -202,17 +202,21 @@ def reset_peak_rss(pid: int) -> None:
 
 
 def floor_seconds(
-    conn: sqlite3.Connection, sql: str, params: Sequence[object], budget: float, min_reps: int
-) -> tuple[float, str]:
-    """Median in-process time for SQLite to build a JSON array, and the array."""
-    text = conn.execute(sql, params).fetchone()[0]  # warm the page cache first
-    times: list[float] = []
+    conn: sqlite3.Connection, sqls: Sequence[str], params: Sequence[object], budget: float
+) -> list[tuple[float, str]]:
+    """Median in-process time of each SQL building a JSON array, and the array it built.
+
+    The variants alternate in every round, so a noisy neighbour weighs on them alike.
+    """
+    texts = [conn.execute(sql, params).fetchone()[0] for sql in sqls]  # warm the cache
+    times: list[list[float]] = [[] for _ in sqls]
     started = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - started < budget and len(times) < 5000):
-        t0 = time.perf_counter()
-        conn.execute(sql, params).fetchone()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times), text
+    while len(times[0]) < 5 or (time.perf_counter() - started < budget and len(times[0]) < 5000):
+        for sql, spent in zip(sqls, times, strict=True):
+            t0 = time.perf_counter()
+            conn.execute(sql, params).fetchone()
+            spent.append(time.perf_counter() - t0)
+    return [(statistics.median(t), text) for t, text in zip(times, texts, strict=True)]
 
 
 def machine() -> dict[str, str]:
