@@ -33,8 +33,11 @@ class KeyCache:
         self._max_entries = max_entries
         self._clock = clock
 
-    async def resolve(self, pool: ReadPool, key: str) -> Caller | None:
-        """The caller a key stands for, or None when it is unknown or revoked."""
+    def resolve(self, pool: ReadPool, key: str) -> Caller | None:
+        """The caller a key stands for, or None when it is unknown or revoked.
+
+        A miss is one primary-key lookup on the event loop's connection (no thread hop).
+        """
         key_hash = apikeys.hash_key(key)
         now = self._clock()
         entry = self._entries.get(key_hash)
@@ -77,7 +80,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             headers={"Retry-After": str(gate.retry_after)},
         )
     key = request.headers.get("X-API-KEY", "").strip()
-    caller = await app[KEY_CACHE].resolve(app[POOL], key) if key else None
+    caller = app[KEY_CACHE].resolve(app[POOL], key) if key else None
     if caller is None:
         failures.hit(address)
         raise Unauthorized("Missing or invalid X-API-KEY header.")

@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from aiohttp import web
@@ -65,7 +66,9 @@ class DataVersion:
 
     STAT_SECONDS = 0.1
 
-    def __init__(self, db_path: str | Path, token: str, clock=time.monotonic) -> None:
+    def __init__(
+        self, db_path: str | Path, token: str, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self._files = (Path(db_path), Path(f"{db_path}-wal"))
         self._clock = clock
         self.token = token
