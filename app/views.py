@@ -133,25 +133,23 @@ async def respond_rows(
     if paging is not None:
         token, total = request.app[COUNTS].get(count_key(request))
         paging = Paging(paging.page, paging.per_page, token, total)
-    if paging is None or paging.known_token == version.token:
-        # Small by construction (a page whose count is known, or a short result):
-        # read it on the event loop's connection, no thread hop.
-        try:
-            rows = pool.run_inline(
-                query, caller.company_id, *args, paging=paging, probe=INLINE_ROWS, **kwargs
-            )
-        except RecordNotFound:
-            raise NotFound("No such resource for this company.") from None
-        except TooLargeForInline:
-            pass
-        else:
-            return await answer(request, None, rows, version, paging)
-    async with pool.acquire() as conn:
-        try:
+    try:
+        if paging is None or paging.known_token == version.token:
+            # Small by construction (a page whose count is known, or a short result):
+            # read it on the event loop's connection, no thread hop.
+            try:
+                rows = pool.run_inline(
+                    query, caller.company_id, *args, paging=paging, probe=INLINE_ROWS, **kwargs
+                )
+            except TooLargeForInline:
+                pass
+            else:
+                return await answer(request, None, rows, version, paging)
+        async with pool.acquire() as conn:
             rows = await run_on(conn, query, caller.company_id, *args, paging=paging, **kwargs)
-        except RecordNotFound:
-            raise NotFound("No such resource for this company.") from None
-        return await answer(request, conn, rows, version, paging)
+            return await answer(request, conn, rows, version, paging)
+    except RecordNotFound:
+        raise NotFound("No such resource for this company.") from None
 
 
 async def answer(

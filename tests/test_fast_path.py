@@ -206,3 +206,5 @@ def test_the_benchmark_floor_builds_the_same_array(conn: sqlite3.Connection) -> 
     page = inscriptions.inscriptions_listing(2, inscriptions.InscriptionFilters())
     first = conn.execute(page.whole_array(limit=True), [*page.params, 25]).fetchone()[0]
     assert json.loads(first) == [json.loads(text) for text in expected_inscriptions(2)[:25]]
+    joined = conn.execute(listing.whole_array(joined=True), listing.params).fetchone()[0]
+    assert joined == whole
