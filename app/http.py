@@ -40,15 +40,20 @@ def assign_request_id(request: web.Request) -> str:
     return request_id
 
 
-async def add_standard_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """Headers every response carries (the on_response_prepare signal)."""
+def set_standard_headers(response: web.StreamResponse, request_id: str | None) -> None:
+    """Server without a version, nosniff, no shared caching, and the request id."""
     headers = response.headers
     headers["Server"] = SERVER_NAME
     headers["X-Content-Type-Options"] = "nosniff"
     headers.setdefault("Cache-Control", "private, no-cache")
-    request_id = request.get(REQUEST_ID)
     if request_id:
         headers["X-Request-ID"] = request_id
+
+
+async def add_standard_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Headers every response carries (the on_response_prepare signal)."""
+    set_standard_headers(response, request.get(REQUEST_ID))
+    headers = response.headers
     origin = request.headers.get("Origin")
     if origin and origin in request.app[CONFIG].origins():
         headers["Access-Control-Allow-Origin"] = origin

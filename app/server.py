@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import signal
-import uuid
 from typing import Any
 
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
-from .errors import problem_body
-from .http import SERVER_NAME, AccessLogger
+from .errors import PROBLEM_TYPE, problem_body
+from .http import AccessLogger, set_standard_headers
 from .keys import REQUEST_ID
 
 log = logging.getLogger("app.server")
@@ -47,14 +47,13 @@ class ProblemRequestHandler(RequestHandler):
         if request.writer.output_size > 0:
             raise ConnectionError("response already started; cannot send an error")
         detail = _PARSER_DETAILS.get(status, "The server met an unexpected error.")
-        request_id = uuid.uuid4().hex
+        # A request the parser refused has no trustworthy headers: always a fresh id.
+        request_id = secrets.token_hex(16)
         if isinstance(request, web.Request):
             request[REQUEST_ID] = request_id  # for the access log line
         body = problem_body(status, detail, request_id)
-        response = web.json_response(body, status=status, content_type="application/problem+json")
-        response.headers["Server"] = SERVER_NAME
-        response.headers["X-Content-Type-Options"] = "nosniff"
-        response.headers["X-Request-ID"] = body["request_id"]
+        response = web.json_response(body, status=status, content_type=PROBLEM_TYPE)
+        set_standard_headers(response, request_id)
         response.force_close()
         return response
 
