@@ -74,7 +74,8 @@ class Config:
 
     def __post_init__(self) -> None:
         if self.log_level.upper() not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
-            raise ValueError(f"log level {self.log_level!r} is not DEBUG, INFO, WARNING, ERROR or CRITICAL")
+            levels = "DEBUG, INFO, WARNING, ERROR or CRITICAL"
+            raise ValueError(f"log level {self.log_level!r} is not {levels}")
         if self.log_format not in ("text", "json"):
             raise ValueError("log format must be text or json")
         if self.rate_burst < 1 or self.rate_per_second <= 0:
