@@ -10,11 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import Config, load_config
-from .db import DatabaseError, check_integrity, check_readable
-from .loader import SAMPLE_FIXTURE, LoadError, load_files
-from .logs import setup_logging
+from .data.schema import DatabaseError, check_integrity, check_readable
 from .main import create_app
-from .server import serve
+from .tools.loader import SAMPLE_FIXTURE, LoadError, load_files
+from .web.logs import setup_logging
+from .web.server import serve
 
 log = logging.getLogger("app")
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import functools
+import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from .ratelimit import Network, parse_networks
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 @dataclass(frozen=True)
@@ -148,3 +149,16 @@ def load_config(
     except (ValueError, argparse.ArgumentTypeError) as exc:
         parser.error(str(exc))
         raise  # unreachable: parser.error exits
+
+
+def parse_networks(text: str) -> tuple[Network, ...]:
+    """Parse the operator's comma-separated trusted proxies, failing loudly on a typo."""
+    networks: list[Network] = []
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry))
+        except ValueError as exc:
+            raise ValueError(f"invalid trusted proxy network {entry!r}: {exc}") from None
+    return tuple(networks)

@@ -7,17 +7,18 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from .auth import auth_middleware, setup_auth
 from .config import Config
-from .db import ReadPool
-from .errors import error_middleware
-from .http import DataVersion, add_standard_headers, cors_preflight_middleware
+from .data.listings import data_token
+from .data.pool import ReadPool
+from .data.version import DataVersion
 from .keys import CONFIG, COUNTS, DATA_VERSION, POOL
-from .openapi import setup_openapi
-from .queries.common import data_token
-from .ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_ratelimit
-from .routes import setup_routes
-from .views import CountCache
+from .web.auth import auth_middleware, setup_auth
+from .web.errors import error_middleware
+from .web.headers import add_standard_headers, cors_preflight_middleware
+from .web.openapi import setup_openapi
+from .web.ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_ratelimit
+from .web.routes import setup_routes
+from .web.views import CountCache
 
 
 def middleware_chain(config: Config) -> list[Middleware]:

@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import benchlib as lib  # noqa: E402
 
-from app.queries.events import campaign_listing  # noqa: E402
-from app.queries.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
+from app.data.events import campaign_listing  # noqa: E402
+from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
 
 API = "/api/companies/v1"
 COMPANY = 1  # the generator gives company 1 campaign 1 (--big-campaign), 2 (--mid-campaign)
@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-smoke-") as tmp:
         db = smoke_dataset(Path(tmp), args.seed) if args.smoke else args.db
         if args.key is None:
-            from app.generator import bench_key
+            from app.tools.generator import bench_key
 
             args.key = bench_key(COMPANY, args.seed)
         seconds = 1.0 if args.smoke else args.duration

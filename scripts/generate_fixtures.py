@@ -1,7 +1,7 @@
 """Generate a synthetic dataset straight into a new database (see ``--help``).
 
 Counts are totals across all companies, split evenly between them. The API key of each
-company is printed at the end; it is derived from the seed (``app.generator.bench_key``).
+company is printed at the end; it is derived from the seed (``app.tools.generator.bench_key``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.db import DatabaseError
-from app.generator import GenerateError, Sizes, bench_key, generate
+from app.data.schema import DatabaseError
+from app.tools.generator import GenerateError, Sizes, bench_key, generate
 
 
 def build_parser() -> argparse.ArgumentParser:

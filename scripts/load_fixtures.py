@@ -8,8 +8,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.db import DatabaseError
-from app.loader import LoadError, load_files
+from app.data.schema import DatabaseError
+from app.tools.loader import LoadError, load_files
 
 
 def main(argv: list[str] | None = None) -> int:

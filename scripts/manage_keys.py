@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.keytool import main
+from app.tools.keytool import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,9 +12,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.config import Config
-from app.http import AccessLogger
 from app.main import create_app
-from app.server import ProblemAppRunner
+from app.web.logs import AccessLogger
+from app.web.server import ProblemAppRunner
 
 from .factories import make_sample_db
 from .servers import Launcher

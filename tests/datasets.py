@@ -21,8 +21,8 @@ from hypothesis import note
 from hypothesis import strategies as st
 
 from app.config import Config
-from app.loader import load_files
 from app.main import create_app
+from app.tools.loader import load_files
 
 from .conftest import ProblemTestServer
 from .factories import KEYS

@@ -15,7 +15,7 @@ from typing import Any
 from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
-from app.loader import SAMPLE_FIXTURE, load_files
+from app.tools.loader import SAMPLE_FIXTURE, load_files
 
 KEY_1 = "rk_sample_northwind_7f3c9a1e5b2d4c6f8a0b"  # company 1, Northwind Logistics
 KEY_2 = "rk_sample_bluefin_2d8e6a4c0b9f7e5d3c1a"  # company 2, Bluefin Health

@@ -6,12 +6,12 @@ is checked through the real app as well.
 
 from __future__ import annotations
 
-from app.auth import auth_middleware
 from app.config import Config
-from app.errors import error_middleware
-from app.http import cors_preflight_middleware
 from app.main import create_app
-from app.ratelimit import ratelimit_middleware
+from app.web.auth import auth_middleware
+from app.web.errors import error_middleware
+from app.web.headers import cors_preflight_middleware
+from app.web.ratelimit import ratelimit_middleware
 
 from .conftest import MakeClient
 from .factories import API, KEY_1, assert_problem

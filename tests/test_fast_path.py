@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from app.queries import events, inscriptions
-from app.queries.common import Paging
-from app.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
+from app.data import events, inscriptions
+from app.data.listings import Paging
+from app.web.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
 
 from .factories import API, KEY_1, KEY_2, by_id, sample
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from app.config import Config
-from app.generator import GenerateError, Sizes, bench_key, generate
 from app.main import create_app
+from app.tools.generator import GenerateError, Sizes, bench_key, generate
 
 from .factories import API, DATA_TABLES, dump_tables, query
 from .servers import run_python

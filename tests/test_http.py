@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from app.loader import load_files
+from app.tools.loader import load_files
 
 from .conftest import MakeClient
 from .factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample

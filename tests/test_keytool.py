@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient
 
-from app.keytool import main
+from app.tools.keytool import main
 
 from .factories import API, sample
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from app.loader import SAMPLE_FIXTURE, LoadError, load_files
+from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files
 
 from .factories import DATA_TABLES, dump_tables, query, sample
 from .servers import run_python

@@ -26,9 +26,9 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from app.config import Config, load_config
-from app.loader import load_files
-from app.logs import JsonFormatter, setup_logging
 from app.main import create_app
+from app.tools.loader import load_files
+from app.web.logs import JsonFormatter, setup_logging
 
 from .conftest import ProblemTestServer
 from .factories import API, KEY_1, make_sample_db, sample

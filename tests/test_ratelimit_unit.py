@@ -6,13 +6,13 @@ import random
 
 import pytest
 
-from app.ratelimit import (
+from app.config import parse_networks
+from app.web.ratelimit import (
     SWEEP_SECONDS,
     Decision,
     RateLimiter,
     TokenBucket,
     client_address,
-    parse_networks,
 )
 
 

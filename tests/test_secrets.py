@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from app import keytool
+from app.tools import keytool
 
 from .factories import API, KEY_1, KEY_2, sample
 from .servers import Launcher, fetch, stop

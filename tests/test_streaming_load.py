@@ -18,7 +18,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from app.loader import load_files
+from app.tools.loader import load_files
 
 from .factories import API, KEY_1, generated_events, next_event_id, sample
 from .servers import GUARD_SECONDS, Launcher

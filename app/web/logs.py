@@ -1,4 +1,4 @@
-"""Logging setup: plain text or one JSON object per line (contract.md 8)."""
+"""Logging: setup (plain text or one JSON object per line) and the access log (contract.md 8)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,11 @@ import json
 import logging
 import sys
 import time
+
+from aiohttp import web
+from aiohttp.abc import AbstractAccessLogger
+
+from ..keys import CALLER, REQUEST_ID
 
 
 class JsonFormatter(logging.Formatter):
@@ -37,3 +42,25 @@ def setup_logging(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class AccessLogger(AbstractAccessLogger):
+    """One line per request: method, path, status, duration, company, request id."""
+
+    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
+        caller = request.get(CALLER)
+        fields = {
+            "method": request.method,
+            "path": request.path,
+            "status": response.status,
+            "duration_ms": round(time * 1000, 2),
+            "company": caller.company_id if caller else None,
+            "request_id": request.get(REQUEST_ID, ""),
+            "remote": request.remote,
+        }
+        text = " ".join(f"{k}={v}" for k, v in fields.items())
+        self.logger.info(text, extra={"access": fields})
+
+    @property
+    def enabled(self) -> bool:
+        return self.logger.isEnabledFor(logging.INFO)

@@ -1,4 +1,4 @@
-"""Database schema, write connections and the read-only serving pool.
+"""Database schema, write connections and the checks a file must pass before serving.
 
 The serving process only reads (``PRAGMA query_only``); the loader, the key tool and
 the generator write through :func:`connect_writer`.
@@ -6,19 +6,24 @@ the generator write through :func:`connect_writer`.
 
 from __future__ import annotations
 
-import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
-
-import aiosqlite
 
 SCHEMA_VERSION = 1
-T = TypeVar("T")
 
-SCHEMA = """
+# The enumerations of the interface, defined once: the CHECK constraints below, the
+# fixture format and the response schemas all take them from here.
+EVENT_TYPES = ("open", "click", "report", "fail")
+SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
+INSCRIPTION_STATUSES = ("not_started", "in_progress", "completed")
+SECTION_STATUSES = ("APPROVED", "DISAPPROVED")
+
+
+def _one_of(values: tuple[str, ...]) -> str:
+    return ", ".join(f"'{value}'" for value in values)
+
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
@@ -71,7 +76,7 @@ CREATE TABLE IF NOT EXISTS campaign_events (
     id           INTEGER PRIMARY KEY,
     campaign_id  INTEGER NOT NULL REFERENCES campaigns(id),
     employee_id  INTEGER NOT NULL REFERENCES employees(id),
-    type         TEXT NOT NULL CHECK (type IN ('open', 'click', 'report', 'fail')),
+    type         TEXT NOT NULL CHECK (type IN ({_one_of(EVENT_TYPES)})),
     timestamp    TEXT NOT NULL,
     with_captcha INTEGER NOT NULL CHECK (with_captcha IN (0, 1))
 );
@@ -86,7 +91,7 @@ CREATE TABLE IF NOT EXISTS course_sections (
     course_id    INTEGER NOT NULL REFERENCES courses(id),
     title        TEXT NOT NULL,
     section_type TEXT NOT NULL
-        CHECK (section_type IN ('lecture', 'video', 'quiz', 'exam', 'survey')),
+        CHECK (section_type IN ({_one_of(SECTION_TYPES)})),
     position     INTEGER NOT NULL,
     UNIQUE (course_id, position)
 );
@@ -98,14 +103,14 @@ CREATE TABLE IF NOT EXISTS inscriptions (
     start_date  TEXT NOT NULL,
     due_date    TEXT,
     status      TEXT NOT NULL
-        CHECK (status IN ('not_started', 'in_progress', 'completed'))
+        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
 );
 CREATE TABLE IF NOT EXISTS section_results (
     inscription_id INTEGER NOT NULL REFERENCES inscriptions(id),
     section_id     INTEGER NOT NULL REFERENCES course_sections(id),
     completed_at   TEXT,
     result         REAL CHECK (result BETWEEN 0 AND 100),
-    status         TEXT CHECK (status IN ('APPROVED', 'DISAPPROVED')),
+    status         TEXT CHECK (status IN ({_one_of(SECTION_STATUSES)})),
     CHECK ((result IS NULL) = (status IS NULL)),
     PRIMARY KEY (inscription_id, section_id)
 ) WITHOUT ROWID;
@@ -241,81 +246,3 @@ def check_integrity(path: str | Path) -> None:
         raise DatabaseError(f"database file {file} is not readable: {exc}") from exc
     if problems != ["ok"]:
         raise DatabaseError(f"database file {file} is damaged: {' '.join(problems[0].split())}")
-
-
-READ_PRAGMAS = (
-    "PRAGMA query_only = ON",
-    "PRAGMA busy_timeout = 5000",
-    "PRAGMA cache_size = -16000",
-)
-
-
-class ReadPool:
-    """A few read-only connections, so concurrent requests do not queue on one thread."""
-
-    def __init__(self, connections: list[aiosqlite.Connection], inline: sqlite3.Connection) -> None:
-        self._all = connections
-        self._inline = inline
-        self._idle: asyncio.LifoQueue[aiosqlite.Connection] = asyncio.LifoQueue()
-        for conn in connections:
-            self._idle.put_nowait(conn)
-
-    @classmethod
-    async def open(cls, path: str | Path, size: int) -> ReadPool:
-        """Open ``size`` read-only connections to an existing database."""
-        check_readable(path)
-        connections = []
-        for _ in range(size):
-            conn = await aiosqlite.connect(path, isolation_level=None)
-            for pragma in READ_PRAGMAS:
-                await conn.execute(pragma)
-            connections.append(conn)
-        inline = sqlite3.connect(path, isolation_level=None)
-        for pragma in READ_PRAGMAS:
-            inline.execute(pragma)
-        return cls(connections, inline)
-
-    def run_inline(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a query function right here, on the event loop's own connection.
-
-        Only for work bounded to a few milliseconds (a page, a probe of a small result):
-        it saves the thread hop, which on this kind of machine costs more than the
-        query. The function must finish its transaction; a failure rolls it back.
-        """
-        try:
-            return fn(self._inline, *args, **kwargs)
-        finally:
-            if self._inline.in_transaction:
-                self._inline.rollback()
-
-    @asynccontextmanager
-    async def acquire(self) -> AsyncIterator[aiosqlite.Connection]:
-        """Borrow a connection for the length of one request."""
-        conn = await self._idle.get()
-        try:
-            yield conn
-        finally:
-            if conn.in_transaction:
-                await conn.rollback()
-            self._idle.put_nowait(conn)
-
-    async def close(self) -> None:
-        """Close every connection (the app's cleanup)."""
-        for conn in self._all:
-            await conn.close()
-        self._inline.close()
-
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(sqlite3_connection, *args, **kwargs)`` on an idle connection, in one hop."""
-        async with self.acquire() as conn:
-            return await run_on(conn, fn, *args, **kwargs)
-
-
-async def run_on(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a synchronous query function in the connection's own thread.
-
-    aiosqlite offers one hop per statement; a request that needs a transaction, an
-    existence check and a query would pay three or four. ``_execute`` is the method
-    every aiosqlite call goes through, so a whole query function costs a single hop.
-    """
-    return await conn._execute(lambda: fn(conn._conn, *args, **kwargs))

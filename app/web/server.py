@@ -16,9 +16,10 @@ from typing import Any
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from ..keys import REQUEST_ID
 from .errors import PROBLEM_TYPE, problem_body
-from .http import AccessLogger, set_standard_headers
-from .keys import REQUEST_ID
+from .headers import set_standard_headers
+from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
 

@@ -16,12 +16,12 @@ from typing import Any
 
 from marshmallow import ValidationError
 
-from . import apikeys
-from .db import bump_data_version, connect_writer
-from .fields import TIMESTAMP_FORMAT
-from .fixture_schemas import FixtureFile, flatten_errors
+from ..data import api_keys as apikeys
+from ..data.fields import TIMESTAMP_FORMAT
+from ..data.schema import bump_data_version, connect_writer
+from .fixture_format import FixtureFile, flatten_errors
 
-SAMPLE_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "sample.json"
+SAMPLE_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sample.json"
 
 # Tables whose records carry their own company.
 OWNED = ("employees", "teams", "campaigns", "courses")

@@ -21,8 +21,8 @@ from typing import Any
 
 from tqdm import tqdm
 
-from . import apikeys
-from .db import bump_data_version, connect_writer
+from ..data import api_keys as apikeys
+from ..data.schema import bump_data_version, connect_writer
 from .generator_words import (
     CAMPAIGNS,
     COMPANIES,

@@ -13,9 +13,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .apikeys import prefix_of
-from .db import DatabaseError, connect_writer
-from .queries.api_keys import KeyNotFound, create_key, list_keys, revoke_key, rotate_key
+from ..data.api_keys import (
+    KeyNotFound,
+    create_key,
+    list_keys,
+    prefix_of,
+    revoke_key,
+    rotate_key,
+)
+from ..data.schema import DatabaseError, connect_writer
 
 T = TypeVar("T")
 COLUMNS = ("id", "company", "label", "prefix", "created", "revoked")

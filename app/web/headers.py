@@ -1,4 +1,4 @@
-"""HTTP hygiene: request ids, ETags and the data version, standard headers, access log.
+"""HTTP hygiene: request ids, ETags, standard headers and CORS.
 
 contract.md section 7. Headers are added in ``on_response_prepare`` so that every
 response gets them: successes, errors and streamed bodies alike.
@@ -7,19 +7,13 @@ response gets them: successes, errors and streamed bodies alike.
 from __future__ import annotations
 
 import hashlib
-import logging
-import os
 import re
 import secrets
-import time
-from collections.abc import Callable
-from pathlib import Path
 
 from aiohttp import web
-from aiohttp.abc import AbstractAccessLogger
 from aiohttp.typedefs import Handler
 
-from .keys import CALLER, CONFIG, REQUEST_ID
+from ..keys import CONFIG, REQUEST_ID
 
 SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 SERVER_NAME = "reporting-api"
@@ -61,50 +55,6 @@ async def add_standard_headers(request: web.Request, response: web.StreamRespons
         headers.add("Vary", "Origin")
 
 
-class DataVersion:
-    """The data token the loader bumps, cached without a query per request.
-
-    The files are looked at no more than every ``STAT_SECONDS``; when the database or
-    its WAL file changed on disk, or a second passed, the token is read again. Every
-    query also returns the token of its own snapshot.
-    """
-
-    STAT_SECONDS = 0.1
-
-    def __init__(
-        self, db_path: str | Path, token: str, clock: Callable[[], float] = time.monotonic
-    ) -> None:
-        self._files = (Path(db_path), Path(f"{db_path}-wal"))
-        self._clock = clock
-        self.token = token
-        self._signature = self._stat()
-        self._checked = self._statted = clock()
-
-    def _stat(self) -> tuple[int, ...]:
-        signature: list[int] = []
-        for file in self._files:
-            try:
-                st = os.stat(file)
-                signature += [st.st_mtime_ns, st.st_size, st.st_ino]
-            except OSError:
-                signature += [0, 0, 0]
-        return tuple(signature)
-
-    def is_stale(self) -> bool:
-        """Whether the cached token may be out of date (the files or the clock moved)."""
-        now = self._clock()
-        if now - self._statted < self.STAT_SECONDS:
-            return False
-        self._statted = now
-        return self._signature != self._stat() or now - self._checked > 1.0
-
-    def update(self, token: str) -> None:
-        """Record a token just read from the database."""
-        self.token = token
-        self._signature = self._stat()
-        self._checked = self._statted = self._clock()
-
-
 def make_etag(token: str, company_id: int, request: web.Request) -> str:
     """A weak validator for this company's view of this URL at this data version."""
     digest = hashlib.blake2b(
@@ -122,28 +72,6 @@ def etag_matches(request: web.Request, etag: str) -> bool:
         return True
     tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
     return etag.removeprefix("W/") in tags
-
-
-class AccessLogger(AbstractAccessLogger):
-    """One line per request: method, path, status, duration, company, request id."""
-
-    def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        caller = request.get(CALLER)
-        fields = {
-            "method": request.method,
-            "path": request.path,
-            "status": response.status,
-            "duration_ms": round(time * 1000, 2),
-            "company": caller.company_id if caller else None,
-            "request_id": request.get(REQUEST_ID, ""),
-            "remote": request.remote,
-        }
-        text = " ".join(f"{k}={v}" for k, v in fields.items())
-        self.logger.info(text, extra={"access": fields})
-
-    @property
-    def enabled(self) -> bool:
-        return self.logger.isEnabledFor(logging.INFO)
 
 
 @web.middleware

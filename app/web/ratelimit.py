@@ -8,18 +8,13 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from ..config import Config, Network
+from ..keys import AUTH_FAILURES, CALLER, LIMITER, RATE_DECISION
 from .errors import TooManyRequests
-from .keys import AUTH_FAILURES, CALLER, LIMITER, RATE_DECISION
-
-if TYPE_CHECKING:
-    from .config import Config
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 _EPSILON = 1e-9  # absorbs float drift, so 0.1 s at 10/s refills one whole token
 SWEEP_SECONDS = 5.0  # idle buckets are swept at most this often (clock time)
@@ -182,19 +177,6 @@ class RateLimiter:
         self._sweep(now)
         while len(self._buckets) >= self.max_entries:
             self._buckets.popitem(last=False)
-
-
-def parse_networks(text: str) -> tuple[Network, ...]:
-    """Parse the operator's comma-separated trusted proxies, failing loudly on a typo."""
-    networks: list[Network] = []
-    for entry in (part.strip() for part in text.split(",")):
-        if not entry:
-            continue
-        try:
-            networks.append(ipaddress.ip_network(entry))
-        except ValueError as exc:
-            raise ValueError(f"invalid trusted proxy network {entry!r}: {exc}") from None
-    return tuple(networks)
 
 
 def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

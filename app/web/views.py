@@ -13,13 +13,8 @@ from typing import Any
 
 from aiohttp import hdrs, web
 
-from .db import DatabaseError, check_readable, run_on
-from .errors import NotFound
-from .http import DataVersion, etag_matches, make_etag
-from .keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL
-from .pagination import PAGING_NAMES, page_headers
-from .queries import events, inscriptions
-from .queries.common import (
+from ..data import events, inscriptions
+from ..data.listings import (
     Paging,
     RecordNotFound,
     Rows,
@@ -28,6 +23,13 @@ from .queries.common import (
     data_token,
     next_chunk,
 )
+from ..data.pool import run_on
+from ..data.schema import DatabaseError, check_readable
+from ..data.version import DataVersion
+from ..keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL
+from .errors import NotFound
+from .headers import etag_matches, make_etag
+from .pagination import PAGING_NAMES, page_headers
 from .schemas import (
     DEFAULT_PER_PAGE,
     CampaignEventsQuery,

@@ -14,11 +14,10 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from . import apikeys
-from .db import ReadPool
+from ..data.api_keys import find_caller, hash_key
+from ..data.pool import ReadPool
+from ..keys import AUTH_FAILURES, CALLER, CONFIG, KEY_CACHE, POOL, Caller
 from .errors import TooManyRequests, Unauthorized
-from .keys import AUTH_FAILURES, CALLER, CONFIG, KEY_CACHE, POOL, Caller
-from .queries.api_keys import find_caller
 from .ratelimit import client_address
 
 PROTECTED_PREFIX = "/api/companies/"
@@ -38,7 +37,7 @@ class KeyCache:
 
         A miss is one primary-key lookup on the event loop's connection (no thread hop).
         """
-        key_hash = apikeys.hash_key(key)
+        key_hash = hash_key(key)
         now = self._clock()
         entry = self._entries.get(key_hash)
         if entry is not None and entry[1] > now:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from .common import (
+from .listings import (
     Listing,
     Paging,
     RecordNotFound,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from urllib.parse import unquote_plus
 
-from .queries.common import Paging
+from ..data.listings import Paging
 
 PAGING_NAMES = ("page", "per_page")
 

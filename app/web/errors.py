@@ -16,8 +16,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from .http import assign_request_id
-from .keys import REQUEST_ID
+from ..keys import REQUEST_ID
+from .headers import assign_request_id
 
 log = logging.getLogger("app.errors")
 

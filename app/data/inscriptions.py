@@ -7,7 +7,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .common import Listing, Paging, Rows, begin, list_rows, placeholders
+from .listings import Listing, Paging, Rows, begin, list_rows, placeholders
 
 # JSON of one inscription, keys in the order of reporting-api.md 2.3; teams by name,
 # sections in course order (2.4).

@@ -6,12 +6,8 @@ from typing import Any
 
 from marshmallow import RAISE, Schema, ValidationError, fields, validate, validates_schema
 
-from .fields import MAX_ID, StrictDate, UtcTimestamp
-
-EVENT_TYPES = ("open", "click", "report", "fail")
-SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
-INSCRIPTION_STATUSES = ("not_started", "in_progress", "completed")
-SECTION_STATUSES = ("APPROVED", "DISAPPROVED")
+from ..data.fields import MAX_ID, StrictDate, UtcTimestamp
+from ..data.schema import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 
 def _id(**kwargs: Any) -> fields.Integer:

@@ -11,9 +11,9 @@ from typing import Any
 from marshmallow import Schema, ValidationError, fields, validate, validates_schema
 from multidict import MultiDictProxy
 
+from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate, UtcTimestamp
+from ..data.schema import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .errors import BadRequest
-from .fields import CommaList, DecimalId, StrictBool, StrictDate, UtcTimestamp
-from .fixture_schemas import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 MAX_PER_PAGE = 500
 DEFAULT_PER_PAGE = 100

@@ -17,11 +17,11 @@ from aiohttp_apigami import AiohttpApiSpec, OpenApiVersion, docs, match_info_sch
 from aiohttp_apigami import querystring_schema as query_schema
 from aiohttp_apigami.swagger_ui import SWAGGER_UI_STATIC_FILES
 
+from ..config import Config
+from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
+from ..keys import CONFIG
 from . import views
-from .config import Config
 from .errors import PROBLEM_TYPE
-from .fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
-from .keys import CONFIG
 from .schemas import (
     CampaignEventSchema,
     CampaignEventsQuery,

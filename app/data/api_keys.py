@@ -1,11 +1,33 @@
-"""API key lookup and management (contract.md section 1)."""
+"""API keys (contract.md section 1): key material, lookup and management.
+
+Keys are random, shown once, and stored only as a SHA-256 hash; lookups hash the
+presented key and compare hashes inside the database index.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import secrets
 import sqlite3
 from typing import Any
 
-from .. import apikeys
+KEY_PREFIX = "rk_"
+PREFIX_LENGTH = 12
+
+
+def generate_key() -> str:
+    """Return a new key: 32 random bytes, URL-safe, with a recognisable prefix."""
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def hash_key(key: str) -> str:
+    """Return the hex SHA-256 of a key, the only form the database holds."""
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def prefix_of(key: str) -> str:
+    """Return the first characters of a key, enough to recognise it in a listing."""
+    return key[:PREFIX_LENGTH]
 
 
 class KeyNotFound(Exception):
@@ -25,11 +47,11 @@ def create_key(conn: sqlite3.Connection, company_id: int, label: str) -> tuple[i
     """Store a new key for a company; return its id and the key (shown only now)."""
     if conn.execute("SELECT 1 FROM companies WHERE id = ?", (company_id,)).fetchone() is None:
         raise KeyNotFound(f"no company {company_id}")
-    key = apikeys.generate_key()
+    key = generate_key()
     cursor = conn.execute(
         "INSERT INTO api_keys (company_id, key_hash, prefix, label, created_at)"
         " VALUES (?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%SZ', 'now'))",
-        (company_id, apikeys.hash_key(key), apikeys.prefix_of(key), label),
+        (company_id, hash_key(key), prefix_of(key), label),
     )
     return int(cursor.lastrowid or 0), key
 

@@ -1,1 +1,0 @@
-"""SQL by resource: plain functions taking the connection first, bound parameters only."""
