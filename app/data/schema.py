@@ -7,6 +7,8 @@ the generator write through :func:`connect_writer`.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SCHEMA_VERSION = 1
@@ -178,8 +180,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         return
     if version != 0:
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
             conn.execute(statement)
         conn.execute(
@@ -187,9 +188,22 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
             " ('data_token', lower(hex(randomblob(16))))"
         )
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """The one way anything writes: BEGIN IMMEDIATE, then COMMIT, or ROLLBACK on any error.
+
+    IMMEDIATE takes the write lock up front, so a writer waits (busy_timeout) instead of
+    failing halfway; everything inside commits together or not at all.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
         conn.execute("COMMIT")
     except BaseException:
-        conn.execute("ROLLBACK")
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
         raise
 
 

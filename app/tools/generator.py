@@ -22,7 +22,7 @@ from typing import Any
 from tqdm import tqdm
 
 from ..data import api_keys as apikeys
-from ..data.schema import bump_data_version, connect_writer
+from ..data.schema import bump_data_version, connect_writer, write_transaction
 from .generator_words import (
     CAMPAIGNS,
     COMPANIES,
@@ -146,8 +146,7 @@ def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) 
         conn.execute("PRAGMA synchronous = OFF")  # one transaction into a fresh file
         conn.execute("PRAGMA cache_size = -262144")  # 256 MiB
         conn.execute("PRAGMA temp_store = MEMORY")
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with write_transaction(conn):
             refuse_data(conn)
             indexes = drop_indexes(conn)
             with tqdm(total=expected_rows(sizes), unit=" rows", unit_scale=True,
@@ -157,10 +156,6 @@ def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) 
             for sql in indexes:  # the very statements the schema made them with
                 conn.execute(sql)
             bump_data_version(conn)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return counts
     finally:

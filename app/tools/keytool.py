@@ -21,7 +21,7 @@ from ..data.api_keys import (
     revoke_key,
     rotate_key,
 )
-from ..data.schema import DatabaseError, connect_writer
+from ..data.schema import DatabaseError, connect_writer, write_transaction
 
 T = TypeVar("T")
 COLUMNS = ("id", "company", "label", "prefix", "created", "revoked")
@@ -56,14 +56,8 @@ def in_transaction(db: str, fn: Callable[..., T], *args: Any) -> T:
         raise ToolError(f"database file {db} does not exist")
     conn = connect_writer(db)
     try:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            result = fn(conn, *args)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        return result
+        with write_transaction(conn):
+            return fn(conn, *args)
     finally:
         conn.close()
 

@@ -18,7 +18,7 @@ from marshmallow import ValidationError
 
 from ..data import api_keys as apikeys
 from ..data.fields import TIMESTAMP_FORMAT
-from ..data.schema import bump_data_version, connect_writer
+from ..data.schema import bump_data_version, connect_writer, write_transaction
 from .fixture_format import FixtureFile, flatten_errors
 
 SAMPLE_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sample.json"
@@ -189,17 +189,12 @@ def write(conn: sqlite3.Connection, batch: Batch) -> dict[str, int]:
     counts: dict[str, int] = {}
     company_of_employee = dict(conn.execute("SELECT id, company_id FROM employees"))
     company_of_employee |= {r["id"]: r["company_id"] for _, r in batch.rows("employees")}
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(conn):
         for table, sql, to_row in _UPSERTS:
             rows = [to_row(r, company_of_employee) for _, r in batch.rows(table)]
             conn.executemany(sql, rows)
             counts[table] = len(rows)
         bump_data_version(conn)
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
     return counts
 
 
