@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .config import Config, load_config
-from .data.schema import DatabaseError, check_integrity, check_readable
+from .data.schema import DatabaseError, check_integrity, check_readable, upgrade_if_older
 from .main import create_app
 from .tools.loader import SAMPLE_FIXTURE, LoadError, load_files
 from .web.logs import setup_logging
@@ -22,6 +22,8 @@ log = logging.getLogger("app")
 def prepare_database(config: Config) -> list[dict[str, object]]:
     """Create the database from the sample data on first start; return the sample keys."""
     if Path(config.db).exists() or not config.bootstrap:
+        if upgrade_if_older(config.db):
+            print(f"Upgraded {config.db} to the current schema.", flush=True)
         check_readable(config.db)
         check_integrity(config.db)
         return []

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # The enumerations of the interface, defined once: the CHECK constraints below, the
 # fixture format and the response schemas all take them from here.
@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS api_keys (
     prefix     TEXT NOT NULL,
     label      TEXT NOT NULL,
     created_at TEXT NOT NULL,
-    revoked_at TEXT
+    revoked_at TEXT,
+    expires_at TEXT
 );
 CREATE TABLE IF NOT EXISTS employees (
     id             INTEGER PRIMARY KEY,
@@ -80,8 +81,18 @@ CREATE TABLE IF NOT EXISTS campaign_events (
     employee_id  INTEGER NOT NULL REFERENCES employees(id),
     type         TEXT NOT NULL CHECK (type IN ({_one_of(EVENT_TYPES)})),
     timestamp    TEXT NOT NULL,
-    with_captcha INTEGER NOT NULL CHECK (with_captcha IN (0, 1))
+    with_captcha INTEGER NOT NULL CHECK (with_captcha IN (0, 1)),
+    ip           TEXT,
+    user_agent   TEXT,
+    seq          INTEGER NOT NULL DEFAULT 0
 );
+-- Who a campaign was sent to (contract.md 10); an event implies its employee is one.
+CREATE TABLE IF NOT EXISTS campaign_targets (
+    campaign_id INTEGER NOT NULL REFERENCES campaigns(id),
+    employee_id INTEGER NOT NULL REFERENCES employees(id),
+    sent_at     TEXT,
+    PRIMARY KEY (campaign_id, employee_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS courses (
     id         INTEGER PRIMARY KEY,
     company_id INTEGER NOT NULL REFERENCES companies(id),
@@ -125,6 +136,10 @@ CREATE INDEX IF NOT EXISTS campaign_events_by_employee
 CREATE INDEX IF NOT EXISTS inscriptions_by_company
     ON inscriptions (company_id, start_date, id);
 CREATE INDEX IF NOT EXISTS team_members_by_team ON team_members (team_id);
+CREATE INDEX IF NOT EXISTS campaign_targets_by_employee
+    ON campaign_targets (employee_id, campaign_id);
+-- The event feed (contract.md 13) reads in change-sequence order.
+CREATE INDEX IF NOT EXISTS campaign_events_by_seq ON campaign_events (seq, id);
 CREATE INDEX IF NOT EXISTS course_sections_by_course
     ON course_sections (course_id, position);
 CREATE INDEX IF NOT EXISTS api_keys_by_company ON api_keys (company_id);
@@ -151,7 +166,35 @@ WHEN (SELECT company_id FROM employees WHERE id = NEW.employee_id)
   IS NOT (SELECT company_id FROM teams WHERE id = NEW.team_id)
 BEGIN SELECT RAISE(ABORT, 'team member and team belong to different companies');
 END;
+CREATE TRIGGER IF NOT EXISTS campaign_targets_same_company
+BEFORE INSERT ON campaign_targets
+WHEN (SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)
+  IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)
+BEGIN SELECT RAISE(ABORT, 'campaign target and campaign belong to different companies');
+END;
 """
+
+# The meta rows every database starts with: the data version and token (ETags), the
+# change sequence of the event feed, and the secret its cursors are signed with.
+META_DEFAULTS = (
+    "INSERT OR IGNORE INTO meta (key, value) VALUES ('data_version', '0'),"
+    " ('data_token', lower(hex(randomblob(16)))), ('change_seq', '0'),"
+    " ('cursor_secret', lower(hex(randomblob(32))))"
+)
+
+# From schema version 1 (before campaign targets and the event feed) to 2.
+MIGRATE_1_TO_2 = (
+    "ALTER TABLE api_keys ADD COLUMN expires_at TEXT",
+    "ALTER TABLE campaign_events ADD COLUMN ip TEXT",
+    "ALTER TABLE campaign_events ADD COLUMN user_agent TEXT",
+    "ALTER TABLE campaign_events ADD COLUMN seq INTEGER NOT NULL DEFAULT 0",
+    # Existing events take their places in the feed in id order.
+    "UPDATE campaign_events SET seq = r.n FROM"
+    " (SELECT id, row_number() OVER (ORDER BY id) AS n FROM campaign_events) AS r"
+    " WHERE r.id = campaign_events.id",
+    "INSERT OR IGNORE INTO meta (key, value) VALUES"
+    " ('change_seq', (SELECT count(*) FROM campaign_events))",
+)
 
 
 class DatabaseError(Exception):
@@ -174,19 +217,26 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables on an empty file; refuse a file of another schema version."""
+    """Create the tables on an empty file, migrate a version 1 file, refuse any other."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version != 0:
+    if version not in (0, 1):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
+        if version == 1:
+            for statement in MIGRATE_1_TO_2:
+                conn.execute(statement)
+        # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
             conn.execute(statement)
-        conn.execute(
-            "INSERT OR IGNORE INTO meta (key, value) VALUES ('data_version', '0'),"
-            " ('data_token', lower(hex(randomblob(16))))"
-        )
+        if version == 1:
+            # An event implies its employee was a target (contract.md 10).
+            conn.execute(
+                "INSERT OR IGNORE INTO campaign_targets (campaign_id, employee_id)"
+                " SELECT DISTINCT campaign_id, employee_id FROM campaign_events"
+            )
+        conn.execute(META_DEFAULTS)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -224,6 +274,28 @@ def bump_data_version(conn: sqlite3.Connection) -> None:
     """Mark a committed change of data: new ETags from the next read on."""
     conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'data_version'")
     conn.execute("UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'data_token'")
+
+
+def upgrade_if_older(path: str | Path) -> bool:
+    """Migrate an existing file of an older schema version in place; True if it did.
+
+    The server only reads, so this runs before it starts (like the first-start load).
+    """
+    file = Path(path)
+    if not file.is_file():
+        return False
+    try:
+        conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False  # check_readable reports it
+    if not 0 < version < SCHEMA_VERSION:
+        return False
+    connect_writer(file).close()
+    return True
 
 
 def check_readable(path: str | Path) -> str:
