@@ -8,7 +8,13 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 if TYPE_CHECKING:
-    pass
+    from .config import Config
+    from .data.pool import ReadPool
+    from .data.version import DataVersion
+    from .web.auth import KeyCache
+    from .web.params import QueryParsers
+    from .web.ratelimit import Decision, RateLimiter
+    from .web.responder import CountCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,14 +25,17 @@ class Caller:
     company_id: int
 
 
-CONFIG = web.AppKey("config", "Config")
-POOL = web.AppKey("pool", "ReadPool")
-KEY_CACHE = web.AppKey("key_cache", "KeyCache")
-LIMITER = web.AppKey("limiter", "RateLimiter")
-AUTH_FAILURES = web.AppKey("auth_failures", "RateLimiter")
-COUNTS = web.AppKey("counts", "CountCache")
-DATA_VERSION = web.AppKey("data_version", "DataVersion")
+# The annotations give each key its type for mypy; at run time they are never evaluated,
+# so this module imports none of the classes (they import it).
+CONFIG: web.AppKey[Config] = web.AppKey("config")
+POOL: web.AppKey[ReadPool] = web.AppKey("pool")
+KEY_CACHE: web.AppKey[KeyCache] = web.AppKey("key_cache")
+LIMITER: web.AppKey[RateLimiter] = web.AppKey("limiter")
+AUTH_FAILURES: web.AppKey[RateLimiter] = web.AppKey("auth_failures")
+COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
+PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
+DATA_VERSION: web.AppKey[DataVersion] = web.AppKey("data_version")
 
-CALLER = web.RequestKey("caller", Caller)
-REQUEST_ID = web.RequestKey("request_id", str)
-RATE_DECISION = web.RequestKey("rate_decision", "Decision")
+CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)
+REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
+RATE_DECISION: web.RequestKey[Decision] = web.RequestKey("rate_decision")

@@ -8,17 +8,17 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from .config import Config
-from .data.listings import data_token
 from .data.pool import ReadPool
 from .data.version import DataVersion
-from .keys import CONFIG, COUNTS, DATA_VERSION, POOL
+from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL
 from .web.auth import auth_middleware, setup_auth
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
+from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_ratelimit
+from .web.responder import CountCache
 from .web.routes import setup_routes
-from .web.views import CountCache
 
 
 def middleware_chain(config: Config) -> list[Middleware]:
@@ -37,6 +37,7 @@ def create_app(config: Config) -> web.Application:
     app = web.Application(middlewares=middleware_chain(config))
     app[CONFIG] = config
     app[COUNTS] = CountCache()
+    app[PARSERS] = QueryParsers()
     setup_auth(app)
     setup_ratelimit(app, config)
     app.cleanup_ctx.append(database_ctx)
@@ -52,7 +53,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     pool = await ReadPool.open(config.db, config.read_connections)
     app[POOL] = pool
-    app[DATA_VERSION] = DataVersion(config.db, await pool.run(data_token))
+    app[DATA_VERSION] = DataVersion(config.db, await pool.token())
     try:
         yield
     finally:

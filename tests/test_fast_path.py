@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from app.data import events, inscriptions
-from app.data.listings import Paging
+from app.data.listings import Paging, read_page, read_small
 from app.web.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
 
 from .factories import API, KEY_1, KEY_2, by_id, sample
@@ -142,6 +142,13 @@ def expected_inscriptions(company_id: int) -> list[str]:
     return out
 
 
+def read_all(conn: sqlite3.Connection, listing: Any) -> Any:
+    """Every record of a listing, read the way the server reads a short array."""
+    records = read_small(conn, listing, 10_000)
+    assert records is not None
+    return records
+
+
 @pytest.fixture
 def conn(sample_db: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(sample_db, isolation_level=None)
@@ -155,21 +162,20 @@ def company_of_campaign(campaign_id: int) -> int:
 
 def test_every_campaign_event_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
     for campaign in sample()["campaigns"]:
-        rows = events.campaign_events(conn, campaign["company_id"], campaign["id"])
+        rows = read_all(conn, events.campaign_listing(campaign["company_id"], campaign["id"]))
         assert [text.decode() for text in rows.texts] == expected_campaign_events(campaign["id"])
 
 
 def test_every_employee_event_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
     for employee in sample()["employees"]:
-        rows = events.employee_events(conn, employee["company_id"], employee["id"])
+        rows = read_all(conn, events.employee_listing(employee["company_id"], employee["id"]))
         assert [text.decode() for text in rows.texts] == expected_employee_events(employee["id"])
 
 
 def test_every_inscription_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
     for company in (1, 2):
-        rows = inscriptions.course_inscriptions(
-            conn, company, inscriptions.InscriptionFilters(), Paging(1, 500)
-        )
+        listing = inscriptions.inscriptions_listing(company, inscriptions.InscriptionFilters())
+        rows = read_page(conn, listing, Paging(1, 500), None)
         assert [text.decode() for text in rows.texts] == expected_inscriptions(company)
 
 
@@ -189,9 +195,8 @@ def test_statements_per_page_do_not_grow_with_page_size(conn: sqlite3.Connection
     for per_page in (1, 100):
         statements: list[str] = []
         conn.set_trace_callback(statements.append)
-        inscriptions.course_inscriptions(
-            conn, 1, inscriptions.InscriptionFilters(), Paging(1, per_page)
-        )
+        listing = inscriptions.inscriptions_listing(1, inscriptions.InscriptionFilters())
+        read_page(conn, listing, Paging(1, per_page), None)
         conn.set_trace_callback(None)
         counts.append(len(statements))
     assert counts[0] == counts[1]

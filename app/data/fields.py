@@ -25,7 +25,10 @@ _DIGITS = re.compile(r"[0-9]{1,19}")
 class StrictDate(fields.Date):
     """A real calendar date written exactly ``YYYY-MM-DD``."""
 
-    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> dt.date:
+    # marshmallow types Date._deserialize as returning a datetime; it returns a date.
+    def _deserialize(  # type: ignore[override]
+        self, value: Any, attr: str | None, data: Any, **kwargs: Any
+    ) -> dt.date:
         if not isinstance(value, str) or not _DATE.fullmatch(value):
             raise ValidationError("Not a date in the form YYYY-MM-DD.")
         try:

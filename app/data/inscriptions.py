@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .listings import Listing, Paging, Rows, begin, list_rows, placeholders
+from .listings import Listing, placeholders
 
 # JSON of one inscription, keys in the order of reporting-api.md 2.3; teams by name,
 # sections in course order (2.4).
@@ -98,16 +97,5 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
     # joins them when a filter looks at them.
     counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
     rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
-    return Listing(INSCRIPTION_JSON, rows_from, counted_from, "i.start_date, i.id", params)
-
-
-def course_inscriptions(
-    conn: sqlite3.Connection,
-    company_id: int,
-    filters: InscriptionFilters,
-    paging: Paging,
-    probe: int = 0,
-) -> Rows:
-    """One page of the company's inscriptions, with the total."""
-    token = begin(conn)
-    return list_rows(conn, token, inscriptions_listing(company_id, filters), paging, probe)
+    order = "i.start_date, i.id"
+    return Listing(INSCRIPTION_JSON, rows_from, counted_from, order, tuple(params))

@@ -1,17 +1,25 @@
-"""What every listing query shares: one snapshot, the data token, paging, streaming.
+"""Listings as values, and the synchronous reads that turn one into records.
 
-Query functions are plain synchronous functions over a ``sqlite3.Connection``; the
-read pool runs each one in its connection's thread in a single hop. SQLite builds the
-JSON of every record (``json_object``), so Python only joins finished texts.
+A :class:`Listing` carries everything a query needs: the JSON of one record (SQLite
+builds it, so Python only joins finished texts), where rows come from, their order,
+the bound parameters and the ownership guard. Each read below opens one read
+transaction and closes it before it returns (a stream closes it in
+:func:`close_stream`), so a response never mixes data from two loads. The pool
+(:mod:`app.data.pool`) decides where a read runs.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 CHUNK_ROWS = 2000
+
+Params = tuple[Any, ...]
+# Turns a chunk of record texts into the bytes to send; ``first`` tells the first chunk.
+ChunkEncoder = Callable[[list[bytes], bool], bytes]
 
 
 class RecordNotFound(Exception):
@@ -19,54 +27,19 @@ class RecordNotFound(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class Paging:
-    """A requested page; ``total`` is a count already known for this data token."""
+class Guard:
+    """The ownership check: a query that returns a row only when the company owns the record.
 
-    page: int
-    per_page: int
-    known_token: str | None = None
-    known_total: int | None = None
-
-    @property
-    def offset(self) -> int:
-        return (self.page - 1) * self.per_page
-
-
-@dataclass(slots=True)
-class Rows:
-    """UTF-8 JSON of the records read so far, from one consistent snapshot.
-
-    ``cursor`` is open (and the read transaction with it) while more rows may follow;
-    :func:`next_rows` reads them and ends the transaction after the last one.
+    Another company's id and a free id take the same path: nobody can tell them apart.
     """
 
-    token: str
-    texts: list[bytes]
-    total: int | None = None
-    cursor: sqlite3.Cursor | None = None
-
-
-def begin(conn: sqlite3.Connection) -> str:
-    """Open a read transaction and return the data token it sees."""
-    conn.execute("BEGIN")
-    return data_token(conn)
-
-
-def data_token(conn: sqlite3.Connection) -> str:
-    """The token that changes with every committed load (ETags are made from it)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
-    return str(row[0]) if row else ""
-
-
-def finish(conn: sqlite3.Connection) -> None:
-    """End the read transaction, if one is open."""
-    if conn.in_transaction:
-        conn.execute("COMMIT")
+    sql: str
+    params: Params
 
 
 @dataclass(frozen=True, slots=True)
 class Listing:
-    """One listing query: the JSON of a record, where rows come from, and their order.
+    """One listing query: the JSON of a record, where rows come from, their order.
 
     ``counted_from`` is the cheapest FROM/WHERE that counts the same rows (it joins only
     what the filters need and builds no JSON).
@@ -76,7 +49,8 @@ class Listing:
     rows_from: str
     counted_from: str
     order_by: str
-    params: list[Any]
+    params: Params
+    guard: Guard | None = None
 
     def select(self) -> str:
         """One record's UTF-8 JSON a row, in the contract's order.
@@ -85,6 +59,10 @@ class Listing:
         encoding again of every record.
         """
         return f"SELECT CAST({self.record_json} AS BLOB) {self.rows_from} ORDER BY {self.order_by}"
+
+    def count(self) -> str:
+        """The number of records, without building any JSON."""
+        return f"SELECT count(*) {self.counted_from}"
 
     def whole_array(self, limit: bool = False, joined: bool = False) -> str:
         """The array (or its first ``?`` records) built by SQLite in one value.
@@ -97,7 +75,7 @@ class Listing:
         array = (
             "'[' || coalesce(group_concat(j, ','), '') || ']'"
             if joined
-            else ("json_group_array(json(j))")
+            else "json_group_array(json(j))"
         )
         return (
             f"SELECT {array} FROM (SELECT {self.record_json} AS j"
@@ -105,71 +83,132 @@ class Listing:
         )
 
 
-class TooLargeForInline(Exception):
-    """The result is longer than a probe allows; read it again on a pool thread."""
+@dataclass(frozen=True, slots=True)
+class Paging:
+    """A requested page."""
+
+    page: int
+    per_page: int
+
+    @property
+    def offset(self) -> int:
+        return (self.page - 1) * self.per_page
 
 
-def list_rows(
-    conn: sqlite3.Connection, token: str, listing: Listing, paging: Paging | None, probe: int = 0
-) -> Rows:
-    """Read a listing: a whole page with its total, or the first chunk of a stream.
+@dataclass(frozen=True, slots=True)
+class Records:
+    """A short listing read whole from one snapshot."""
 
-    With ``probe``, refuse (TooLargeForInline) an unpaginated result of ``probe`` rows
-    or more, so small answers can be read without leaving the event loop.
-    Must run inside :func:`begin`.
-    """
-    params = listing.params
-    if paging is not None:
-        if paging.known_token == token and paging.known_total is not None:
-            total = paging.known_total
+    token: str
+    texts: list[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """One page of a listing and the listing's total, from one snapshot."""
+
+    token: str
+    texts: list[bytes]
+    total: int
+
+
+@dataclass(slots=True)
+class StreamState:
+    """An open read of a long listing: its snapshot's token and cursor."""
+
+    token: str
+    cursor: sqlite3.Cursor | None
+    first: list[bytes] = field(default_factory=list)
+
+
+def data_token(conn: sqlite3.Connection) -> str:
+    """The token that changes with every committed load (ETags are made from it)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
+    return str(row[0]) if row else ""
+
+
+def _begin(conn: sqlite3.Connection, guard: Guard | None) -> str:
+    """Open a read transaction, check ownership, and return the snapshot's data token."""
+    conn.execute("BEGIN")
+    token = data_token(conn)
+    if guard is not None and conn.execute(guard.sql, guard.params).fetchone() is None:
+        _finish(conn)
+        raise RecordNotFound
+    return token
+
+
+def _finish(conn: sqlite3.Connection) -> None:
+    """End the read transaction, if one is open."""
+    if conn.in_transaction:
+        conn.execute("COMMIT")
+
+
+def read_page(
+    conn: sqlite3.Connection, listing: Listing, paging: Paging, known: tuple[str, int] | None
+) -> Page:
+    """One page and the total: a count unless ``known`` holds this snapshot's total."""
+    token = _begin(conn, listing.guard)
+    try:
+        if known is not None and known[0] == token:
+            total = known[1]
         else:
-            count_sql = f"SELECT count(*) {listing.counted_from}"
-            total = conn.execute(count_sql, params).fetchone()[0]
+            total = conn.execute(listing.count(), listing.params).fetchone()[0]
         texts: list[bytes] = []
         if paging.offset < total:
-            page_sql = f"{listing.select()} LIMIT ? OFFSET ?"
-            page_params = [*params, paging.per_page, paging.offset]
-            texts = [r[0] for r in conn.execute(page_sql, page_params)]
-        finish(conn)
-        return Rows(token, texts, total)
-    cursor = conn.execute(listing.select(), params)
-    texts = [r[0] for r in cursor.fetchmany(probe or CHUNK_ROWS)]
-    if probe and len(texts) >= probe:
-        cursor.close()
-        finish(conn)
-        raise TooLargeForInline
-    if len(texts) < CHUNK_ROWS:
-        cursor.close()
-        finish(conn)
-        return Rows(token, texts)
-    return Rows(token, texts, cursor=cursor)
+            sql = f"{listing.select()} LIMIT ? OFFSET ?"
+            params = (*listing.params, paging.per_page, paging.offset)
+            texts = [row[0] for row in conn.execute(sql, params)]
+        return Page(token, texts, total)
+    finally:
+        _finish(conn)
 
 
-def next_rows(conn: sqlite3.Connection, rows: Rows) -> list[bytes]:
-    """The next chunk of a stream; closes the cursor and transaction after the last."""
-    assert rows.cursor is not None
-    texts = [r[0] for r in rows.cursor.fetchmany(CHUNK_ROWS)]
+def read_small(conn: sqlite3.Connection, listing: Listing, below: int) -> Records | None:
+    """The whole result when it holds fewer than ``below`` records, else None.
+
+    Reading stops at ``below`` records, so finding out costs no more than that.
+    """
+    token = _begin(conn, listing.guard)
+    try:
+        cursor = conn.execute(listing.select(), listing.params)
+        texts = [row[0] for row in cursor.fetchmany(below)]
+        cursor.close()
+        return Records(token, texts) if len(texts) < below else None
+    finally:
+        _finish(conn)
+
+
+def open_stream(conn: sqlite3.Connection, listing: Listing) -> StreamState:
+    """Start reading a long listing: the snapshot stays open until the last chunk."""
+    token = _begin(conn, listing.guard)
+    try:
+        cursor = conn.execute(listing.select(), listing.params)
+        state = StreamState(token, cursor)
+        state.first = next_records(conn, state)
+        return state
+    except BaseException:
+        _finish(conn)
+        raise
+
+
+def next_records(conn: sqlite3.Connection, state: StreamState) -> list[bytes]:
+    """The next chunk of records; the cursor and the snapshot close after the last."""
+    if state.cursor is None:
+        return []
+    texts = [row[0] for row in state.cursor.fetchmany(CHUNK_ROWS)]
     if len(texts) < CHUNK_ROWS:
-        rows.cursor.close()
-        rows.cursor = None
-        finish(conn)
+        close_stream(conn, state)
     return texts
 
 
-def next_chunk(conn: sqlite3.Connection, rows: Rows) -> bytes:
-    """The next chunk as the bytes to send (``,{...},{...}``), built off the event loop."""
-    texts = next_rows(conn, rows)
-    return b"," + b",".join(texts) if texts else b""
+def close_stream(conn: sqlite3.Connection, state: StreamState) -> None:
+    """End a stream (done, or abandoned because the client went away)."""
+    if state.cursor is not None:
+        state.cursor.close()
+        state.cursor = None
+    _finish(conn)
 
 
-def placeholders(values: list[Any]) -> str:
+def placeholders(values: list[Any] | tuple[Any, ...]) -> str:
     """``?, ?, ?`` for an IN list of bound parameters."""
     return ", ".join("?" for _ in values)
-
-
-def close_rows(conn: sqlite3.Connection, rows: Rows) -> None:
-    """Abandon a stream early (the client went away): close the cursor, end the read."""
-    if rows.cursor is not None:
-        rows.cursor.close()
-        rows.cursor = None
-    finish(conn)

@@ -1,22 +1,48 @@
-"""The read-only serving pool: pooled aiosqlite connections and one on the event loop.
+"""The read-only serving pool: where each read runs, and how long it holds a connection.
 
-The serving process only reads (``PRAGMA query_only``).
+The serving process only reads (``PRAGMA query_only``). Short reads run right on the
+event loop's own connection: on this kind of machine a hop to a thread costs more than
+a small query. Everything that may take long (a count not yet known, a deep page, a
+long array) runs on one of a few pooled connections, each with its own thread, so the
+loop is never blocked for more than a short read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import aiosqlite
 
+from .aiosqlite_shim import run_in_thread
+from .listings import (
+    ChunkEncoder,
+    Listing,
+    Page,
+    Paging,
+    Records,
+    StreamState,
+    close_stream,
+    data_token,
+    next_records,
+    open_stream,
+    read_page,
+    read_small,
+)
 from .schema import check_readable
 
 T = TypeVar("T")
+
+# A whole array shorter than this is read on the event loop; longer ones stream.
+INLINE_ROWS = 200
+# A page is read on the event loop when its total is known and it reads no further
+# than this many rows (OFFSET walks every row it skips: deep pages go to a thread).
+INLINE_PAGE_ROWS = 1000
 
 READ_PRAGMAS = (
     "PRAGMA query_only = ON",
@@ -50,18 +76,59 @@ class ReadPool:
             inline.execute(pragma)
         return cls(connections, inline)
 
-    def run_inline(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run a query function right here, on the event loop's own connection.
+    def run_inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a short read right here, on the event loop's own connection.
 
-        Only for work bounded to a few milliseconds (a page, a probe of a small result):
-        it saves the thread hop, which on this kind of machine costs more than the
-        query. The function must finish its transaction; a failure rolls it back.
+        Only for work bounded to a few milliseconds. A failure rolls back whatever
+        transaction the function left open.
         """
         try:
-            return fn(self._inline, *args, **kwargs)
+            return fn(self._inline)
         finally:
             if self._inline.in_transaction:
                 self._inline.rollback()
+
+    def token_now(self) -> str:
+        """The data token as the database has it now (one primary-key read, inline)."""
+        return self.run_inline(data_token)
+
+    async def token(self) -> str:
+        """The data token read on a pooled connection: proves the pool answers."""
+        async with self.acquire() as conn:
+            return await run_in_thread(conn, data_token)
+
+    async def page(self, listing: Listing, paging: Paging, known: tuple[str, int] | None) -> Page:
+        """One page with its total; ``known`` is a total counted for the current token."""
+        if known is not None and paging.offset + paging.per_page <= INLINE_PAGE_ROWS:
+            return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
+        async with self.acquire() as conn:
+            return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
+
+    @asynccontextmanager
+    async def whole(
+        self, listing: Listing, encode: ChunkEncoder
+    ) -> AsyncIterator[Records | Stream]:
+        """Every record of a listing: Records when short, else a Stream from one snapshot.
+
+        The stream holds its pooled connection (and snapshot) until the block ends,
+        whether it was read to the end or abandoned.
+        """
+        small = self.run_inline(lambda conn: read_small(conn, listing, INLINE_ROWS))
+        if small is not None:
+            yield small
+            return
+        async with self.acquire() as conn:
+
+            def start(raw: sqlite3.Connection) -> tuple[StreamState, bytes]:
+                state = open_stream(raw, listing)
+                return state, encode(state.first, True)
+
+            state, first = await run_in_thread(conn, start)
+            stream = Stream(conn, state, first, encode)
+            try:
+                yield stream
+            finally:
+                await stream.close()
 
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[aiosqlite.Connection]:
@@ -80,17 +147,47 @@ class ReadPool:
             await conn.close()
         self._inline.close()
 
-    async def run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``fn(sqlite3_connection, *args, **kwargs)`` on an idle connection, in one hop."""
-        async with self.acquire() as conn:
-            return await run_on(conn, fn, *args, **kwargs)
 
+class Stream:
+    """A long listing being read on a pooled connection, chunk by chunk.
 
-async def run_on(conn: aiosqlite.Connection, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run a synchronous query function in the connection's own thread.
-
-    aiosqlite offers one hop per statement; a request that needs a transaction, an
-    existence check and a query would pay three or four. ``_execute`` is the method
-    every aiosqlite call goes through, so a whole query function costs a single hop.
+    While the caller sends one chunk, the connection's thread reads and encodes the
+    next, so the event loop only ever writes finished bytes.
     """
-    return await conn._execute(lambda: fn(conn._conn, *args, **kwargs))
+
+    def __init__(
+        self, conn: aiosqlite.Connection, state: StreamState, first: bytes, encode: ChunkEncoder
+    ) -> None:
+        self.token = state.token
+        self.first = first
+        self._conn = conn
+        self._state = state
+        self._encode = encode
+        self._pending: asyncio.Future[bytes] | None = None
+
+    def _read_next(self, raw: sqlite3.Connection) -> bytes:
+        return self._encode(next_records(raw, self._state), False)
+
+    async def rest(self) -> AsyncIterator[bytes]:
+        """The encoded chunks after the first, until the listing ends."""
+        if self._state.cursor is not None:
+            self._pending = self._next()
+        while self._pending is not None:
+            chunk = await self._pending
+            # Read chunk n+1 on the thread while the caller sends chunk n.
+            more = self._state.cursor is not None
+            self._pending = self._next() if more else None
+            if chunk:
+                yield chunk
+
+    def _next(self) -> asyncio.Future[bytes]:
+        return asyncio.ensure_future(run_in_thread(self._conn, self._read_next))
+
+    async def close(self) -> None:
+        """End the snapshot, also when the client went away mid-stream."""
+        if self._pending is not None:
+            with contextlib.suppress(Exception):
+                await self._pending
+            self._pending = None
+        if self._state.cursor is not None:
+            await run_in_thread(self._conn, lambda raw: close_stream(raw, self._state))

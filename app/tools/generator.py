@@ -114,7 +114,12 @@ def plan(sizes: Sizes) -> list[Company]:
             starts[k] += n
         name = COMPANIES[i % len(COMPANIES)] + (f" {i + 1}" if i >= len(COMPANIES) else "")
         domain = f"{slug(name.split()[0])}{i + 1 if i >= len(COMPANIES) else ''}.example"
-        companies.append(Company(i + 1, name, domain, *ranges, inscriptions))
+        employee_ids, team_ids, campaign_ids, course_ids = ranges
+        companies.append(
+            Company(
+                i + 1, name, domain, employee_ids, team_ids, campaign_ids, course_ids, inscriptions
+            )
+        )
     return companies
 
 
@@ -134,8 +139,8 @@ def expected_rows(sizes: Sizes) -> int:
     )
     people = 2.1 * sizes.employees + sizes.employees // 50 + 3 * sizes.companies
     training = sizes.courses + sizes.courses * sizes.sections
-    training += sizes.inscriptions * (1 + 0.65 * sizes.sections)
-    return int(people + sizes.campaigns + events + training)
+    training_rows = training + sizes.inscriptions * (1 + 0.65 * sizes.sections)
+    return int(people + sizes.campaigns + events + training_rows)
 
 
 def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) -> dict[str, int]:
@@ -183,7 +188,7 @@ def drop_indexes(conn: sqlite3.Connection) -> list[str]:
 
 
 def write(
-    conn: sqlite3.Connection, companies: list[Company], sizes: Sizes, seed: int, bar: tqdm
+    conn: sqlite3.Connection, companies: list[Company], sizes: Sizes, seed: int, bar: tqdm[Any]
 ) -> dict[str, int]:
     """Insert every table in dependency order, each from its own random stream."""
     counts, days = {}, dates(2 * 365 + 100 + 4 * sizes.sections)
@@ -240,7 +245,8 @@ def _employees(ctx: Context) -> Rows:
     slugs = {w: slug(w) for w in FIRST + LAST}
     departments = [d for i, d in enumerate(DEPARTMENTS) for _ in range(8 - i // 2)]
     for c in ctx.companies:
-        home, seen = COUNTRIES[(c.id - 1) % len(COUNTRIES)], {}
+        home = COUNTRIES[(c.id - 1) % len(COUNTRIES)]
+        seen: dict[str, int] = {}
         for employee_id in c.employees:
             first, last = FIRST[int(r() * len(FIRST))], LAST[int(r() * len(LAST))]
             department = departments[int(r() * len(departments))]

@@ -7,6 +7,7 @@ in one transaction, so any error leaves the database exactly as it was.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sqlite3
 from collections.abc import Iterable
@@ -61,7 +62,8 @@ def read_fixture(path: Path) -> dict[str, list[dict[str, Any]]]:
     if not isinstance(document, dict):
         raise LoadError([f"{path}: the document must be a JSON object of tables"])
     try:
-        return FixtureFile().load(document)
+        tables: dict[str, list[dict[str, Any]]] = FixtureFile().load(document)
+        return tables
     except ValidationError as exc:
         raise LoadError([f"{path}: {line}" for line in flatten_errors(exc.messages)]) from None
 
@@ -198,7 +200,7 @@ def write(conn: sqlite3.Connection, batch: Batch) -> dict[str, int]:
     return counts
 
 
-def _ts(value: Any) -> str:
+def _ts(value: dt.datetime) -> str:
     return value.strftime(TIMESTAMP_FORMAT)
 
 

@@ -42,7 +42,7 @@ class KeyCache:
         entry = self._entries.get(key_hash)
         if entry is not None and entry[1] > now:
             return entry[0]
-        found = pool.run_inline(find_caller, key_hash)
+        found = pool.run_inline(lambda conn: find_caller(conn, key_hash))
         if found is None:
             self._entries.pop(key_hash, None)
             return None

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from ..data.listings import RecordNotFound
 from ..keys import REQUEST_ID
 from .headers import assign_request_id
 
@@ -29,6 +30,7 @@ TITLES = {
     500: "Internal Server Error",
 }
 PROBLEM_TYPE = "application/problem+json"
+NOT_FOUND_DETAIL = "No such resource for this company."
 
 
 class ApiError(Exception):
@@ -55,10 +57,6 @@ class BadRequest(ApiError):
 
 class Unauthorized(ApiError):
     status = 401
-
-
-class NotFound(ApiError):
-    status = 404
 
 
 class TooManyRequests(ApiError):
@@ -123,6 +121,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             errors=exc.errors,
             headers=exc.headers,
         )
+    except RecordNotFound:
+        # A free id and another company's id take this same path (contract.md 1).
+        return problem_response(404, NOT_FOUND_DETAIL, request.get(REQUEST_ID, ""))
     except web.HTTPException as exc:
         if exc.status < 400:
             raise

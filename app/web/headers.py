@@ -94,3 +94,8 @@ async def cors_preflight_middleware(request: web.Request, handler: Handler) -> w
             },
         )
     return await handler(request)
+
+
+def accepts_gzip(request: web.Request) -> bool:
+    """Whether the client accepts a gzip-coded body."""
+    return "gzip" in request.headers.get("Accept-Encoding", "").lower()

@@ -9,29 +9,22 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp_apigami import AiohttpApiSpec, OpenApiVersion, docs, match_info_schema
 from aiohttp_apigami import querystring_schema as query_schema
 from aiohttp_apigami.swagger_ui import SWAGGER_UI_STATIC_FILES
+from apispec.ext.marshmallow import MarshmallowPlugin
 
 from ..config import Config
 from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
 from . import views
 from .errors import PROBLEM_TYPE
-from .schemas import (
-    CampaignEventSchema,
-    CampaignEventsQuery,
-    EmployeeEventSchema,
-    EmployeeEventsQuery,
-    InscriptionSchema,
-    InscriptionsQuery,
-    PathId,
-    ProblemSchema,
-)
+from .params import CampaignEventsQuery, EmployeeEventsQuery, InscriptionsQuery, PathId
+from .schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema, ProblemSchema
 
 DOCS_URL = "/api/docs"
 SPEC_URL = f"{DOCS_URL}/openapi.json"
@@ -93,7 +86,7 @@ HEADERS = {
     "RateLimit": _header('IETF draft state, e.g. `"default";r=19;t=1`.'),
     "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
 }
-RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 PROBLEMS = {
@@ -126,13 +119,14 @@ def _docs(tag: str, name: str, summary: str, ok: Any, codes: tuple[str, ...]) ->
         "304": {"description": "If-None-Match matched the ETag.", "headers": _refs("ETag")},
     }
     responses |= {code: PROBLEMS[code][0] for code in codes}
+    # apigami types the status codes as ints; OpenAPI's keys are strings, which it keeps.
     return docs(
         tags=[tag],
         summary=summary,
         operation_id=name,
         security=[{"ApiKey": []}],
         parameters=[if_none_match],
-        responses=responses,
+        responses=cast(Any, responses),
     )
 
 
@@ -212,7 +206,9 @@ def build_document(app: web.Application) -> dict[str, Any]:
         info={"description": description},
     )
     spec = api.spec
-    converter = spec.plugins[0].converter
+    plugin = spec.plugins[0]
+    assert isinstance(plugin, MarshmallowPlugin) and plugin.converter is not None
+    converter = plugin.converter
     converter.add_attribute_function(_field_schema)
     converter.add_parameter_attribute_function(_comma_style)
     spec.components.security_scheme(

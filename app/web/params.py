@@ -1,0 +1,188 @@
+"""Query parameters: their schemas, and validation in the contract's order (contract.md 3).
+
+The schemas also generate the OpenAPI document's parameters. Validated query strings
+are remembered per app (:class:`QueryParsers`): clients repeat the same ones.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+from marshmallow import Schema, ValidationError, validates_schema
+from multidict import MultiMapping
+
+from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
+from ..data.listings import Paging
+from ..data.schema import EVENT_TYPES
+from .errors import BadRequest
+
+MAX_PER_PAGE = 500
+DEFAULT_PER_PAGE = 100
+
+
+class PagingQuery(Schema):
+    page = DecimalId(
+        metadata={"description": "Page number, from 1. Default 1.", "example": 1},
+    )
+    per_page = DecimalId(
+        maximum=MAX_PER_PAGE,
+        metadata={"description": f"Records per page, 1 to {MAX_PER_PAGE}. Default 100."},
+    )
+
+
+class CampaignEventsQuery(PagingQuery):
+    with_captcha = StrictBool(
+        data_key="filter[with_captcha]",
+        metadata={"description": "false excludes events with captcha verification."},
+    )
+    type = CommaList(
+        choices=EVENT_TYPES,
+        data_key="filter[type]",
+        metadata={"description": "Comma list of event types: open, click, report, fail."},
+    )
+
+
+class EmployeeEventsQuery(PagingQuery):
+    pass
+
+
+def _list_filter(name: str, what: str) -> CommaList:
+    return CommaList(
+        data_key=f"filter[{name}]",
+        metadata={
+            "description": f"Comma list of {what}; whole values, any letter case; double "
+            "quotes around a value holding a comma; at most 100 values."
+        },
+    )
+
+
+def _date_filter(name: str, what: str) -> StrictDate:
+    return StrictDate(
+        data_key=f"filter[{name}]", metadata={"description": f"{what} (YYYY-MM-DD, inclusive)."}
+    )
+
+
+class InscriptionsQuery(PagingQuery):
+    name = _list_filter("name", "employee first names")
+    last_name = _list_filter("last_name", "employee last names")
+    email = _list_filter("email", "employee email addresses")
+    department = _list_filter("department", "departments")
+    country = _list_filter("country", "countries")
+    teams = _list_filter("teams", "team names (the employee is in any of them)")
+    courses = _list_filter("courses", "course titles")
+    from_inscription_date = _date_filter("from_inscription_date", "Inscriptions on or after")
+    to_inscription_date = _date_filter("to_inscription_date", "Inscriptions on or before")
+    from_due_date = _date_filter("from_due_date", "Due on or after")
+    to_due_date = _date_filter("to_due_date", "Due on or before")
+
+    @validates_schema
+    def ranges_in_order(self, data: dict[str, Any], **kwargs: Any) -> None:
+        for low, high in (
+            ("from_inscription_date", "to_inscription_date"),
+            ("from_due_date", "to_due_date"),
+        ):
+            if low in data and high in data and data[low] > data[high]:
+                raise ValidationError(
+                    f"filter[{low}] is later than filter[{high}].", f"filter[{low}]"
+                )
+
+
+class PathId(Schema):
+    id = DecimalId(required=True)
+
+
+_PATH_ID = PathId().fields["id"]
+
+
+def parse_query(schema: Schema, query: MultiMapping[str]) -> dict[str, Any]:
+    """Validate a query string: unknown names, repeated scalars, then every value.
+
+    All problems are reported at once, keyed by parameter name (contract.md 3).
+    """
+    list_names = {f.data_key or n for n, f in schema.fields.items() if isinstance(f, CommaList)}
+    allowed = sorted(f.data_key or n for n, f in schema.fields.items())
+    errors: dict[str, list[str]] = {}
+    raw: dict[str, Any] = {}
+    for name in dict.fromkeys(query.keys()):
+        values = query.getall(name)
+        if name not in allowed:
+            errors[name] = [f"Unknown parameter. Allowed: {', '.join(allowed)}."]
+        elif name in list_names:
+            raw[name] = values
+        elif len(values) > 1:
+            errors[name] = ["Given more than once."]
+        else:
+            raw[name] = values[0]
+    data: dict[str, Any]
+    try:
+        data = schema.load(raw)
+    except ValidationError as exc:
+        data = {}
+        for name, messages in _flat(exc.messages).items():
+            errors.setdefault(name, []).extend(messages)
+    if errors:
+        raise BadRequest(_summary(errors), errors=errors)
+    return data
+
+
+class QueryParsers:
+    """Validated query strings, remembered per app (the app keeps one under PARSERS).
+
+    Clients repeat the same query strings (pages, revalidations); validating one costs
+    more than the rest of a 304. Only short, valid strings are kept, at most 1024.
+    """
+
+    MAX_ENTRIES = 1024
+    MAX_LENGTH = 512
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[type[Schema], str], dict[str, Any]] = {}
+
+    def parse(self, schema: Schema, request: web.Request) -> dict[str, Any]:
+        """The validated parameters of the request's query string for ``schema``.
+
+        The key is the raw (still percent-encoded) string: decoded, ``a%26b`` and
+        ``a&b`` would look alike. The result is shared between requests: read-only.
+        """
+        raw_query = request.rel_url.raw_query_string
+        key = (type(schema), raw_query)
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        data = parse_query(schema, request.query)
+        if len(raw_query) <= self.MAX_LENGTH:
+            if len(self._known) >= self.MAX_ENTRIES:
+                self._known.pop(next(iter(self._known)))
+            self._known[key] = data
+        return data
+
+
+def parse_path_id(text: str) -> int:
+    """Validate a path id: a decimal integer from 1 to 2^63-1 (contract.md 2).
+
+    The field of PathId is used on its own: building a schema per request cost as much
+    as the rest of a small request.
+    """
+    try:
+        return int(_PATH_ID.deserialize(text))
+    except ValidationError as exc:
+        errors = {"id": [str(message) for message in exc.messages]}
+        raise BadRequest(_summary(errors), errors=errors) from None
+
+
+def _flat(messages: Any) -> dict[str, list[str]]:
+    if isinstance(messages, dict):
+        return {str(k): v if isinstance(v, list) else [str(v)] for k, v in messages.items()}
+    return {"_query": [str(messages)]}
+
+
+def _summary(errors: dict[str, list[str]]) -> str:
+    return "Invalid parameter(s): " + ", ".join(errors) + "."
+
+
+def requested_paging(query: dict[str, Any], *, always: bool) -> Paging | None:
+    """The page asked for; event arrays paginate only when page or per_page is given."""
+    if not always and "page" not in query and "per_page" not in query:
+        return None
+    return Paging(query.get("page", 1), query.get("per_page", DEFAULT_PER_PAGE))

@@ -1,0 +1,131 @@
+"""The one listing responder: freshness, ETag/304, count cache, read, headers, body.
+
+Every listing endpoint answers through :func:`respond_listing`, top to bottom, once
+each: is the data token fresh; does the client already hold this answer (304, no
+query); what total is already known; read (a page, a short array, or a stream from
+one snapshot); headers from the snapshot the records came from; the body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+
+from aiohttp import hdrs, web
+
+from ..data.listings import Listing, Page, Paging, Records
+from ..data.pool import Stream
+from ..keys import CALLER, COUNTS, DATA_VERSION, POOL
+from .headers import accepts_gzip, etag_matches, make_etag
+from .pagination import PAGING_NAMES, page_headers
+
+JSON_TYPE = "application/json"
+GZIP_MIN_BYTES = 1024
+
+CountKey = tuple[int, bytes]
+
+
+class CountCache:
+    """Totals of filtered listings, per data token: data only changes with a load."""
+
+    def __init__(self, max_entries: int = 2048) -> None:
+        self._totals: OrderedDict[CountKey, tuple[str, int]] = OrderedDict()
+        self._max_entries = max_entries
+
+    def get(self, key: CountKey, token: str) -> tuple[str, int] | None:
+        """The total counted for ``key`` at data token ``token``, if there is one."""
+        found = self._totals.get(key)
+        return found if found is not None and found[0] == token else None
+
+    def put(self, key: CountKey, token: str, total: int) -> None:
+        self._totals[key] = (token, total)
+        self._totals.move_to_end(key)
+        if len(self._totals) > self._max_entries:
+            self._totals.popitem(last=False)
+
+
+def encode_json_chunk(texts: list[bytes], first: bool) -> bytes:
+    """Records joined as part of a JSON array (the opening bracket comes separately)."""
+    if not texts:
+        return b""
+    joined = b",".join(texts)
+    return joined if first else b"," + joined
+
+
+async def respond_listing(
+    request: web.Request, listing: Listing, paging: Paging | None
+) -> web.StreamResponse:
+    """Answer a listing: a page with its headers, or the whole array (streamed when long)."""
+    app = request.app
+    company_id = request[CALLER].company_id
+    pool, version = app[POOL], app[DATA_VERSION]
+    if version.is_stale():
+        version.update(pool.token_now())
+    etag = make_etag(version.token, company_id, request)
+    if etag_matches(request, etag):
+        return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
+
+    if paging is not None:
+        key = count_key(request, company_id)
+        page = await pool.page(listing, paging, app[COUNTS].get(key, version.token))
+        app[COUNTS].put(key, page.token, page.total)
+        headers = snapshot_headers(request, page.token)
+        path, query = request.rel_url.raw_path, request.rel_url.raw_query_string
+        headers.update(page_headers(path, query, paging, page.total))
+        return json_array(request, page, headers)
+
+    async with pool.whole(listing, encode_json_chunk) as result:
+        headers = snapshot_headers(request, result.token)
+        if isinstance(result, Records):
+            return json_array(request, result, headers)
+        return await json_stream(request, result, headers)
+
+
+def snapshot_headers(request: web.Request, token: str) -> dict[str, str]:
+    """The ETag of the snapshot the records came from (and remember a newer token)."""
+    version = request.app[DATA_VERSION]
+    if token != version.token:
+        version.update(token)
+    etag = make_etag(token, request[CALLER].company_id, request)
+    return {hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"}
+
+
+def count_key(request: web.Request, company_id: int) -> CountKey:
+    """The company and a digest of the path and every parameter but the paging ones.
+
+    A digest keeps each cache entry small whatever the length of the query string.
+    """
+    items = sorted((k, v) for k, v in request.query.items() if k not in PAGING_NAMES)
+    digest = hashlib.blake2b(repr((request.path, items)).encode(), digest_size=16).digest()
+    return company_id, digest
+
+
+def json_array(
+    request: web.Request, records: Records | Page, headers: dict[str, str]
+) -> web.Response:
+    """A JSON array read whole, gzipped when accepted and worth it."""
+    body = b"[" + b",".join(records.texts) + b"]"
+    response = web.Response(body=body, headers=headers)
+    response.content_type = JSON_TYPE
+    response.charset = "utf-8"
+    if len(body) > GZIP_MIN_BYTES and accepts_gzip(request):
+        response.enable_compression(web.ContentCoding.gzip)
+    return response
+
+
+async def json_stream(
+    request: web.Request, stream: Stream, headers: dict[str, str]
+) -> web.StreamResponse:
+    """A long JSON array sent chunk by chunk while the next one is read."""
+    response = web.StreamResponse(headers=headers)
+    response.content_type = JSON_TYPE
+    response.charset = "utf-8"
+    if accepts_gzip(request):
+        response.enable_compression(web.ContentCoding.gzip)
+    await response.prepare(request)
+    await response.write(b"[" + stream.first)
+    async for chunk in stream.rest():
+        await response.write(chunk)
+    await response.write(b"]")
+    await response.write_eof()
+    return response
