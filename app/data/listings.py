@@ -178,6 +178,14 @@ def read_small(conn: sqlite3.Connection, listing: Listing, below: int) -> Record
         _finish(conn)
 
 
+def read_one(conn: sqlite3.Connection, listing: Listing) -> Records:
+    """The single record of a listing; RecordNotFound when the guard or the query finds none."""
+    records = read_small(conn, listing, 2)
+    if records is None or len(records.texts) != 1:
+        raise RecordNotFound
+    return records
+
+
 def open_stream(conn: sqlite3.Connection, listing: Listing) -> StreamState:
     """Start reading a long listing: the snapshot stays open until the last chunk."""
     token = _begin(conn, listing.guard)

@@ -31,6 +31,7 @@ from .listings import (
     data_token,
     next_records,
     open_stream,
+    read_one,
     read_page,
     read_small,
 )
@@ -103,6 +104,14 @@ class ReadPool:
             return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
+
+    async def one(self, listing: Listing) -> Records:
+        """A listing of at most one record (a report on one object), read on a thread.
+
+        Such reports aggregate a whole campaign or person: too long for the event loop.
+        """
+        async with self.acquire() as conn:
+            return await run_in_thread(conn, lambda raw: read_one(raw, listing))
 
     @asynccontextmanager
     async def whole(

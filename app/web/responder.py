@@ -56,18 +56,14 @@ async def respond_listing(
     request: web.Request, listing: Listing, paging: Paging | None
 ) -> web.StreamResponse:
     """Answer a listing: a page with its headers, or the whole array (streamed when long)."""
+    not_modified = revalidate(request)
+    if not_modified is not None:
+        return not_modified
     app = request.app
-    company_id = request[CALLER].company_id
-    pool, version = app[POOL], app[DATA_VERSION]
-    if version.is_stale():
-        version.update(pool.token_now())
-    etag = make_etag(version.token, company_id, request)
-    if etag_matches(request, etag):
-        return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
-
+    pool = app[POOL]
     if paging is not None:
-        key = count_key(request, company_id)
-        page = await pool.page(listing, paging, app[COUNTS].get(key, version.token))
+        key = count_key(request, request[CALLER].company_id)
+        page = await pool.page(listing, paging, app[COUNTS].get(key, app[DATA_VERSION].token))
         app[COUNTS].put(key, page.token, page.total)
         headers = snapshot_headers(request, page.token)
         path, query = request.rel_url.raw_path, request.rel_url.raw_query_string
@@ -79,6 +75,31 @@ async def respond_listing(
         if isinstance(result, Records):
             return json_array(request, result, headers)
         return await json_stream(request, result, headers)
+
+
+async def respond_record(request: web.Request, listing: Listing) -> web.StreamResponse:
+    """Answer one JSON object: the listing's single record (404 when its guard fails)."""
+    not_modified = revalidate(request)
+    if not_modified is not None:
+        return not_modified
+    records = await request.app[POOL].one(listing)
+    response = web.Response(body=records.texts[0], headers=snapshot_headers(request, records.token))
+    response.content_type = JSON_TYPE
+    response.charset = "utf-8"
+    if len(records.texts[0]) > GZIP_MIN_BYTES and accepts_gzip(request):
+        response.enable_compression(web.ContentCoding.gzip)
+    return response
+
+
+def revalidate(request: web.Request) -> web.Response | None:
+    """A 304 when the client's If-None-Match holds the current ETag (no query runs)."""
+    pool, version = request.app[POOL], request.app[DATA_VERSION]
+    if version.is_stale():
+        version.update(pool.token_now())
+    etag = make_etag(version.token, request[CALLER].company_id, request)
+    if etag_matches(request, etag):
+        return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
+    return None
 
 
 def snapshot_headers(request: web.Request, token: str) -> dict[str, str]:
