@@ -65,6 +65,20 @@ class Config:
         default=4,
         metadata={"env": "REPORTING_READ_CONNECTIONS", "help": "read-only SQLite connections"},
     )
+    write_timeout: float = field(
+        default=30.0,
+        metadata={
+            "env": "REPORTING_WRITE_TIMEOUT",
+            "help": "seconds a client may stop reading an answer before it is cut off",
+        },
+    )
+    streams_per_company: int = field(
+        default=2,
+        metadata={
+            "env": "REPORTING_STREAMS_PER_COMPANY",
+            "help": "long answers (streamed arrays) one company may be sent at once",
+        },
+    )
     bootstrap: bool = field(
         default=True,
         metadata={
@@ -83,6 +97,8 @@ class Config:
             raise ValueError("the rate limit needs a burst >= 1 and a positive rate")
         if self.auth_failures_per_minute < 1 or self.read_connections < 1:
             raise ValueError("auth failures per minute and read connections must be >= 1")
+        if self.write_timeout <= 0 or self.streams_per_company < 1:
+            raise ValueError("the write timeout must be positive and streams per company >= 1")
         self.networks()  # fail early on a bad proxy list
 
     def networks(self) -> tuple[Network, ...]:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from .web.auth import KeyCache
     from .web.params import QueryParsers
     from .web.ratelimit import Decision, RateLimiter
-    from .web.responder import CountCache
+    from .web.responder import CountCache, StreamSlots
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,7 @@ LIMITER: web.AppKey[RateLimiter] = web.AppKey("limiter")
 AUTH_FAILURES: web.AppKey[RateLimiter] = web.AppKey("auth_failures")
 COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
+STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 DATA_VERSION: web.AppKey[DataVersion] = web.AppKey("data_version")
 
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)

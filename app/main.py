@@ -10,14 +10,14 @@ from aiohttp.typedefs import Middleware
 from .config import Config
 from .data.pool import ReadPool
 from .data.version import DataVersion
-from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL
+from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, STREAMS
 from .web.auth import auth_middleware, setup_auth
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_ratelimit
-from .web.responder import CountCache
+from .web.responder import CountCache, StreamSlots
 from .web.routes import setup_routes
 
 
@@ -38,6 +38,7 @@ def create_app(config: Config) -> web.Application:
     app[CONFIG] = config
     app[COUNTS] = CountCache()
     app[PARSERS] = QueryParsers()
+    app[STREAMS] = StreamSlots(config.streams_per_company)
     setup_auth(app)
     setup_ratelimit(app, config)
     app.cleanup_ctx.append(database_ctx)

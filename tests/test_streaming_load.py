@@ -124,7 +124,9 @@ async def test_load_committed_while_streaming(
 ) -> None:
     db, change, versions = streaming
     timeout = aiohttp.ClientTimeout(total=GUARD_SECONDS)
-    server = launcher.serve(db)
+    # Four streams of one company at once (two held mid-body, two readers): one more
+    # connection than that, since streams always leave one for short reads.
+    server = launcher.serve(db, "--streams-per-company", "4", "--read-connections", "5")
     async with aiohttp.ClientSession(
         server.base, headers={"X-API-KEY": KEY_1}, timeout=timeout
     ) as session:

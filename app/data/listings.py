@@ -127,13 +127,21 @@ def data_token(conn: sqlite3.Connection) -> str:
     return str(row[0]) if row else ""
 
 
+def check_guard(conn: sqlite3.Connection, guard: Guard | None) -> None:
+    """Raise RecordNotFound unless the company owns the record (no guard: nothing to own)."""
+    if guard is not None and conn.execute(guard.sql, guard.params).fetchone() is None:
+        raise RecordNotFound
+
+
 def _begin(conn: sqlite3.Connection, guard: Guard | None) -> str:
     """Open a read transaction, check ownership, and return the snapshot's data token."""
     conn.execute("BEGIN")
-    token = data_token(conn)
-    if guard is not None and conn.execute(guard.sql, guard.params).fetchone() is None:
+    try:
+        token = data_token(conn)
+        check_guard(conn, guard)
+    except BaseException:
         _finish(conn)
-        raise RecordNotFound
+        raise
     return token
 
 

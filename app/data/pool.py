@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -53,29 +54,65 @@ READ_PRAGMAS = (
 
 
 class ReadPool:
-    """A few read-only connections, so concurrent requests do not queue on one thread."""
+    """A few read-only connections, so concurrent requests do not queue on one thread.
 
-    def __init__(self, connections: list[aiosqlite.Connection], inline: sqlite3.Connection) -> None:
-        self._all = connections
-        self._inline = inline
+    The pool remembers which file it opened (device and inode): a database replaced by
+    rename is noticed (:meth:`replaced`) and reopened (:meth:`reopen`) rather than
+    served stale from the old, unlinked file.
+    """
+
+    def __init__(self, path: Path, size: int) -> None:
+        self._path = path
+        self._size = size
+        self._lock = asyncio.Lock()
+        # Streams may hold all connections but one: short reads always find one.
+        self._stream_slots = asyncio.Semaphore(max(1, size - 1))
+        self._all: list[aiosqlite.Connection] = []
         self._idle: asyncio.LifoQueue[aiosqlite.Connection] = asyncio.LifoQueue()
-        for conn in connections:
-            self._idle.put_nowait(conn)
+        self._inline = sqlite3.connect(":memory:")
+        self._identity = (0, 0)
 
     @classmethod
     async def open(cls, path: str | Path, size: int) -> ReadPool:
         """Open ``size`` read-only connections to an existing database."""
-        check_readable(path)
+        pool = cls(Path(path), size)
+        await pool._connect()
+        return pool
+
+    async def _connect(self) -> None:
+        """Open a fresh set of connections to the file now at the path."""
+        check_readable(self._path)
+        identity = _identity(self._path)
         connections = []
-        for _ in range(size):
-            conn = await aiosqlite.connect(path, isolation_level=None)
+        for _ in range(self._size):
+            conn = await aiosqlite.connect(self._path, isolation_level=None)
             for pragma in READ_PRAGMAS:
                 await conn.execute(pragma)
             connections.append(conn)
-        inline = sqlite3.connect(path, isolation_level=None)
+        inline = sqlite3.connect(self._path, isolation_level=None)
         for pragma in READ_PRAGMAS:
             inline.execute(pragma)
-        return cls(connections, inline)
+        old_idle, old_inline = self._idle, self._inline
+        self._all, self._inline, self._identity = connections, inline, identity
+        self._idle = asyncio.LifoQueue()
+        for conn in connections:
+            self._idle.put_nowait(conn)
+        old_inline.close()
+        while not old_idle.empty():  # busy ones close when they come back
+            await old_idle.get_nowait().close()
+
+    def replaced(self) -> bool:
+        """Whether another file now sits at the path (a missing file is not a new one)."""
+        try:
+            return _identity(self._path) != self._identity
+        except OSError:
+            return False
+
+    async def reopen(self) -> None:
+        """Serve from the file now at the path (once, however many requests noticed)."""
+        async with self._lock:
+            if self.replaced():
+                await self._connect()
 
     def run_inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a short read right here, on the event loop's own connection.
@@ -115,18 +152,27 @@ class ReadPool:
 
     @asynccontextmanager
     async def whole(
-        self, listing: Listing, encode: ChunkEncoder
+        self,
+        listing: Listing,
+        encode: ChunkEncoder,
+        stream_slot: AbstractAsyncContextManager[object] | None = None,
     ) -> AsyncIterator[Records | Stream]:
         """Every record of a listing: Records when short, else a Stream from one snapshot.
 
         The stream holds its pooled connection (and snapshot) until the block ends,
-        whether it was read to the end or abandoned.
+        whether it was read to the end or abandoned. A stream first enters
+        ``stream_slot`` (the caller's own limit, which may refuse), then waits for one of
+        the pool's stream slots.
         """
         small = self.run_inline(lambda conn: read_small(conn, listing, INLINE_ROWS))
         if small is not None:
             yield small
             return
-        async with self.acquire() as conn:
+        async with (
+            stream_slot or contextlib.nullcontext(),
+            self._stream_slots,
+            self.acquire() as conn,
+        ):
 
             def start(raw: sqlite3.Connection) -> tuple[StreamState, bytes]:
                 state = open_stream(raw, listing)
@@ -142,19 +188,29 @@ class ReadPool:
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[aiosqlite.Connection]:
         """Borrow a connection for the length of one request."""
-        conn = await self._idle.get()
+        idle = self._idle
+        conn = await idle.get()
         try:
             yield conn
         finally:
             if conn.in_transaction:
                 await conn.rollback()
-            self._idle.put_nowait(conn)
+            if idle is self._idle:
+                idle.put_nowait(conn)
+            else:  # the pool reopened on a new file meanwhile
+                await conn.close()
 
     async def close(self) -> None:
         """Close every connection (the app's cleanup)."""
         for conn in self._all:
             await conn.close()
         self._inline.close()
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    """The file's device and inode: what changes when another file is renamed over it."""
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
 
 
 class Stream:

@@ -8,14 +8,18 @@ one snapshot); headers from the snapshot the records came from; the body.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from aiohttp import hdrs, web
 
-from ..data.listings import Listing, Page, Paging, Records
+from ..data.listings import Listing, Page, Paging, Records, check_guard
 from ..data.pool import Stream
-from ..keys import CALLER, COUNTS, DATA_VERSION, POOL
+from ..keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL, STREAMS
+from .errors import TooManyRequests
 from .headers import accepts_gzip, etag_matches, make_etag
 from .pagination import PAGING_NAMES, page_headers
 
@@ -44,6 +48,39 @@ class CountCache:
             self._totals.popitem(last=False)
 
 
+class StreamSlots:
+    """Long answers each company is being sent at once, bounded.
+
+    A client that never reads holds a pooled connection and its snapshot until the
+    write timeout cuts it off; bounding them per company keeps one tenant from taking
+    every connection from the others.
+    """
+
+    def __init__(self, per_company: int) -> None:
+        self._per_company = per_company
+        self._active: dict[int, int] = {}
+
+    @asynccontextmanager
+    async def hold(self, company_id: int) -> AsyncIterator[None]:
+        """Take one of the company's slots for the block, or refuse with 429."""
+        active = self._active.get(company_id, 0)
+        if active >= self._per_company:
+            raise TooManyRequests(
+                "Too many long answers are being sent to this company at once; "
+                "retry when one has finished.",
+                headers={hdrs.RETRY_AFTER: "1"},
+            )
+        self._active[company_id] = active + 1
+        try:
+            yield
+        finally:
+            left = self._active[company_id] - 1
+            if left:
+                self._active[company_id] = left
+            else:
+                del self._active[company_id]
+
+
 def encode_json_chunk(texts: list[bytes], first: bool) -> bytes:
     """Records joined as part of a JSON array (the opening bracket comes separately)."""
     if not texts:
@@ -56,7 +93,7 @@ async def respond_listing(
     request: web.Request, listing: Listing, paging: Paging | None
 ) -> web.StreamResponse:
     """Answer a listing: a page with its headers, or the whole array (streamed when long)."""
-    not_modified = revalidate(request)
+    not_modified = await revalidate(request, listing)
     if not_modified is not None:
         return not_modified
     app = request.app
@@ -70,7 +107,8 @@ async def respond_listing(
         headers.update(page_headers(path, query, paging, page.total))
         return json_array(request, page, headers)
 
-    async with pool.whole(listing, encode_json_chunk) as result:
+    slot = app[STREAMS].hold(request[CALLER].company_id)
+    async with pool.whole(listing, encode_json_chunk, slot) as result:
         headers = snapshot_headers(request, result.token)
         if isinstance(result, Records):
             return json_array(request, result, headers)
@@ -79,7 +117,7 @@ async def respond_listing(
 
 async def respond_record(request: web.Request, listing: Listing) -> web.StreamResponse:
     """Answer one JSON object: the listing's single record (404 when its guard fails)."""
-    not_modified = revalidate(request)
+    not_modified = await revalidate(request, listing)
     if not_modified is not None:
         return not_modified
     records = await request.app[POOL].one(listing)
@@ -91,15 +129,30 @@ async def respond_record(request: web.Request, listing: Listing) -> web.StreamRe
     return response
 
 
-def revalidate(request: web.Request) -> web.Response | None:
-    """A 304 when the client's If-None-Match holds the current ETag (no query runs)."""
-    pool, version = request.app[POOL], request.app[DATA_VERSION]
+async def revalidate(request: web.Request, listing: Listing) -> web.Response | None:
+    """A 304 when the client's If-None-Match holds the current ETag (no listing query runs).
+
+    The data token is refreshed first (and the pool reopened if the file was replaced).
+    A record that does not exist for this company is 404 before any 304, even for
+    ``If-None-Match: *``.
+    """
+    pool = request.app[POOL]
+    await refresh_version(request.app)
+    etag = make_etag(request.app[DATA_VERSION].token, request[CALLER].company_id, request)
+    if not etag_matches(request, etag):
+        return None
+    if listing.guard is not None:
+        pool.run_inline(lambda conn: check_guard(conn, listing.guard))
+    return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
+
+
+async def refresh_version(app: web.Application) -> None:
+    """Read the data token again when the files moved (at most every 0.1 s)."""
+    pool, version = app[POOL], app[DATA_VERSION]
     if version.is_stale():
+        if pool.replaced():
+            await pool.reopen()
         version.update(pool.token_now())
-    etag = make_etag(version.token, request[CALLER].company_id, request)
-    if etag_matches(request, etag):
-        return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
-    return None
 
 
 def snapshot_headers(request: web.Request, token: str) -> dict[str, str]:
@@ -141,12 +194,33 @@ async def json_stream(
     response = web.StreamResponse(headers=headers)
     response.content_type = JSON_TYPE
     response.charset = "utf-8"
+    if request.method == hdrs.METH_HEAD:  # the headers only, never a body
+        await response.prepare(request)
+        await response.write_eof()
+        return response
     if accepts_gzip(request):
         response.enable_compression(web.ContentCoding.gzip)
     await response.prepare(request)
-    await response.write(b"[" + stream.first)
+    timeout = request.app[CONFIG].write_timeout
+    await send(request, response, b"[" + stream.first, timeout)
     async for chunk in stream.rest():
-        await response.write(chunk)
-    await response.write(b"]")
+        await send(request, response, chunk, timeout)
+    await send(request, response, b"]", timeout)
     await response.write_eof()
     return response
+
+
+async def send(
+    request: web.Request, response: web.StreamResponse, chunk: bytes, timeout: float
+) -> None:
+    """Write a chunk; a client that has not taken it after ``timeout`` seconds is cut off.
+
+    Without this, a client that stops reading would hold its snapshot (pinning the
+    WAL) and a pooled connection for as long as it keeps the socket open.
+    """
+    try:
+        await asyncio.wait_for(response.write(chunk), timeout)
+    except TimeoutError:
+        if request.transport is not None:
+            request.transport.abort()
+        raise ConnectionResetError("the client stopped reading") from None

@@ -18,7 +18,7 @@ from .params import (
     parse_path_id,
     requested_paging,
 )
-from .responder import respond_listing
+from .responder import refresh_version, respond_listing
 
 log = logging.getLogger("app.views")
 
@@ -75,6 +75,7 @@ async def healthz(request: web.Request) -> web.Response:
 async def readyz(request: web.Request) -> web.Response:
     """GET /readyz: the database file is there and answers, read afresh (contract.md 8)."""
     try:
+        await refresh_version(request.app)
         await request.app[POOL].token()
         await asyncio.to_thread(check_readable, request.app[CONFIG].db)
     except (DatabaseError, sqlite3.Error) as exc:
