@@ -19,9 +19,17 @@ from aiohttp_apigami.swagger_ui import SWAGGER_UI_STATIC_FILES
 from apispec.ext.marshmallow import MarshmallowPlugin
 
 from ..config import Config
-from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
+from ..data.fields import (
+    LIST_VALUE_PATTERN,
+    MAX_ID,
+    MAX_LIST_VALUES,
+    CommaList,
+    DecimalId,
+    UtcTimestamp,
+)
 from ..keys import CONFIG
 from . import views
+from .auth import CHALLENGE
 from .errors import PROBLEM_TYPE
 from .params import CampaignEventsQuery, EmployeeEventsQuery, InscriptionsQuery, PathId
 from .schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema, ProblemSchema
@@ -49,7 +57,8 @@ past the last is `[]` with the same headers.
 
 **Filters.** List filters are comma lists (double quotes around a value holding a comma, \
 at most 100 values, repeated parameters merge), matched whole and case-insensitively; \
-values of one filter are OR-ed, different filters AND-ed. Dates are `YYYY-MM-DD`, bounds \
+values of one filter are OR-ed, different filters AND-ed. A value holding a control \
+character (U+0000 to U+001F, U+007F) is 400. Dates are `YYYY-MM-DD`, bounds \
 inclusive. Unknown or repeated scalar parameters are 400.
 
 **Rate limit.** A token bucket per key: burst {burst}, refilled at {rate} per second on \
@@ -57,6 +66,9 @@ this server (defaults {default_burst} and {default_rate}). Authenticated answers
 `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, `RateLimit-Policy` and \
 `RateLimit`; a 429 adds `Retry-After`. Failed authentications are limited to {failures} a \
 minute per client address.
+
+**Authentication.** A 401 carries `WWW-Authenticate: {challenge}`: the scheme is named \
+APIKey and the key travels in the `X-API-KEY` header.
 
 **Errors.** RFC 9457 `application/problem+json` bodies with `type`, `title`, `status`, \
 `detail` and `request_id`; a 400 adds `errors`, the messages for each offending parameter. \
@@ -85,13 +97,21 @@ HEADERS = {
     "RateLimit-Policy": _header('IETF draft policy, e.g. `"default";q=20;w=2`.'),
     "RateLimit": _header('IETF draft state, e.g. `"default";r=19;t=1`.'),
     "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
+    "WWW-Authenticate": _header(
+        f"Always `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1)."
+    )
+    | {"required": True},
 }
 RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 PROBLEMS = {
     "400": ("BadRequest", "A path id or query parameter is invalid.", RATE_HEADERS),
-    "401": ("Unauthorized", "X-API-KEY is missing, empty, unknown or revoked.", ()),
+    "401": (
+        "Unauthorized",
+        "X-API-KEY is missing, empty, unknown or revoked.",
+        ("WWW-Authenticate",),
+    ),
     "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
     "429": (
         "TooManyRequests",
@@ -177,6 +197,8 @@ def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
         items: dict[str, Any] = {"type": "string", "minLength": 1}
         if field.choices:
             items["enum"] = list(field.choices)
+        else:
+            items["pattern"] = LIST_VALUE_PATTERN
         return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
     if isinstance(field, UtcTimestamp):
         return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
@@ -197,6 +219,7 @@ def build_document(app: web.Application) -> dict[str, Any]:
         default_burst=defaults.rate_burst,
         default_rate=f"{defaults.rate_per_second:g}",
         failures=config.auth_failures_per_minute,
+        challenge=CHALLENGE,
     )
     api = AiohttpApiSpec(
         url="",
