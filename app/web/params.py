@@ -22,8 +22,13 @@ DEFAULT_PER_PAGE = 100
 
 
 class PagingQuery(Schema):
+    # No example or default in the document: Swagger UI's Try it out would send it, and
+    # the events endpoints would always paginate.
     page = DecimalId(
-        metadata={"description": "Page number, from 1. Default 1.", "example": 1},
+        metadata={
+            "description": "Page number, from 1. Default 1. The events endpoints answer "
+            "with pages only when page or per_page is given, else with the whole array."
+        }
     )
     per_page = DecimalId(
         maximum=MAX_PER_PAGE,
