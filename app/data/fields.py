@@ -20,6 +20,11 @@ TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 _DIGITS = re.compile(r"[0-9]{1,19}")
+# A list value holds no C0 control character and no DEL; the OpenAPI document publishes
+# this very pattern, so generated clients and fuzzers know the rule the server applies.
+# Matched whole (fullmatch), as ECMA-262 reads `$` in JSON Schema: the end of the text.
+LIST_VALUE_PATTERN = r"^[^\u0000-\u001F\u007F]*$"
+_LIST_VALUE = re.compile(LIST_VALUE_PATTERN)
 
 
 class StrictDate(fields.Date):
@@ -110,10 +115,15 @@ def _split(text: Any) -> list[str]:
     """Split one comma list, honouring double quotes; refuse empty elements."""
     if not isinstance(text, str):
         raise ValidationError("Not a string.")
+    if not _LIST_VALUE.fullmatch(text):
+        raise ValidationError(
+            "Control characters (U+0000 to U+001F, U+007F) are not allowed in values."
+        )
     try:
         rows = list(csv.reader([text], skipinitialspace=True, strict=True))
     except csv.Error:
-        raise ValidationError("Unbalanced double quotes.") from None
+        message = 'Double quotes must enclose a whole value, as in "Smith, Jr.".'
+        raise ValidationError(message) from None
     elements = [element.strip() for element in rows[0]] if rows and rows[0] else [""]
     if any(element == "" for element in elements):
         raise ValidationError("Empty values are not allowed.")

@@ -22,6 +22,9 @@ from .ratelimit import client_address
 
 PROTECTED_PREFIX = "/api/companies/"
 CACHE_SECONDS = 2.0
+# RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
+# a header of its own, so the challenge names one (APIKey) and says which header.
+CHALLENGE = 'APIKey header="X-API-KEY"'
 
 
 class KeyCache:
@@ -82,7 +85,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     caller = app[KEY_CACHE].resolve(app[POOL], key) if key else None
     if caller is None:
         failures.hit(address)
-        raise Unauthorized("Missing or invalid X-API-KEY header.")
+        raise Unauthorized(
+            "Missing or invalid X-API-KEY header.", headers={"WWW-Authenticate": CHALLENGE}
+        )
     request[CALLER] = caller
     return await handler(request)
 

@@ -2,7 +2,8 @@
 
 The views stay free of documentation: each documented route gets a carrier function
 that delegates to its view and holds aiohttp-apigami's metadata, so building a second
-app never documents a view twice. Swagger UI's assets come from the apigami package.
+app never documents a view twice. What each operation says (description, example) is in
+operations.py; swagger.py serves the document and Swagger UI.
 """
 
 from __future__ import annotations
@@ -15,21 +16,25 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from aiohttp_apigami import AiohttpApiSpec, OpenApiVersion, docs, match_info_schema
 from aiohttp_apigami import querystring_schema as query_schema
-from aiohttp_apigami.swagger_ui import SWAGGER_UI_STATIC_FILES
 from apispec.ext.marshmallow import MarshmallowPlugin
+from marshmallow import Schema
 
 from ..config import Config
-from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
+from ..data.fields import (
+    LIST_VALUE_PATTERN,
+    MAX_ID,
+    MAX_LIST_VALUES,
+    CommaList,
+    DecimalId,
+    UtcTimestamp,
+)
 from ..keys import CONFIG
-from . import views
+from .auth import CHALLENGE
 from .errors import PROBLEM_TYPE
-from .params import CampaignEventsQuery, EmployeeEventsQuery, InscriptionsQuery, PathId
-from .schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema, ProblemSchema
+from .operations import OPERATIONS, Operation
+from .schemas import ProblemSchema
+from .swagger import setup_swagger
 
-DOCS_URL = "/api/docs"
-SPEC_URL = f"{DOCS_URL}/openapi.json"
-STATIC_URL = f"{DOCS_URL}/static"
-STATIC_FILES = ("swagger-ui.css", "swagger-ui-bundle.js", "favicon-32x32.png", "favicon-16x16.png")
 TITLE = "Security-awareness reporting API"
 
 DESCRIPTION = """Read-only reports on phishing campaigns and training courses.
@@ -49,7 +54,8 @@ past the last is `[]` with the same headers.
 
 **Filters.** List filters are comma lists (double quotes around a value holding a comma, \
 at most 100 values, repeated parameters merge), matched whole and case-insensitively; \
-values of one filter are OR-ed, different filters AND-ed. Dates are `YYYY-MM-DD`, bounds \
+values of one filter are OR-ed, different filters AND-ed. A value holding a control \
+character (U+0000 to U+001F, U+007F) is 400. Dates are `YYYY-MM-DD`, bounds \
 inclusive. Unknown or repeated scalar parameters are 400.
 
 **Rate limit.** A token bucket per key: burst {burst}, refilled at {rate} per second on \
@@ -57,6 +63,9 @@ this server (defaults {default_burst} and {default_rate}). Authenticated answers
 `RateLimit-Limit`, `RateLimit-Remaining`, `RateLimit-Reset`, `RateLimit-Policy` and \
 `RateLimit`; a 429 adds `Retry-After`. Failed authentications are limited to {failures} a \
 minute per client address.
+
+**Authentication.** A 401 carries `WWW-Authenticate: {challenge}`: the scheme is named \
+APIKey and the key travels in the `X-API-KEY` header.
 
 **Errors.** RFC 9457 `application/problem+json` bodies with `type`, `title`, `status`, \
 `detail` and `request_id`; a 400 adds `errors`, the messages for each offending parameter. \
@@ -85,13 +94,21 @@ HEADERS = {
     "RateLimit-Policy": _header('IETF draft policy, e.g. `"default";q=20;w=2`.'),
     "RateLimit": _header('IETF draft state, e.g. `"default";r=19;t=1`.'),
     "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
+    "WWW-Authenticate": _header(
+        f"Always `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1)."
+    )
+    | {"required": True},
 }
 RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 PROBLEMS = {
     "400": ("BadRequest", "A path id or query parameter is invalid.", RATE_HEADERS),
-    "401": ("Unauthorized", "X-API-KEY is missing, empty, unknown or revoked.", ()),
+    "401": (
+        "Unauthorized",
+        "X-API-KEY is missing, empty, unknown or revoked.",
+        ("WWW-Authenticate",),
+    ),
     "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
     "429": (
         "TooManyRequests",
@@ -100,7 +117,6 @@ PROBLEMS = {
     ),
     "500": ("InternalServerError", "Unexpected error; no internal detail is shown.", ()),
 }
-ID_ERRORS = ("400", "401", "404", "429", "500")
 
 
 def _refs(*names: str) -> dict[str, str]:
@@ -108,64 +124,44 @@ def _refs(*names: str) -> dict[str, str]:
     return {name: name for name in ("X-Request-ID", *names)}
 
 
-def _docs(tag: str, name: str, summary: str, ok: Any, codes: tuple[str, ...]) -> Any:
-    """apigami's docs() for one listing: key, If-None-Match, 200 array, 304, problems."""
+def _decorators(op: Operation) -> tuple[Callable[[Any], Any], ...]:
+    """apigami's decorators for one operation: key, If-None-Match, 200, 304, problems."""
     if_none_match = {"in": "header", "name": "If-None-Match", "required": False}
     if_none_match |= {"description": "An earlier ETag: 304 while the data is unchanged."}
     if_none_match |= {"schema": {"type": "string"}}
-    headers = _refs("ETag", *RATE_HEADERS, *PAGE_HEADERS)
+    headers = _refs("ETag", *RATE_HEADERS, *(PAGE_HEADERS if op.many else ()))
+    sample = {
+        "summary": f"GET {op.example.request} with company 1's sample key",
+        "value": op.example.body,
+    }
+    ok = {"schema": op.response(many=op.many), "examples": {"sample": sample}}
     responses: dict[str, Any] = {
-        "200": {"schema": ok, "description": "The records, in order.", "headers": headers},
+        "200": {
+            "description": "The records, in order." if op.many else "The record.",
+            "content": {"application/json": ok},
+            "headers": headers,
+        },
         "304": {"description": "If-None-Match matched the ETag.", "headers": _refs("ETag")},
     }
+    codes = ("400", "401", "404", "429", "500") if op.path_id else ("400", "401", "429", "500")
     responses |= {code: PROBLEMS[code][0] for code in codes}
     # apigami types the status codes as ints; OpenAPI's keys are strings, which it keeps.
-    return docs(
-        tags=[tag],
-        summary=summary,
-        operation_id=name,
-        security=[{"ApiKey": []}],
-        parameters=[if_none_match],
-        responses=cast(Any, responses),
-    )
-
-
-def operations() -> dict[Handler, tuple[Callable[[Any], Any], ...]]:
-    """Each documented view with its apigami decorators, built afresh for every document."""
-    return {
-        views.campaign_events: (
-            _docs(
-                "events",
-                "listCampaignEvents",
-                "Events of one campaign",
-                CampaignEventSchema(many=True),
-                ID_ERRORS,
-            ),
-            match_info_schema(PathId),
-            query_schema(CampaignEventsQuery),
+    decorators = [
+        docs(
+            tags=[op.tag],
+            summary=op.summary,
+            description=op.description,
+            operation_id=op.operation_id,
+            security=[{"ApiKey": []}],
+            parameters=[if_none_match],
+            responses=cast(Any, responses),
         ),
-        views.employee_events: (
-            _docs(
-                "events",
-                "listEmployeeEvents",
-                "Events of one employee",
-                EmployeeEventSchema(many=True),
-                ID_ERRORS,
-            ),
-            match_info_schema(PathId),
-            query_schema(EmployeeEventsQuery),
-        ),
-        views.course_inscriptions: (
-            _docs(
-                "training",
-                "listCourseInscriptions",
-                "Course inscriptions with results",
-                InscriptionSchema(many=True),
-                ("400", "401", "429", "500"),
-            ),
-            query_schema(InscriptionsQuery),
-        ),
-    }
+        query_schema(op.query),
+    ]
+    if op.path_id:
+        path_id = DecimalId(required=True, metadata={"description": op.path_id})
+        decorators.append(match_info_schema(Schema.from_dict({"id": path_id})))
+    return tuple(decorators)
 
 
 def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
@@ -177,6 +173,8 @@ def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
         items: dict[str, Any] = {"type": "string", "minLength": 1}
         if field.choices:
             items["enum"] = list(field.choices)
+        else:
+            items["pattern"] = LIST_VALUE_PATTERN
         return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
     if isinstance(field, UtcTimestamp):
         return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
@@ -197,6 +195,7 @@ def build_document(app: web.Application) -> dict[str, Any]:
         default_burst=defaults.rate_burst,
         default_rate=f"{defaults.rate_per_second:g}",
         failures=config.auth_failures_per_minute,
+        challenge=CHALLENGE,
     )
     api = AiohttpApiSpec(
         url="",
@@ -221,14 +220,13 @@ def build_document(app: web.Application) -> dict[str, Any]:
         spec.components.response(
             name, {"description": description, "content": content, "headers": _refs(*headers)}
         )
-    documented = operations()
     for route in app.router.routes():
-        decorators = documented.get(route.handler)
-        if route.method == "GET" and decorators and route.resource is not None:
+        op = OPERATIONS.get(route.handler)
+        if route.method == "GET" and op and route.resource is not None:
             spec.path(
                 path=route.resource.canonical,
                 method="get",
-                handler=_carrier(route.handler, decorators),
+                handler=_carrier(route.handler, _decorators(op)),
             )
     document = api.swagger_dict()
     for path_item in document["paths"].values():
@@ -248,48 +246,6 @@ def _carrier(view: Handler, decorators: tuple[Callable[[Any], Any], ...]) -> Han
     return documented
 
 
-SWAGGER_PAGE = """<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>{title}</title>
-<link rel="stylesheet" href="{static}/swagger-ui.css">
-<link rel="icon" type="image/png" href="{static}/favicon-32x32.png" sizes="32x32">
-<link rel="icon" type="image/png" href="{static}/favicon-16x16.png" sizes="16x16">
-</head>
-<body>
-<div id="swagger-ui"></div>
-<script src="{static}/swagger-ui-bundle.js"></script>
-<script>
-window.onload = function () {{
-  window.ui = SwaggerUIBundle({{
-    url: "{spec}", dom_id: "#swagger-ui", deepLinking: true, validatorUrl: null
-  }});
-}};
-</script>
-</body>
-</html>
-"""
-
-
 def setup_openapi(app: web.Application) -> None:
     """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes."""
-    body = json.dumps(build_document(app), indent=1).encode()
-    page = SWAGGER_PAGE.format(title=TITLE, static=STATIC_URL, spec=SPEC_URL)
-
-    async def openapi_json(request: web.Request) -> web.Response:
-        return web.Response(body=body, content_type="application/json", charset="utf-8")
-
-    async def swagger_ui(request: web.Request) -> web.Response:
-        # validatorUrl null: the page never calls validator.swagger.io (no outside host).
-        return web.Response(text=page, content_type="text/html", charset="utf-8")
-
-    async def swagger_asset(request: web.Request) -> web.FileResponse:
-        name = request.match_info["name"]
-        if name not in STATIC_FILES:
-            raise web.HTTPNotFound()
-        return web.FileResponse(SWAGGER_UI_STATIC_FILES / name)
-
-    app.router.add_get(SPEC_URL, openapi_json)
-    app.router.add_get(DOCS_URL, swagger_ui)
-    app.router.add_get(f"{STATIC_URL}/{{name}}", swagger_asset)
+    setup_swagger(app, TITLE, json.dumps(build_document(app), indent=1).encode())

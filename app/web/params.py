@@ -22,8 +22,13 @@ DEFAULT_PER_PAGE = 100
 
 
 class PagingQuery(Schema):
+    # No example or default in the document: Swagger UI's Try it out would send it, and
+    # the events endpoints would always paginate.
     page = DecimalId(
-        metadata={"description": "Page number, from 1. Default 1.", "example": 1},
+        metadata={
+            "description": "Page number, from 1. Default 1. The events endpoints answer "
+            "with pages only when page or per_page is given, else with the whole array."
+        }
     )
     per_page = DecimalId(
         maximum=MAX_PER_PAGE,
@@ -52,7 +57,8 @@ def _list_filter(name: str, what: str) -> CommaList:
         data_key=f"filter[{name}]",
         metadata={
             "description": f"Comma list of {what}; whole values, any letter case; double "
-            "quotes around a value holding a comma; at most 100 values."
+            "quotes around a value holding a comma; at most 100 values; no control "
+            "characters (U+0000 to U+001F, U+007F)."
         },
     )
 

@@ -1,0 +1,139 @@
+"""HTTP details of issue 12 item 5: the 401 challenge and control characters in list values.
+
+Pins RFC 9110 11.6.1 (a 401 carries `WWW-Authenticate`; README "Interface decisions",
+contract.md 2) for every kind of refused key, and contract.md 3 as the README settles it:
+a list filter value holding a C0 control character or DEL is 400 with a message that
+says so, and the OpenAPI document publishes the very rule the server applies.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+from aiohttp.test_utils import TestClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .factories import API, KEY_1, assert_problem
+
+CHALLENGE = 'APIKey header="X-API-KEY"'
+CONTROL_MESSAGE = "Control characters (U+0000 to U+001F, U+007F) are not allowed in values."
+INSCRIPTIONS = f"{API}/course-inscriptions"
+URLS = [f"{API}/campaigns/1/events", f"{API}/victimsapi/7/events", INSCRIPTIONS]
+LIST_FILTERS = ("name", "last_name", "email", "department", "country", "teams", "courses")
+CONTROLS = [chr(code) for code in (*range(0x20), 0x7F)]
+
+
+@pytest.mark.parametrize("url", URLS)
+@pytest.mark.parametrize("key", [None, "", "   ", KEY_1 + "x", "rk_unknown"])
+async def test_every_401_names_the_scheme_and_the_header(
+    client: TestClient, url: str, key: str | None
+) -> None:
+    headers = {} if key is None else {"X-API-KEY": key}
+    response = await client.get(url, headers=headers)
+    await assert_problem(response, 401)
+    assert response.headers.getall("WWW-Authenticate") == [CHALLENGE]
+
+
+async def test_a_revoked_key_gets_the_challenge_too(client: TestClient, sample_db: Path) -> None:
+    with sqlite3.connect(sample_db) as writer:
+        writer.execute("UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z'")
+    writer.close()
+    response = await client.get(URLS[0], headers={"X-API-KEY": KEY_1})  # never cached before
+    await assert_problem(response, 401)
+    assert response.headers["WWW-Authenticate"] == CHALLENGE
+
+
+async def test_only_401_carries_the_challenge(client: TestClient) -> None:
+    for url, headers in ((URLS[0], {"X-API-KEY": KEY_1}), ("/nope", {}), (URLS[0] + "?x=1", {})):
+        response = await client.get(url, headers=headers)
+        assert ("WWW-Authenticate" in response.headers) == (response.status == 401), url
+
+
+async def test_the_document_declares_the_challenge(client: TestClient) -> None:
+    document = await (await client.get("/api/docs/openapi.json")).json()
+    unauthorized = document["components"]["responses"]["Unauthorized"]
+    header = unauthorized["headers"]["WWW-Authenticate"]["$ref"].rsplit("/", 1)[-1]
+    declared = document["components"]["headers"][header]
+    assert declared["required"] is True and CHALLENGE in declared["description"]
+    assert CHALLENGE in document["info"]["description"]
+
+
+@pytest.mark.parametrize("name", LIST_FILTERS)
+async def test_control_characters_are_refused_by_name(client: TestClient, name: str) -> None:
+    """Each C0 control and DEL, alone, inside, quoted: 400 naming the control rule."""
+    for control in CONTROLS:
+        for value in (control, f"Finance{control}", f'"Research,{control} Development"'):
+            response = await client.get(
+                INSCRIPTIONS, params={f"filter[{name}]": value}, headers={"X-API-KEY": KEY_1}
+            )
+            body = await assert_problem(response, 400)
+            assert body["errors"] == {f"filter[{name}]": [CONTROL_MESSAGE]}, (value, body)
+
+
+async def test_the_issues_example_says_control_characters(client: TestClient) -> None:
+    url = f"{INSCRIPTIONS}?filter[department]=%0D%0F"
+    body = await assert_problem(await client.get(url, headers={"X-API-KEY": KEY_1}), 400)
+    assert body["errors"]["filter[department]"] == [CONTROL_MESSAGE]
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [('"Finance', "Double quotes"), ('"Finance"x', "Double quotes"), ("Finance,,HR", "Empty")],
+)
+async def test_other_list_mistakes_keep_their_own_messages(
+    client: TestClient, value: str, message: str
+) -> None:
+    params = {"filter[department]": value}
+    response = await client.get(INSCRIPTIONS, params=params, headers={"X-API-KEY": KEY_1})
+    body = await assert_problem(response, 400)
+    [text] = body["errors"]["filter[department]"]
+    assert text.startswith(message) and "Control" not in text
+
+
+async def published_pattern(client: TestClient) -> re.Pattern[str]:
+    """The item pattern of every free-text list filter in the served document (one rule)."""
+    document = await (await client.get("/api/docs/openapi.json")).json()
+    patterns = set()
+    for path_item in document["paths"].values():
+        for param in path_item["get"]["parameters"]:
+            items = param["schema"].get("items", {})
+            if param["schema"].get("type") == "array" and "enum" not in items:
+                patterns.add(items["pattern"])
+    [pattern] = patterns
+    return re.compile(pattern)
+
+
+TEXTS = st.text(
+    alphabet=st.sampled_from([*CONTROLS, "a", "É", " ", ",", "\x85", "\u2028", "ß", "🙂"]),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    derandomize=bool(os.environ.get("CI")),
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(text=TEXTS)
+async def test_the_document_pattern_is_the_server_rule(client: TestClient, text: str) -> None:
+    """Text the published pattern refuses gets the control message, and only that text.
+
+    JSON Schema patterns are ECMA-262, where `$` is the end of the text: fullmatch reads
+    the pattern that way in Python.
+    """
+    pattern = await published_pattern(client)
+    for name in ("name", "department"):
+        response = await client.get(
+            INSCRIPTIONS, params={f"filter[{name}]": text}, headers={"X-API-KEY": KEY_1}
+        )
+        assert response.status in (200, 400)
+        body = await response.json(content_type=None)
+        refused = response.status == 400 and CONTROL_MESSAGE in body["errors"][f"filter[{name}]"]
+        assert refused == (pattern.fullmatch(text) is None), (text, body)
