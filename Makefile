@@ -7,7 +7,7 @@ DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
 
-.PHONY: run test lint load clean bench bench-data bench-smoke keys wrk
+.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
@@ -28,6 +28,10 @@ test: $(STAMP)
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest
+
+## make test-fast: the tests that start no process (servers, tools, builds are marked system)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -m "not system"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

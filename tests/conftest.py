@@ -2,36 +2,19 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from app.config import Config
 from app.main import create_app
-from app.web.logs import AccessLogger
-from app.web.server import ProblemAppRunner
 
-from .factories import make_sample_db
-from .servers import Launcher
-
-MakeClient = Callable[..., Awaitable[TestClient]]
-
-
-class ProblemTestServer(TestServer):
-    """aiohttp's TestServer over the production runner, so tests see what users see."""
-
-    async def _make_runner(self, **kwargs: Any) -> web.AppRunner:
-        return ProblemAppRunner(
-            self.app,
-            access_log_class=AccessLogger,
-            access_log=logging.getLogger("app.access"),
-            **kwargs,
-        )
+from .support.clients import MakeClient, ProblemTestServer
+from .support.factories import make_sample_db
+from .support.servers import Launcher, ProcessGuard
 
 
 @pytest.fixture(scope="session")
@@ -77,3 +60,13 @@ def launcher(tmp_path: Path) -> Iterator[Launcher]:
     """App processes for this test, stopped by PID in teardown."""
     with Launcher(tmp_path) as launch:
         yield launch
+
+
+@pytest.fixture(autouse=True)
+def system_marker_guard(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Let only tests marked ``system`` start processes (see ProcessGuard)."""
+    ProcessGuard.allowed = request.node.get_closest_marker("system") is not None
+    try:
+        yield
+    finally:
+        ProcessGuard.allowed = True

@@ -13,8 +13,8 @@ from app.web.errors import error_middleware
 from app.web.headers import cors_preflight_middleware
 from app.web.ratelimit import ratelimit_middleware
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, assert_problem
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, assert_problem
 
 
 def test_the_chain_is_errors_auth_limit() -> None:

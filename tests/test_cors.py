@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from aiohttp.test_utils import TestClient
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, get
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, get
 
 CAMPAIGN = f"{API}/campaigns/1/events"
 

@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from .conftest import MakeClient
+from .support.clients import MakeClient
 
 SPEC = "/api/docs/openapi.json"
 PAGE = "/api/docs"

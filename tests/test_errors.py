@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, PROBLEM_KEYS, TITLES, assert_problem
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, PROBLEM_KEYS, TITLES, assert_problem
 
 EVENTS = f"{API}/campaigns/1/events"
 AUTH = {"X-API-KEY": KEY_1}

@@ -16,8 +16,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from yarl import URL
 
-from .factories import API, KEY_1
-from .test_events import (
+from .support.events import (
     CAPTCHA,
     KINDS,
     OWN_ID,
@@ -29,6 +28,7 @@ from .test_events import (
     expected,
     fetch,
 )
+from .support.factories import API, KEY_1
 
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 FILTERS = {"campaigns": [(TYPE, "Open,click"), (CAPTCHA, "false")], "victimsapi": []}

@@ -20,7 +20,7 @@ from app.data import events, inscriptions
 from app.data.listings import Paging, read_page, read_small
 from app.web.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
 
-from .factories import API, KEY_1, KEY_2, by_id, sample
+from .support.factories import API, KEY_1, KEY_2, by_id, sample
 
 TS = "%Y-%m-%dT%H:%M:%SZ"
 

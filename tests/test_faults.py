@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from .factories import (
+from .support.factories import (
     API,
     KEY_1,
     PROBLEM_KEYS,
@@ -35,7 +35,9 @@ from .factories import (
     query,
     sample,
 )
-from .servers import GUARD_SECONDS, ROOT, Launcher, fetch, stop
+from .support.servers import GUARD_SECONDS, ROOT, Launcher, fetch, stop
+
+pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
 
 LEAKS = ("Traceback", "sqlite", "SELECT ", ".py", "/tmp/", "/work/")
 PROBES = (f"{API}/campaigns/1/events", f"{API}/victimsapi/1/events", f"{API}/course-inscriptions")

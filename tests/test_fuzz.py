@@ -26,8 +26,10 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from .factories import API, KEY_1, make_sample_db, sample
-from .servers import UNLIMITED, Launcher
+from .support.factories import API, KEY_1, make_sample_db, sample
+from .support.servers import UNLIMITED, Launcher
+
+pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
 
 SPEC_PATH = "/api/docs/openapi.json"
 CHECKS = [

@@ -20,8 +20,8 @@ from app.config import Config
 from app.main import create_app
 from app.tools.generator import GenerateError, Sizes, bench_key, generate
 
-from .factories import API, DATA_TABLES, dump_tables, query
-from .servers import run_python
+from .support.factories import API, DATA_TABLES, dump_tables, query
+from .support.servers import run_python
 
 TINY = Sizes(
     companies=2,
@@ -80,6 +80,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return run_python("scripts/generate_fixtures.py", *args)
 
 
+@pytest.mark.system
 def test_command_line_counts_follow_the_flags(tmp_path: Path) -> None:
     path = tmp_path / "cli.sqlite3"
     done = run_script("--db", str(path), *FLAGS, *SEED_3)
@@ -175,6 +176,7 @@ def test_schema_matches_the_loaders(tiny_db: Path, sample_db: Path) -> None:
     assert {"campaign_events_by_campaign", "inscriptions_same_company"} <= names
 
 
+@pytest.mark.system
 def test_a_database_with_data_is_refused(tiny_db: Path, sample_db: Path) -> None:
     before = dump(tiny_db)
     with pytest.raises(GenerateError, match="already holds data"):
@@ -190,6 +192,7 @@ def test_a_database_with_data_is_refused(tiny_db: Path, sample_db: Path) -> None
     assert dump(sample_db) == loaded
 
 
+@pytest.mark.system
 def test_impossible_sizes_are_refused(tmp_path: Path) -> None:
     one_campaign_each = [*FLAGS, "--campaigns", "2"]  # the later flag wins
     done = run_script("--db", str(tmp_path / "no.sqlite3"), *one_campaign_each, *SEED_3)

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, sample
-from .servers import GUARD_SECONDS, VARIABLES, Launcher, fetch, run_python, stop
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, sample
+from .support.servers import GUARD_SECONDS, VARIABLES, Launcher, fetch, run_python, stop
 
 CONTRACT_DEFAULTS = {name: value for name, value in VARIABLES.items() if value is not None}
 OTHER_VARIABLES = tuple(name for name, value in VARIABLES.items() if value is None)
@@ -80,6 +80,7 @@ async def test_health_checks_spend_no_tokens(make_client: MakeClient) -> None:
     assert (await client.get(f"{API}/course-inscriptions")).status == 401
 
 
+@pytest.mark.system
 def test_first_start_creates_the_database_and_prints_keys(
     tmp_path: Path, launcher: Launcher
 ) -> None:
@@ -106,6 +107,7 @@ def test_first_start_creates_the_database_and_prints_keys(
         assert entry["key"] not in err
 
 
+@pytest.mark.system
 def test_help_lists_every_variable_with_its_default() -> None:
     result = run_python("-m", "app", "--help")
     assert result.returncode == 0
@@ -118,6 +120,7 @@ def test_help_lists_every_variable_with_its_default() -> None:
         assert re.search(rf"\[env {variable}\] \(default: ?[^)]*\)", text), variable
 
 
+@pytest.mark.system
 @pytest.mark.parametrize(
     "content", [None, b"garbage, not SQLite" * 100], ids=["missing", "garbage"]
 )

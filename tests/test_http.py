@@ -23,8 +23,8 @@ from aiohttp.test_utils import TestClient
 
 from app.tools.loader import load_files
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
 
 CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
 EMPLOYEE = f"{API}/victimsapi/7/events"

@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .factories import API, KEY_1, assert_problem
+from .support.factories import API, KEY_1, assert_problem
 
 CHALLENGE = 'APIKey header="X-API-KEY"'
 CONTROL_MESSAGE = "Control characters (U+0000 to U+001F, U+007F) are not allowed in values."

@@ -14,8 +14,8 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 from yarl import URL
 
-from .factories import KEY_1, assert_problem
-from .test_inscriptions import Filters, expected, get, query_params
+from .support.factories import KEY_1, assert_problem
+from .support.inscriptions import Filters, expected, get, query_params
 
 # A quoted comma, an OR list and a date bound: every link must carry all of them.
 FILTERS: Filters = {

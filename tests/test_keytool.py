@@ -18,7 +18,7 @@ from aiohttp.test_utils import TestClient
 
 from app.tools.keytool import main
 
-from .factories import API, sample
+from .support.factories import API, sample
 
 KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]+")
 INSCRIPTIONS = f"{API}/course-inscriptions?per_page=500"

@@ -18,8 +18,8 @@ import pytest
 
 from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files
 
-from .factories import DATA_TABLES, dump_tables, query, sample
-from .servers import run_python
+from .support.factories import DATA_TABLES, dump_tables, query, sample
+from .support.servers import run_python
 
 Edit = Callable[[dict[str, Any]], None]
 
@@ -183,6 +183,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     return run_python("scripts/load_fixtures.py", *args)
 
 
+@pytest.mark.system
 def test_script_reports_the_record_path(tmp_path: Path) -> None:
     db = tmp_path / "cli.sqlite3"
     document = copy.deepcopy(sample())

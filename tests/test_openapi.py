@@ -15,8 +15,8 @@ from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, KEY_2, sample
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, KEY_2, sample
 
 SPEC = "/api/docs/openapi.json"
 CAMPAIGN = f"{API}/campaigns/{{id}}/events"

@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS30Validator
 
-from .factories import KEY_1
+from .support.factories import KEY_1
 
 SPEC = "/api/docs/openapi.json"
 REQUEST = re.compile(r"^GET (/api/\S+) with company 1's sample key$")

@@ -30,9 +30,9 @@ from app.main import create_app
 from app.tools.loader import load_files
 from app.web.logs import JsonFormatter, setup_logging
 
-from .conftest import ProblemTestServer
-from .factories import API, KEY_1, make_sample_db, sample
-from .servers import VARIABLES, Launcher, clean_env, run_python
+from .support.clients import ProblemTestServer
+from .support.factories import API, KEY_1, make_sample_db, sample
+from .support.servers import VARIABLES, Launcher, clean_env, run_python
 
 CAMPAIGN = f"{API}/campaigns/1/events"
 ACCESS_FIELDS = {"method", "path", "status", "duration_ms", "company", "request_id"}
@@ -140,6 +140,7 @@ def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return db, own + len(events)
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["TERM", "INT"])
 def test_signal_lets_the_request_in_flight_finish_then_exits_0(
     signum: int, big_template: tuple[Path, int], tmp_path: Path, launcher: Launcher
@@ -166,6 +167,7 @@ def test_signal_lets_the_request_in_flight_finish_then_exits_0(
     assert re.search(r"path=\S+/campaigns/1/events status=200 .*request_id=inflight", err)
 
 
+@pytest.mark.system
 def test_help_lists_every_variable_and_its_default() -> None:
     result = run_python("-m", "app", "--help", env=clean_env(COLUMNS="200"))
     assert result.returncode == 0
@@ -221,6 +223,7 @@ def test_bad_setting_exits_2_with_a_clear_error(
     assert message in error and "Traceback" not in error
 
 
+@pytest.mark.system
 def test_bad_environment_fails_the_command_cleanly() -> None:
     result = run_python("-m", "app", env=clean_env(COLUMNS="200", REPORTING_LOG_FORMAT="xml"))
     assert result.returncode == 2

@@ -22,8 +22,16 @@ from hypothesis import HealthCheck, Phase, event, given, reject, settings
 from hypothesis import strategies as st
 from yarl import URL
 
-from .datasets import DAY0, EVENT_TYPES, FREE_ID, Data, datasets, serving
-from .factories import API, KEY_1, KEYS, TITLES, assert_problem, by_id, team_names_by_employee
+from .support.datasets import DAY0, EVENT_TYPES, FREE_ID, Data, datasets, serving
+from .support.factories import (
+    API,
+    KEY_1,
+    KEYS,
+    TITLES,
+    assert_problem,
+    by_id,
+    team_names_by_employee,
+)
 
 # One dataset and one served app per example, several requests each; no shrinking there
 # (an example costs a database and an app), the failing dataset is printed instead.

@@ -20,8 +20,8 @@ from aiohttp.test_utils import TestClient
 
 from app.keys import AUTH_FAILURES, KEY_CACHE, LIMITER
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, KEY_2, assert_problem, get
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, KEY_2, assert_problem, get
 
 OWN = f"{API}/campaigns/1/events"  # a campaign of company 1
 OWN_2 = f"{API}/campaigns/3/events"  # a campaign of company 2

@@ -24,8 +24,8 @@ from app.data.pool import INLINE_PAGE_ROWS
 from app.keys import POOL
 from app.tools.loader import load_files
 
-from .factories import API, KEY_1, KEY_2, generated_events, make_sample_db, next_event_id
-from .servers import GUARD_SECONDS, UNLIMITED, Launcher
+from .support.factories import API, KEY_1, KEY_2, generated_events, make_sample_db, next_event_id
+from .support.servers import GUARD_SECONDS, UNLIMITED, Launcher
 
 BIG_EVENTS = 30_000  # about 6 MB of JSON: far more than the sockets' buffers hold
 CAMPAIGN = f"{API}/campaigns/1/events"
@@ -74,6 +74,7 @@ def read_head(sock: socket.socket) -> bytes:
 # ---- item 3: HEAD ------------------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_head_on_a_streamed_array_sends_no_body(big_db: Path, tmp_path: Path) -> None:
     """HEAD then GET on one kept-alive connection: the second answer parses cleanly."""
     with Launcher(tmp_path) as launcher:
@@ -111,6 +112,7 @@ async def test_if_none_match_star_is_404_for_a_record_that_does_not_exist(client
 # ---- item 1: slow readers ----------------------------------------------------------
 
 
+@pytest.mark.system
 async def test_stalled_readers_cannot_starve_other_tenants(big_db: Path, tmp_path: Path) -> None:
     """Four stalled readers of company 1: two are refused, the others never block company 2."""
     with Launcher(tmp_path) as launcher:
@@ -140,6 +142,7 @@ async def test_stalled_readers_cannot_starve_other_tenants(big_db: Path, tmp_pat
                 sock.close()
 
 
+@pytest.mark.system
 async def test_a_reader_that_stops_is_cut_off_after_the_write_timeout(
     big_db: Path, tmp_path: Path
 ) -> None:
@@ -203,6 +206,7 @@ async def test_deep_pages_never_run_on_the_event_loop(make_client: Any, big_db: 
 # ---- item 14: a database replaced by rename ----------------------------------------
 
 
+@pytest.mark.system
 async def test_a_database_replaced_by_rename_is_served_afresh(
     sample_db: Path, tmp_path: Path
 ) -> None:

@@ -25,8 +25,8 @@ import pytest
 
 from app.web.auth import CACHE_SECONDS
 
-from .factories import by_id, make_sample_db, sample
-from .servers import GUARD_SECONDS, ROOT, Launcher, clean_env, fetch, run_python
+from .support.factories import by_id, make_sample_db, sample
+from .support.servers import GUARD_SECONDS, ROOT, Launcher, clean_env, fetch, run_python
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 BASE = "http://127.0.0.1:8080"  # where the README's examples point
@@ -56,6 +56,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         yield app.base
 
 
+@pytest.mark.system
 def test_every_curl_example_returns_records(live: str) -> None:
     [block] = blocks(section("Trying it"), "sh")
     variables = dict(re.findall(r"^(\w+)=(\S+)$", block, re.M))
@@ -71,6 +72,7 @@ def test_every_curl_example_returns_records(live: str) -> None:
         assert isinstance(records, list) and records, command
 
 
+@pytest.mark.system
 def test_the_quoted_comma_example_finds_that_department(live: str) -> None:
     [block] = blocks(section("Trying it"), "sh")
     [url] = re.findall(rf"'({re.escape(BASE)}[^']*%22[^']*,[^']*%22[^']*)'", block)
@@ -79,6 +81,7 @@ def test_the_quoted_comma_example_finds_that_department(live: str) -> None:
     assert records and {r["victim_department"] for r in records} == {"Research, Development"}
 
 
+@pytest.mark.system
 def test_the_python_client_example_runs(live: str, tmp_path: Path) -> None:
     """Generate the client as the README says, run its code, compare with the sample."""
     text = section("Python client")
@@ -134,6 +137,7 @@ def expected_client_output() -> list[str]:
     return lines
 
 
+@pytest.mark.system
 def test_the_benchmark_database_serves_as_shown(tmp_path: Path) -> None:
     """The README's two commands, on a tiny set made by the generator at the same path."""
     text = section("Performance")
@@ -170,6 +174,7 @@ def test_one_revocation_delay_everywhere() -> None:
     assert CACHE_SECONDS <= 5  # contract.md 1
 
 
+@pytest.mark.system
 def test_a_key_revoked_by_the_tool_stops_working_on_a_running_server(tmp_path: Path) -> None:
     """contract.md 1 on real processes: the key tool revokes, the server says 401 in 5 s."""
     db = make_sample_db(tmp_path)

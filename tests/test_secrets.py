@@ -22,8 +22,10 @@ import pytest
 
 from app.tools import keytool
 
-from .factories import API, KEY_1, KEY_2, sample
-from .servers import Launcher, fetch, stop
+from .support.factories import API, KEY_1, KEY_2, sample
+from .support.servers import Launcher, fetch, stop
+
+pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
 
 PRINTED_KEY = re.compile(r"^\s+(rk_\S+)$", re.MULTILINE)
 LIMITS = ("--rate-burst", "3", "--rate-per-second", "0.5", "--auth-failures-per-minute", "1000")

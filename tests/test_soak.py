@@ -23,8 +23,10 @@ from urllib.parse import quote, urlsplit
 import aiohttp
 import pytest
 
-from .factories import API, KEY_1, KEYS, sample
-from .servers import GUARD_SECONDS, UNLIMITED, AppProcess, Launcher, fetch
+from .support.factories import API, KEY_1, KEYS, sample
+from .support.servers import GUARD_SECONDS, UNLIMITED, AppProcess, Launcher, fetch
+
+pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
 
 SOAK_SECONDS = 30.0
 WARMUP_SECONDS = 5.0

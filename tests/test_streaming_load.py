@@ -20,8 +20,10 @@ import pytest
 
 from app.tools.loader import load_files
 
-from .factories import API, KEY_1, generated_events, next_event_id, sample
-from .servers import GUARD_SECONDS, Launcher
+from .support.factories import API, KEY_1, generated_events, next_event_id, sample
+from .support.servers import GUARD_SECONDS, Launcher
+
+pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
 
 STREAM_EVENTS = 30_000
 ADDED_EVENTS = 1_000

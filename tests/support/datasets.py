@@ -24,7 +24,7 @@ from app.config import Config
 from app.main import create_app
 from app.tools.loader import load_files
 
-from .conftest import ProblemTestServer
+from .clients import ProblemTestServer
 from .factories import KEYS
 
 Data = dict[str, list[dict[str, Any]]]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
 UNLIMITED = ("--rate-burst", "1000000", "--rate-per-second", "1000000")
 UNLIMITED += ("--auth-failures-per-minute", "1000000")  # rate limits out of reach
@@ -32,6 +32,21 @@ VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (Non
 }
 
 
+class ProcessGuard:
+    """Whether the running test may start processes: only tests marked ``system`` may.
+
+    ``make test-fast`` deselects the system tests, so an unmarked test that starts a
+    process would slip a slow, process-level test into it; the guard fails it instead.
+    """
+
+    allowed = True  # outside a test (module-scoped fixtures of system modules)
+
+    @classmethod
+    def check(cls) -> None:
+        """Fail the running test unless it is marked ``system``."""
+        assert cls.allowed, "a test that starts processes must be marked @pytest.mark.system"
+
+
 def free_port() -> int:
     """A local TCP port nobody listens on right now."""
     with socket.socket() as sock:
@@ -47,6 +62,7 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``python *args`` in the project to completion, as a user would; output as text."""
+    ProcessGuard.check()
     return subprocess.run(
         [sys.executable, *args],
         cwd=ROOT,
@@ -120,6 +136,7 @@ class Launcher:
 
         ``bootstrap=True`` leaves the app's default: a missing database is created.
         """
+        ProcessGuard.check()
         port = free_port()
         command = [sys.executable, "-m", "app", "--db", str(db), "--host", "127.0.0.1"]
         command += ["--port", str(port), *([] if bootstrap else ["--bootstrap", "false"])]
