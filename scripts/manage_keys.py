@@ -1,12 +1,9 @@
-"""Manage API keys: ``manage_keys.py --db PATH {create,list,revoke,rotate} ...``."""
-
-from __future__ import annotations
+"""Create, list, revoke and rotate API keys (installed as reporting-keys)."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
 from app.tools.keytool import main
 
 if __name__ == "__main__":

@@ -1,7 +1,10 @@
 """The import rules of the layout (README, "Project layout"), read from the source with ast.
 
-The test modules share code only through tests/support/: no test module imports another
-test module or conftest.py, and only tests marked ``system`` may start processes.
+Three wings, one rule each (issue 10): app/data (storage) never imports aiohttp, app.web
+or app.tools; app/web never imports app.tools; app/config.py imports nothing from app;
+nothing imports app.__main__. The test modules share code only through tests/support/:
+no test module imports another test module or conftest.py, and only tests marked
+``system`` may start processes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import pytest
 from .support.servers import ROOT, run_python
 
 TESTS = ROOT / "tests"
+APP = ROOT / "app"
 
 
 def module_name(path: Path) -> str:
@@ -54,6 +58,30 @@ def broken(paths: list[Path], *forbidden: str) -> list[str]:
     ]
 
 
+def sources(folder: Path) -> list[Path]:
+    """The Python files of a folder, recursively."""
+    return sorted(folder.rglob("*.py"))
+
+
+def test_the_data_wing_imports_neither_aiohttp_nor_web_nor_tools() -> None:
+    assert sources(APP / "data")
+    assert broken(sources(APP / "data"), "aiohttp", "app.web", "app.tools") == []
+
+
+def test_the_web_wing_never_imports_the_tools() -> None:
+    assert sources(APP / "web")
+    assert broken(sources(APP / "web"), "app.tools") == []
+
+
+def test_config_imports_nothing_from_app() -> None:
+    assert broken([APP / "config.py"], "app") == []
+
+
+def test_nothing_imports_the_entry_point() -> None:
+    everything = [*sources(APP), *sources(TESTS), *sources(ROOT / "scripts")]
+    assert broken(everything, "app.__main__") == []
+
+
 def test_no_test_module_imports_another_or_conftest() -> None:
     modules = sorted(TESTS.rglob("*.py"))
     test_modules = {module_name(p) for p in modules if p.name.startswith("test_")}
@@ -61,13 +89,15 @@ def test_no_test_module_imports_another_or_conftest() -> None:
     assert broken(modules, "tests.conftest", *test_modules) == []
 
 
-def test_the_import_walk_sees_relative_imports() -> None:
-    """The rule test itself: a relative import of a test module is caught."""
-    probe = TESTS / "support" / "events.py"
-    names = {name for _, name in imported_modules(probe)}
-    assert "tests.support.factories" in names
+def test_the_import_walk_resolves_relative_imports() -> None:
+    """The rule test itself: relative imports are seen under their absolute names."""
+    events = {name for _, name in imported_modules(TESTS / "support" / "events.py")}
+    assert "tests.support.factories" in events
+    web = {name for _, name in imported_modules(APP / "web" / "auth.py")}
+    assert {"aiohttp", "app.data.api_keys", "app.keys"} <= web
     assert within("tests.support.factories.API", "tests.support.factories")
     assert not within("tests.supportive", "tests.support")
+    assert not within("aiohttp_apigami", "aiohttp")
 
 
 def test_a_test_that_starts_a_process_must_be_marked_system() -> None:

@@ -7,13 +7,15 @@ same seed always gives the same table contents. The API keys are derived from th
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import hashlib
 import random
 import sqlite3
 import sys
+import time
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -23,6 +25,7 @@ from tqdm import tqdm
 
 from ..data import api_keys as apikeys
 from ..data.schema import bump_data_version, connect_writer, write_transaction
+from .cli import ToolError, command
 from .generator_words import (
     CAMPAIGNS,
     COMPANIES,
@@ -76,7 +79,7 @@ class Company:
     inscriptions: int
 
 
-class GenerateError(Exception):
+class GenerateError(ToolError):
     """The sizes are impossible or the database already holds data."""
 
 
@@ -406,3 +409,62 @@ _STREAMS: list[tuple[str, str, Callable[[Context], Rows]]] = [
      _inscriptions),
     ("section_results", "inscription_id, section_id, completed_at, result, status", _results),
 ]  # fmt: skip
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The flags; every size is required except the optional campaign overrides."""
+    parser = argparse.ArgumentParser(
+        description="Generate a synthetic dataset straight into a new database. Counts are"
+        " totals across all companies, split evenly between them; each company's API key"
+        " (derived from the seed) is printed at the end.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    parser.add_argument("--db", required=True, help="SQLite file: new, or empty")
+    sizes = (
+        ("companies", "companies"),
+        ("employees", "employees in all"),
+        ("campaigns", "campaigns in all"),
+        ("events-per-campaign", "events of every campaign but the two below"),
+        ("courses", "courses in all"),
+        ("inscriptions", "inscriptions in all"),
+    )
+    for name, text in sizes:
+        parser.add_argument(f"--{name}", type=int, required=True, help=text)
+    parser.add_argument("--sections", type=int, default=5, help="sections per course")
+    parser.add_argument(
+        "--big-campaign", type=int, default=0, help="events of campaign 1 (company 1), if > 0"
+    )
+    parser.add_argument(
+        "--mid-campaign", type=int, default=0, help="events of campaign 2 (company 1), if > 0"
+    )
+    parser.add_argument("--seed", type=int, required=True, help="same seed, same data")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    return parser
+
+
+@command("generation refused, database unchanged")
+def main(argv: Sequence[str] | None = None) -> int:
+    """Generate, then print the rows per table, the rate and the companies' keys."""
+    args = build_parser().parse_args(argv)
+    sizes = Sizes(
+        companies=args.companies,
+        employees=args.employees,
+        campaigns=args.campaigns,
+        events_per_campaign=args.events_per_campaign,
+        courses=args.courses,
+        inscriptions=args.inscriptions,
+        sections=args.sections,
+        big_campaign=args.big_campaign,
+        mid_campaign=args.mid_campaign,
+    )
+    started = time.perf_counter()
+    counts = generate(args.db, sizes, args.seed, progress=not args.no_progress)
+    seconds = time.perf_counter() - started
+    total = sum(counts.values())
+    print(", ".join(f"{n} {table}" for table, n in counts.items()))
+    print(
+        f"generated {total} rows into {args.db} in {seconds:.1f} s ({total / seconds:,.0f} rows/s)"
+    )
+    for company_id in range(1, args.companies + 1):
+        print(f"company {company_id} key: {bench_key(company_id, args.seed)}")
+    return 0

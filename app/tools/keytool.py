@@ -7,36 +7,28 @@ lost key cannot be shown again, only rotated.
 from __future__ import annotations
 
 import argparse
-import sqlite3
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
 from ..data.api_keys import (
-    KeyNotFound,
     create_key,
     list_keys,
     prefix_of,
     revoke_key,
     rotate_key,
 )
-from ..data.schema import DatabaseError, connect_writer, write_transaction
+from ..data.schema import connect_writer, write_transaction
+from .cli import ToolError, command
 
 T = TypeVar("T")
 COLUMNS = ("id", "company", "label", "prefix", "created", "revoked")
 SHOWN_ONCE = "Store it now: the key is not shown again (only its hash is kept)."
 
 
-class ToolError(Exception):
-    """A refusal to report on one line, exit code 1."""
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The command line: --db and one subcommand."""
-    parser = argparse.ArgumentParser(
-        prog="manage_keys.py", description="Create, list, revoke and rotate API keys."
-    )
+    parser = argparse.ArgumentParser(description="Create, list, revoke and rotate API keys.")
     parser.add_argument("--db", required=True, help="SQLite database file")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     create = commands.add_parser("create", help="make a new key for a company (shown once)")
@@ -104,15 +96,8 @@ def run(args: argparse.Namespace) -> None:
         print_new_key("Created replacement", key_id, key)
 
 
+@command("error")
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the tool; refusals print one line on stderr and return 1."""
-    args = build_parser().parse_args(argv)
-    try:
-        run(args)
-    except (ToolError, KeyNotFound, DatabaseError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-    except sqlite3.Error as exc:
-        print(f"error: database {args.db}: {exc}", file=sys.stderr)
-        return 1
+    """Run the tool; a refusal is one line on stderr and exit code 1."""
+    run(build_parser().parse_args(argv))
     return 0

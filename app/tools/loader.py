@@ -7,10 +7,11 @@ in one transaction, so any error leaves the database exactly as it was.
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from marshmallow import ValidationError
 from ..data import api_keys as apikeys
 from ..data.fields import TIMESTAMP_FORMAT
 from ..data.schema import bump_data_version, connect_writer, write_transaction
+from .cli import ToolError, command
 from .fixture_format import FixtureFile, flatten_errors
 
 SAMPLE_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sample.json"
@@ -28,12 +30,11 @@ SAMPLE_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sample.json
 OWNED = ("employees", "teams", "campaigns", "courses")
 
 
-class LoadError(Exception):
+class LoadError(ToolError):
     """A fixture could not be loaded; ``problems`` name file, record path and cause."""
 
     def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems))
-        self.problems = problems
+        super().__init__(*problems)
 
 
 @dataclass
@@ -331,3 +332,23 @@ _UPSERTS: list[tuple[str, str, Any]] = [
         ),
     ),
 ]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: fixture files and --db."""
+    parser = argparse.ArgumentParser(
+        description="Load fixture files into a database, all or nothing."
+    )
+    parser.add_argument("files", nargs="+", type=Path, help="fixture JSON files")
+    parser.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    return parser
+
+
+@command("load refused, database unchanged")
+def main(argv: Sequence[str] | None = None) -> int:
+    """Validate and load; a refusal names each problem (file, record path, cause)."""
+    args = build_parser().parse_args(argv)
+    counts = load_files(args.db, args.files)
+    summary = ", ".join(f"{n} {table}" for table, n in counts.items() if n)
+    print(f"loaded into {args.db}: {summary}")
+    return 0

@@ -13,6 +13,7 @@ import urllib.request
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
@@ -72,6 +73,12 @@ def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
         check=False,
         timeout=GUARD_SECONDS,
     )
+
+
+def start_python(*args: str, **popen: Any) -> subprocess.Popen[bytes]:
+    """Start ``python *args`` in the project, as a user would; end it with :func:`stop`."""
+    ProcessGuard.check()
+    return subprocess.Popen([sys.executable, *args], cwd=ROOT, env=clean_env(), **popen)
 
 
 def fetch(url: str, headers: dict[str, str] | None = None) -> tuple[int, Message, bytes]:

@@ -1,0 +1,79 @@
+"""How every tool ends: an expected error is one line on stderr and a non-zero exit.
+
+The loader, the key tool and the generator each have a ``main(argv) -> int`` decorated
+with :func:`command`; the console scripts and the thin files in scripts/ call it. A
+traceback is kept for what nobody expected: a bug.
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import sys
+from collections.abc import Callable, Sequence
+
+from ..data.api_keys import KeyNotFound
+from ..data.schema import DatabaseError
+
+Main = Callable[[Sequence[str] | None], int]
+
+EXIT_REFUSED = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+
+
+class ToolError(Exception):
+    """A refusal the user can act on; ``problems`` holds one line per problem."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+def describe(exc: BaseException) -> list[str]:
+    """The lines that say what went wrong, without a traceback."""
+    if isinstance(exc, ToolError):
+        return exc.problems
+    if isinstance(exc, sqlite3.Error):
+        return [f"database: {cause_of(exc)}"]
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return [f"{exc.strerror or exc}{where}"]
+    return [str(exc)]
+
+
+def cause_of(exc: sqlite3.Error) -> str:
+    """The first SQLite error of a chain: a failed rollback must not hide why it was needed."""
+    while isinstance(exc.__context__, sqlite3.Error) and "rollback" in str(exc):
+        exc = exc.__context__
+    if "database is locked" in str(exc):
+        return "locked by another writer; gave up waiting (try again once it has finished)"
+    return str(exc)
+
+
+def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
+    """Run ``main``; print any expected error as ``refused: cause`` and return its exit code."""
+    try:
+        return main(argv)
+    except KeyboardInterrupt:
+        print(f"{refused}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except (ToolError, KeyNotFound, DatabaseError, sqlite3.Error, OSError) as exc:
+        lines = describe(exc)
+        if len(lines) == 1:
+            print(f"{refused}: {lines[0]}", file=sys.stderr)
+        else:
+            print(f"{refused}:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr)
+        return EXIT_REFUSED
+
+
+def command(refused: str) -> Callable[[Main], Callable[..., int]]:
+    """Make a tool's ``main`` end through :func:`run_tool`, its errors prefixed ``refused``."""
+
+    def wrap(main: Main) -> Callable[..., int]:
+        @functools.wraps(main)
+        def wrapped(argv: Sequence[str] | None = None) -> int:
+            return run_tool(main, argv, refused)
+
+        return wrapped
+
+    return wrap
