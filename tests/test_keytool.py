@@ -194,3 +194,19 @@ def test_missing_database_is_not_created(
     assert code == 1
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_list_takes_no_write_lock(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 10 item 6: reading the keys neither takes nor waits for the write lock."""
+    writer = sqlite3.connect(sample_db, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # a writer (a load, a key change) is busy
+        writer.execute("UPDATE api_keys SET label = 'uncommitted'")
+        code, out, err = run_tool(capsys, "--db", str(sample_db), "list")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert code == 0, err
+    assert "uncommitted" not in out
+    for entry in sample()["api_keys"]:
+        assert entry["key"][:12] in out

@@ -82,6 +82,34 @@ def test_nothing_imports_the_entry_point() -> None:
     assert broken(everything, "app.__main__") == []
 
 
+def sql_literals(path: Path) -> Iterator[str]:
+    """Every string constant of a module, upper-cased and stripped, and every method
+    called on something (``conn.commit()`` shows up as ``.COMMIT()``)."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value.strip().upper()
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            yield f".{node.func.attr.upper()}()"
+
+
+TRANSACTION_WORDS = ("BEGIN", "COMMIT", "ROLLBACK", "END", ".COMMIT()", ".ROLLBACK()")
+
+
+def test_every_writer_goes_through_write_transaction() -> None:
+    """Only app/data/schema.py's write_transaction opens, commits or rolls back a write."""
+    schema = APP / "data" / "schema.py"
+    assert "BEGIN IMMEDIATE" in set(sql_literals(schema))
+    opened = [
+        f"{path.relative_to(ROOT)}: {text}"
+        for path in sources(APP)
+        if path != schema
+        for text in sql_literals(path)
+        if text.startswith(("BEGIN IMMEDIATE", "BEGIN EXCLUSIVE"))
+        or (path.parent.name == "tools" and text.startswith(TRANSACTION_WORDS))
+    ]
+    assert opened == []
+
+
 def test_no_test_module_imports_another_or_conftest() -> None:
     modules = sorted(TESTS.rglob("*.py"))
     test_modules = {module_name(p) for p in modules if p.name.startswith("test_")}

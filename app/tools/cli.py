@@ -43,7 +43,7 @@ def describe(exc: BaseException) -> list[str]:
 
 def cause_of(exc: sqlite3.Error) -> str:
     """The first SQLite error of a chain: a failed rollback must not hide why it was needed."""
-    while isinstance(exc.__context__, sqlite3.Error) and "rollback" in str(exc):
+    while isinstance(exc.__context__, sqlite3.Error) and "cannot rollback" in str(exc):
         exc = exc.__context__
     if "database is locked" in str(exc):
         return "locked by another writer; gave up waiting (try again once it has finished)"

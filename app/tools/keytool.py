@@ -7,6 +7,7 @@ lost key cannot be shown again, only rotated.
 from __future__ import annotations
 
 import argparse
+import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -18,7 +19,7 @@ from ..data.api_keys import (
     revoke_key,
     rotate_key,
 )
-from ..data.schema import connect_writer, write_transaction
+from ..data.schema import check_readable, connect_writer, write_transaction
 from .cli import ToolError, command
 
 T = TypeVar("T")
@@ -42,14 +43,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def in_transaction(db: str, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(conn, *args)`` in one write transaction on an existing database."""
+def existing(db: str) -> Path:
+    """The database file; the tool never creates one."""
     if not Path(db).is_file():
         raise ToolError(f"database file {db} does not exist")
-    conn = connect_writer(db)
+    return Path(db)
+
+
+def in_transaction(db: str, fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(conn, *args)`` in one write transaction on an existing database."""
+    conn = connect_writer(existing(db))
     try:
         with write_transaction(conn):
             return fn(conn, *args)
+    finally:
+        conn.close()
+
+
+def reading(db: str, fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(conn, *args)`` on a read-only connection: no write lock, no waiting on one."""
+    file = existing(db)
+    check_readable(file)  # a schema version this tool knows
+    conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        return fn(conn, *args)
     finally:
         conn.close()
 
@@ -86,7 +103,7 @@ def run(args: argparse.Namespace) -> None:
         key_id, key = in_transaction(args.db, create_key, args.company, args.label)
         print_new_key("Created", key_id, key)
     elif args.command == "list":
-        print(format_table(in_transaction(args.db, list_keys)))
+        print(format_table(reading(args.db, list_keys)))
     elif args.command == "revoke":
         in_transaction(args.db, revoke_key, args.key_id)
         print(f"Revoked key {args.key_id}; the server refuses it within 5 seconds.")
