@@ -8,7 +8,7 @@ import ipaddress
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, NoReturn
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
@@ -108,6 +108,13 @@ class Config:
     def origins(self) -> tuple[str, ...]:
         """The CORS origins, parsed (empty: CORS off)."""
         return tuple(part.strip() for part in self.cors_origins.split(",") if part.strip())
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (what is wrong, where to read more), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 @functools.lru_cache(maxsize=8)

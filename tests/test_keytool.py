@@ -6,7 +6,9 @@ revocation and rotation must reach the app within 5 seconds, without a restart.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import datetime as dt
 import hashlib
 import re
 import sqlite3
@@ -16,9 +18,9 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient
 
-from app.tools.keytool import main
+from app.tools.keytool import build_parser, main
 
-from .support.factories import API, sample
+from .support.factories import API, assert_problem, dump_tables, query, sample
 
 KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]+")
 INSCRIPTIONS = f"{API}/course-inscriptions?per_page=500"
@@ -210,3 +212,159 @@ def test_list_takes_no_write_lock(sample_db: Path, capsys: pytest.CaptureFixture
     assert "uncommitted" not in out
     for entry in sample()["api_keys"]:
         assert entry["key"][:12] in out
+
+
+# ---- issue 12 item 3: revoked keys stay revoked, labels, expiry, help ----------------
+
+
+def key_row(db: Path, key_id: int) -> tuple[str, str | None, str | None]:
+    """A key's created_at, expires_at and revoked_at, as stored."""
+    rows = query(db, "SELECT created_at, expires_at, revoked_at FROM api_keys WHERE id = ?", key_id)
+    assert len(rows) == 1
+    return rows[0]
+
+
+def utc_seconds(stamp: str) -> float:
+    """A stored UTC timestamp (YYYY-MM-DDTHH:MM:SSZ) as seconds since the epoch."""
+    return dt.datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=dt.UTC).timestamp()
+
+
+def lifetime_of(db: Path, key_id: int) -> float:
+    """Seconds from a key's creation to its expiry."""
+    created, expires, _ = key_row(db, key_id)
+    assert expires is not None
+    return utc_seconds(expires) - utc_seconds(created)
+
+
+def test_a_revoked_key_is_not_rotated(sample_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    key_id = key_id_of(
+        sample_db, new_key(capsys, sample_db, "create", "--company", "2", "--label", "x")
+    )
+    assert run_tool(capsys, "--db", str(sample_db), "revoke", str(key_id))[0] == 0
+    before = dump_tables(sample_db)
+    code, out, err = run_tool(capsys, "--db", str(sample_db), "rotate", str(key_id))
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "revoked" in err
+    assert dump_tables(sample_db) == before
+
+
+def test_revoking_a_revoked_key_says_so(
+    sample_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key_id = key_id_of(
+        sample_db, new_key(capsys, sample_db, "create", "--company", "2", "--label", "x")
+    )
+    assert run_tool(capsys, "--db", str(sample_db), "revoke", str(key_id))[0] == 0
+    revoked_at = key_row(sample_db, key_id)[2]
+    code, out, err = run_tool(capsys, "--db", str(sample_db), "revoke", str(key_id))
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1 and "already revoked" in err
+    assert revoked_at is not None and revoked_at in err
+    assert key_row(sample_db, key_id)[2] == revoked_at
+
+
+@pytest.mark.parametrize("label", ["", "   ", "\t\n"])
+def test_a_blank_label_is_refused(
+    sample_db: Path, capsys: pytest.CaptureFixture[str], label: str
+) -> None:
+    before = dump_tables(sample_db)
+    code, out, err = run_tool(
+        capsys, "--db", str(sample_db), "create", "--company", "1", "--label", label
+    )
+    assert code == 1 and not KEY_PATTERN.search(out)
+    assert len(err.strip().splitlines()) == 1 and "label" in err
+    assert dump_tables(sample_db) == before
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90d", 90 * 86400), ("12h", 43200), ("30m", 1800)])
+def test_expiry_is_stored_in_utc_and_printed(
+    sample_db: Path, capsys: pytest.CaptureFixture[str], text: str, seconds: int
+) -> None:
+    code, out, err = run_tool(
+        capsys, "--db", str(sample_db), "create", "--company", "1", "--label", "a",
+        "--expires-in", text,
+    )  # fmt: skip
+    assert code == 0, err
+    key_id = key_id_of(sample_db, KEY_PATTERN.findall(out)[-1])
+    _, expires, _ = key_row(sample_db, key_id)
+    assert expires is not None and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", expires)
+    assert f"expires at {expires}" in out
+    assert lifetime_of(sample_db, key_id) == seconds
+    listed = run_tool(capsys, "--db", str(sample_db), "list")[1]
+    line = next(line for line in listed.splitlines() if line.split()[:1] == [str(key_id)])
+    assert expires in line and "expired" not in line
+
+
+def test_rotation_keeps_the_lifetime_unless_told(
+    sample_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = new_key(
+        capsys, sample_db, "create", "--company", "1", "--label", "a", "--expires-in", "90d"
+    )
+    second = new_key(capsys, sample_db, "rotate", str(key_id_of(sample_db, first)))
+    assert lifetime_of(sample_db, key_id_of(sample_db, second)) == 90 * 86400
+    third = new_key(
+        capsys, sample_db, "rotate", str(key_id_of(sample_db, second)), "--expires-in", "2h"
+    )
+    assert lifetime_of(sample_db, key_id_of(sample_db, third)) == 2 * 3600
+    plain = new_key(capsys, sample_db, "create", "--company", "1", "--label", "b")
+    rotated = new_key(capsys, sample_db, "rotate", str(key_id_of(sample_db, plain)))
+    assert key_row(sample_db, key_id_of(sample_db, rotated))[1] is None
+
+
+@pytest.mark.parametrize("text", ["0d", "90", "d", "1y", "-5d", "1.5h", "90 days", "36501d"])
+def test_a_bad_lifetime_is_one_line_and_exit_2(
+    sample_db: Path, capsys: pytest.CaptureFixture[str], text: str
+) -> None:
+    create = ["--db", str(sample_db), "create", "--company", "1", "--label", "a"]
+    before = dump_tables(sample_db)
+    with pytest.raises(SystemExit) as exited:
+        main([*create, f"--expires-in={text}"])  # '=': "-5d" must not look like a flag
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "lifetime" in err and "Traceback" not in err
+    assert dump_tables(sample_db) == before
+
+
+async def sleep_until(moment: float) -> None:
+    """Wait until the wall clock passes ``moment`` (seconds since the epoch)."""
+    await asyncio.sleep(max(0.0, moment - time.time()))
+
+
+async def test_an_expired_key_gets_401_like_a_revoked_one_even_when_cached(
+    client: TestClient, sample_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = new_key(
+        capsys, sample_db, "create", "--company", "2", "--label", "x", "--expires-in", "3s"
+    )
+    _, expires, _ = key_row(sample_db, key_id_of(sample_db, key))
+    assert expires is not None
+    deadline = utc_seconds(expires)
+    await sleep_until(deadline - 0.6)
+    assert await status_with(client, key) == 200  # cached now, for less than the usual 2 s
+    await sleep_until(deadline + 0.05)
+    expired = await client.get(INSCRIPTIONS, headers={"X-API-KEY": key})
+    revoked_key = new_key(capsys, sample_db, "create", "--company", "2", "--label", "y")
+    run_tool(capsys, "--db", str(sample_db), "revoke", str(key_id_of(sample_db, revoked_key)))
+    revoked = await client.get(INSCRIPTIONS, headers={"X-API-KEY": revoked_key})
+    expired_body, revoked_body = (
+        await assert_problem(expired, 401),
+        await assert_problem(revoked, 401),
+    )
+    assert {**expired_body, "request_id": ""} == {**revoked_body, "request_id": ""}
+    listed = run_tool(capsys, "--db", str(sample_db), "list")[1]
+    line = next(line for line in listed.splitlines() if key[:12] in line)
+    assert f"{expires} (expired)" in line
+    assert line.rstrip().endswith("-")  # expired, not revoked
+
+
+def test_every_argument_of_every_subcommand_has_help() -> None:
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(subcommands.choices) == {"create", "list", "revoke", "rotate"}
+    for name, sub in [("", parser), *subcommands.choices.items()]:
+        for action in sub._actions:
+            if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                assert action.help and action.help.strip(), (name, action.dest)
+    for choice in subcommands._choices_actions:
+        assert choice.help, choice.dest

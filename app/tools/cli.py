@@ -12,7 +12,7 @@ import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 
-from ..data.api_keys import KeyNotFound
+from ..data.api_keys import KeyRefused
 from ..data.schema import DatabaseError
 
 Main = Callable[[Sequence[str] | None], int]
@@ -57,7 +57,7 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     except KeyboardInterrupt:
         print(f"{refused}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ToolError, KeyNotFound, DatabaseError, sqlite3.Error, OSError) as exc:
+    except (ToolError, KeyRefused, DatabaseError, sqlite3.Error, OSError) as exc:
         lines = describe(exc)
         if len(lines) == 1:
             print(f"{refused}: {lines[0]}", file=sys.stderr)

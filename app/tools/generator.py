@@ -23,6 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.schema import bump_data_version, connect_writer, write_transaction
 from .cli import ToolError, command
@@ -413,7 +414,7 @@ _STREAMS: list[tuple[str, str, Callable[[Context], Rows]]] = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The flags; every size is required except the optional campaign overrides."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         description="Generate a synthetic dataset straight into a new database. Counts are"
         " totals across all companies, split evenly between them; each company's API key"
         " (derived from the seed) is printed at the end.",

@@ -1,45 +1,86 @@
 """The API key tool: create, list, revoke and rotate keys (contract.md section 1).
 
 Keys are printed once, when made; the database keeps only their SHA-256 hash, so a
-lost key cannot be shown again, only rotated.
+lost key cannot be shown again, only rotated. A revoked key stays revoked: it is
+neither revoked again nor rotated back to life.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..data.api_keys import (
-    create_key,
-    list_keys,
-    prefix_of,
-    revoke_key,
-    rotate_key,
-)
+from ..config import OneLineParser
+from ..data.api_keys import NewKey, create_key, list_keys, prefix_of, revoke_key, rotate_key
 from ..data.schema import check_readable, connect_writer, write_transaction
 from .cli import ToolError, command
 
 T = TypeVar("T")
-COLUMNS = ("id", "company", "label", "prefix", "created", "revoked")
+COLUMNS = ("id", "company", "label", "prefix", "created", "expires", "revoked")
 SHOWN_ONCE = "Store it now: the key is not shown again (only its hash is kept)."
+UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
+LONGEST = 100 * 365 * 86_400  # a century: beyond it, "never" is what is meant
+TIME_HELP = "a whole number and a unit: d (days), h (hours), m (minutes) or s (seconds)"
+
+
+def lifetime(text: str) -> int:
+    """``90d``, ``12h``, ``30m`` or ``45s`` as seconds; argparse reports anything else."""
+    found = re.fullmatch(r"([0-9]{1,12})([dhms])", text.strip())
+    seconds = int(found[1]) * UNITS[found[2]] if found else 0
+    if not 0 < seconds <= LONGEST:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a lifetime such as 90d, 12h, 30m or 45s (at most 100 years)"
+        )
+    return seconds
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: --db and one subcommand."""
-    parser = argparse.ArgumentParser(description="Create, list, revoke and rotate API keys.")
-    parser.add_argument("--db", required=True, help="SQLite database file")
+    """The command line: --db and one subcommand, every argument with its help."""
+    parser = OneLineParser(description="Create, list, revoke and rotate API keys.")
+    parser.add_argument("--db", required=True, help="SQLite database file (must exist)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    create = commands.add_parser("create", help="make a new key for a company (shown once)")
-    create.add_argument("--company", required=True, type=int, help="company id")
-    create.add_argument("--label", required=True, help="what the key is for")
-    commands.add_parser("list", help="list every key (never the key itself)")
+    create = commands.add_parser(
+        "create", help="make a new key for a company (shown once)", description=SHOWN_ONCE
+    )
+    create.add_argument(
+        "--company", required=True, type=int, metavar="ID", help="the company the key reads for"
+    )
+    create.add_argument(
+        "--label", required=True, help="what the key is for, e.g. 'SIEM export' (not blank)"
+    )
+    create.add_argument(
+        "--expires-in",
+        type=lifetime,
+        metavar="TIME",
+        help=f"the key stops working TIME after now; TIME is {TIME_HELP}, e.g. 90d "
+        "(default: it works until revoked)",
+    )
+    commands.add_parser(
+        "list",
+        help="list every key (never the key itself)",
+        description="List every key: its company, label, prefix, creation, expiry (marked "
+        "'expired' once past) and revocation. Reads only: it never waits for a writer.",
+    )
     revoke = commands.add_parser("revoke", help="revoke a key (401 within 5 seconds)")
-    revoke.add_argument("key_id", type=int, metavar="KEY_ID")
-    rotate = commands.add_parser("rotate", help="replace a key: new key, old one revoked")
-    rotate.add_argument("key_id", type=int, metavar="KEY_ID")
+    revoke.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id, as list shows")
+    rotate = commands.add_parser(
+        "rotate",
+        help="replace a key: new key, old one revoked",
+        description="Replace a key that is not revoked: a new key for the same company "
+        "and label, and the old one revoked. A revoked key is refused.",
+    )
+    rotate.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id, as list shows")
+    rotate.add_argument(
+        "--expires-in",
+        type=lifetime,
+        metavar="TIME",
+        help=f"the new key stops working TIME after now; TIME is {TIME_HELP} "
+        "(default: the lifetime the old key was given, if any)",
+    )
     return parser
 
 
@@ -71,11 +112,13 @@ def reading(db: str, fn: Callable[..., T], *args: Any) -> T:
         conn.close()
 
 
-def print_new_key(verb: str, key_id: int, key: str) -> None:
+def print_new_key(verb: str, new: NewKey) -> None:
     """Show a fresh key, the only time it is ever shown."""
-    print(f"{verb} key {key_id} (prefix {prefix_of(key)}):")
-    print(f"  {key}")
+    print(f"{verb} key {new.key_id} (prefix {prefix_of(new.key)}):")
+    print(f"  {new.key}")
     print(SHOWN_ONCE)
+    if new.expires_at:
+        print(f"It expires at {new.expires_at} (UTC).")
 
 
 def format_table(keys: list[dict[str, Any]]) -> str:
@@ -87,6 +130,7 @@ def format_table(keys: list[dict[str, Any]]) -> str:
             k["label"],
             k["prefix"],
             k["created_at"],
+            f"{k['expires_at']}{' (expired)' if k['expired'] else ''}" if k["expires_at"] else "-",
             k["revoked_at"] or "-",
         )
         for k in keys
@@ -100,17 +144,17 @@ def format_table(keys: list[dict[str, Any]]) -> str:
 def run(args: argparse.Namespace) -> None:
     """Carry out one subcommand."""
     if args.command == "create":
-        key_id, key = in_transaction(args.db, create_key, args.company, args.label)
-        print_new_key("Created", key_id, key)
+        new = in_transaction(args.db, create_key, args.company, args.label, args.expires_in)
+        print_new_key("Created", new)
     elif args.command == "list":
         print(format_table(reading(args.db, list_keys)))
     elif args.command == "revoke":
         in_transaction(args.db, revoke_key, args.key_id)
         print(f"Revoked key {args.key_id}; the server refuses it within 5 seconds.")
     elif args.command == "rotate":
-        key_id, key = in_transaction(args.db, rotate_key, args.key_id)
+        new = in_transaction(args.db, rotate_key, args.key_id, args.expires_in)
         print(f"Revoked key {args.key_id}.")
-        print_new_key("Created replacement", key_id, key)
+        print_new_key("Created replacement", new)
 
 
 @command("error")

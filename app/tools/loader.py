@@ -18,6 +18,7 @@ from typing import Any
 
 from marshmallow import ValidationError
 
+from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.fields import TIMESTAMP_FORMAT
 from ..data.schema import bump_data_version, connect_writer, write_transaction
@@ -336,9 +337,7 @@ _UPSERTS: list[tuple[str, str, Any]] = [
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: fixture files and --db."""
-    parser = argparse.ArgumentParser(
-        description="Load fixture files into a database, all or nothing."
-    )
+    parser = OneLineParser(description="Load fixture files into a database, all or nothing.")
     parser.add_argument("files", nargs="+", type=Path, help="fixture JSON files")
     parser.add_argument("--db", required=True, help="SQLite database file (created if missing)")
     return parser

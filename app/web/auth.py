@@ -1,7 +1,8 @@
 """API-key authentication (contract.md sections 1 and 2).
 
 The key is looked up by its SHA-256 hash. Known keys are cached for a couple of
-seconds, so a revoked key stops working well within the contract's 5 seconds; unknown
+seconds, so a revoked key stops working well within the contract's 5 seconds (an
+expiring key is cached no longer than it has left, so it stops on time); unknown
 keys are never cached (random keys must not create state) and each failure spends a
 token of the client address's failure bucket, so keys cannot be guessed at speed.
 """
@@ -36,7 +37,7 @@ class KeyCache:
         self._clock = clock
 
     def resolve(self, pool: ReadPool, key: str) -> Caller | None:
-        """The caller a key stands for, or None when it is unknown or revoked.
+        """The caller a key stands for, or None when it is unknown, revoked or expired.
 
         A miss is one primary-key lookup on the event loop's connection (no thread hop).
         """
@@ -53,8 +54,10 @@ class KeyCache:
             self._entries = {h: e for h, e in self._entries.items() if e[1] > now}
             if len(self._entries) >= self._max_entries:
                 self._entries.clear()
-        caller = Caller(key_id=found[0], company_id=found[1])
-        self._entries[key_hash] = (caller, now + CACHE_SECONDS)
+        caller = Caller(key_id=found.key_id, company_id=found.company_id)
+        # A key that expires sooner is remembered only until it expires, not a moment longer.
+        seconds = CACHE_SECONDS if found.seconds_left is None else found.seconds_left
+        self._entries[key_hash] = (caller, now + min(CACHE_SECONDS, seconds))
         return caller
 
 
