@@ -13,6 +13,7 @@ import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,9 @@ from ..data.schema import bump_data_version, connect_writer, write_transaction
 from .cli import ToolError, command
 from .fixture_format import FixtureFile, flatten_errors
 
-SAMPLE_FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "sample.json"
+# fixtures/ ships inside the package as app.fixtures (see pyproject.toml), so an
+# installed wheel finds the sample as a clone does.
+SAMPLE_FIXTURE = Path(str(resources.files("app.fixtures") / "sample.json"))
 
 # Tables whose records carry their own company.
 OWNED = ("employees", "teams", "campaigns", "courses")
