@@ -1,10 +1,15 @@
-"""``python -m app``: read the configuration, prepare the database, serve."""
+"""``reporting-api`` / ``python -m app``: read the configuration, prepare the database, serve.
+
+Every setting or start-up problem ends in one line on stderr and exit code 2; the
+"Serving on" banner is printed only once the socket is bound.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,9 +32,18 @@ def prepare_database(config: Config) -> list[dict[str, object]]:
         check_readable(config.db)
         check_integrity(config.db)
         return []
+    folder = Path(config.db).parent
+    if not folder.is_dir():
+        raise DatabaseError(f"cannot create {config.db}: the directory {folder} does not exist")
     load_files(config.db, [SAMPLE_FIXTURE])
     document = json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8"))
     return list(document.get("api_keys", []))
+
+
+def banner(config: Config) -> None:
+    """Say where the API is served: called once the socket is bound, never before."""
+    base = f"http://{config.host}:{config.port}"
+    print(f"Serving the reporting API on {base}  (API docs: {base}/api/docs)", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -41,18 +55,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatabaseError, LoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    base = f"http://{config.host}:{config.port}"
-    print(f"Serving the reporting API on {base}  (API docs: {base}/api/docs)", flush=True)
+    except (sqlite3.Error, OSError) as exc:
+        print(f"error: database {config.db}: {exc}", file=sys.stderr)
+        return 2
     if sample_keys:
         print(f"Created {config.db} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)
         for entry in sample_keys:
             print(f"  company {entry['company_id']}: {entry['key']}", flush=True)
     try:
-        asyncio.run(serve(create_app(config), config.host, config.port))
+        asyncio.run(serve(create_app(config), config.host, config.port, lambda: banner(config)))
     except OSError as exc:
-        print(
-            f"error: cannot serve on {config.host}:{config.port}: {exc.strerror}", file=sys.stderr
-        )
+        reason = exc.strerror or str(exc)
+        print(f"error: cannot serve on {config.host}:{config.port}: {reason}", file=sys.stderr)
         return 2
     return 0
 

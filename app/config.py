@@ -6,6 +6,7 @@ import argparse
 import functools
 import ipaddress
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn
@@ -26,7 +27,8 @@ class Config:
         metadata={"env": "REPORTING_HOST", "help": "address to listen on"},
     )
     port: int = field(
-        default=8080, metadata={"env": "REPORTING_PORT", "help": "TCP port to listen on"}
+        default=8080,
+        metadata={"env": "REPORTING_PORT", "help": "TCP port to listen on, 1 to 65535"},
     )
     rate_burst: int = field(
         default=20,
@@ -55,7 +57,11 @@ class Config:
         metadata={"env": "REPORTING_CORS_ORIGINS", "help": "comma list of allowed origins"},
     )
     log_level: str = field(
-        default="INFO", metadata={"env": "REPORTING_LOG_LEVEL", "help": "logging level"}
+        default="INFO",
+        metadata={
+            "env": "REPORTING_LOG_LEVEL",
+            "help": "logging level: DEBUG, INFO, WARNING, ERROR or CRITICAL",
+        },
     )
     log_format: str = field(
         default="text",
@@ -83,7 +89,8 @@ class Config:
         default=True,
         metadata={
             "env": "REPORTING_BOOTSTRAP",
-            "help": "create the database from fixtures/sample.json when the file is missing",
+            "help": "create the database from the sample data when the file is missing:"
+            " true or false (also yes/no, on/off, 1/0)",
         },
     )
 
@@ -95,6 +102,8 @@ class Config:
             raise ValueError("log format must be text or json")
         if self.rate_burst < 1 or self.rate_per_second <= 0:
             raise ValueError("the rate limit needs a burst >= 1 and a positive rate")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not between 1 and 65535")
         if self.auth_failures_per_minute < 1 or self.read_connections < 1:
             raise ValueError("auth failures per minute and read connections must be >= 1")
         if self.write_timeout <= 0 or self.streams_per_company < 1:
@@ -128,13 +137,19 @@ def _parse_bool(text: str) -> bool:
         return True
     if lowered in ("0", "false", "no", "off"):
         return False
-    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+    raise argparse.ArgumentTypeError(f"{text!r} is not true or false (nor yes/no, on/off, 1/0)")
+
+
+def program_name() -> str:
+    """How the server was started, for its messages: reporting-api or python -m app."""
+    name = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    return name if name.startswith("reporting-") else "python -m app"
 
 
 def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     """An argparse parser whose defaults come from the environment."""
-    parser = argparse.ArgumentParser(
-        prog="python -m app",
+    parser = OneLineParser(
+        prog=program_name(),
         description="Serve the security-awareness reporting API (read-only).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -157,7 +172,21 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     return parser
 
 
-_TYPES: dict[str, Any] = {"str": str, "int": int, "float": float}
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+
+
+_TYPES: dict[str, Any] = {"str": str, "int": _integer, "float": _number}
 
 
 def load_config(

@@ -11,6 +11,7 @@ import asyncio
 import logging
 import secrets
 import signal
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -79,8 +80,17 @@ class ProblemAppRunner(web.AppRunner):
         )
 
 
-async def serve(app: web.Application, host: str, port: int, shutdown_timeout: float = 30) -> None:
-    """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up."""
+async def serve(
+    app: web.Application,
+    host: str,
+    port: int,
+    on_started: Callable[[], None] | None = None,
+    shutdown_timeout: float = 30,
+) -> None:
+    """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up.
+
+    ``on_started`` runs once the socket is bound (a banner printed earlier could lie).
+    """
     runner = ProblemAppRunner(
         app,
         access_log_class=AccessLogger,
@@ -95,6 +105,8 @@ async def serve(app: web.Application, host: str, port: int, shutdown_timeout: fl
     try:
         await web.TCPSite(runner, host, port).start()
         log.info("listening on http://%s:%s", host, port)
+        if on_started is not None:
+            on_started()
         await stop.wait()
         log.info("shutting down: finishing requests in flight")
     finally:
