@@ -3,6 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+SERVE_STAMP := $(VENV)/.installed-serve
 DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
@@ -13,41 +14,48 @@ $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 
+# Two installs: serving needs only the package (make run, load, keys, bench); the test
+# tools (pytest, hypothesis, schemathesis, ruff, mypy) come with make test and make lint.
+$(SERVE_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(SERVE_STAMP)
+
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
 ## make run: set up, create the database from the sample data if missing, serve on 127.0.0.1:8080
-run: $(STAMP)
-	$(BIN)/python -m app --db $(DB)
+run: $(SERVE_STAMP)
+	$(BIN)/reporting-api --db $(DB)
 
-## make test: set up, lint, check formatting, run the whole test suite
-test: $(STAMP)
-	$(BIN)/ruff check .
-	$(BIN)/ruff format --check .
-	$(BIN)/mypy
+## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite
+test: lint
 	$(BIN)/python -m pytest
 
 ## make test-fast: the tests that start no process (servers, tools, builds are marked system)
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not system"
 
+## make lint: ruff check, ruff format --check and mypy (strict, on app/: see pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
 ## make load: load FIXTURES into DB (all or nothing)
-load: $(STAMP)
-	$(BIN)/python scripts/load_fixtures.py $(FIXTURES) --db $(DB)
+load: $(SERVE_STAMP)
+	$(BIN)/reporting-load $(FIXTURES) --db $(DB)
 
 ## make keys: list the API keys of DB
-keys: $(STAMP)
-	$(BIN)/python scripts/manage_keys.py --db $(DB) list
+keys: $(SERVE_STAMP)
+	$(BIN)/reporting-keys --db $(DB) list
 
+## make clean: delete .venv, the caches, bench-data and the database reporting.sqlite3
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis bench-data reporting.sqlite3 reporting.sqlite3-wal reporting.sqlite3-shm
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .schemathesis bench-data
+	rm -f reporting.sqlite3 reporting.sqlite3-wal reporting.sqlite3-shm
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
 wrk:
@@ -55,16 +63,16 @@ wrk:
 	  { echo "wrk is needed: apt-get install wrk"; exit 1; }
 
 ## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
-bench-data: $(STAMP)
-	@mkdir -p bench-data; test -f $(BENCH_DB) || $(BIN)/python scripts/generate_fixtures.py --db $(BENCH_DB) \
+bench-data: $(SERVE_STAMP)
+	@mkdir -p bench-data; test -f $(BENCH_DB) || $(BIN)/reporting-generate --db $(BENCH_DB) \
 	  --companies 2 --employees 20000 --campaigns 100 --events-per-campaign 3980 \
 	  --big-campaign 100000 --mid-campaign 10000 --courses 40 --inscriptions 100000 \
 	  --sections 5 --seed 1
 
 ## make bench: the benchmark table against the large dataset (never part of make test)
-bench: $(STAMP) wrk bench-data
+bench: $(SERVE_STAMP) wrk bench-data
 	$(BIN)/python scripts/bench.py --db $(BENCH_DB)
 
 ## make bench-smoke: the same benchmark for a few seconds on a tiny dataset (CI runs it)
-bench-smoke: $(STAMP) wrk
+bench-smoke: $(SERVE_STAMP) wrk
 	$(BIN)/python scripts/bench.py --smoke
