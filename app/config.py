@@ -85,6 +85,34 @@ class Config:
             "help": "long answers (streamed arrays) one company may be sent at once",
         },
     )
+    keepalive_timeout: float = field(
+        default=15.0,
+        metadata={
+            "env": "REPORTING_KEEPALIVE_TIMEOUT",
+            "help": "seconds an idle connection stays open between requests",
+        },
+    )
+    header_timeout: float = field(
+        default=10.0,
+        metadata={
+            "env": "REPORTING_HEADER_TIMEOUT",
+            "help": "seconds a request's headers may take to arrive, from their first byte",
+        },
+    )
+    max_connections: int = field(
+        default=1000,
+        metadata={
+            "env": "REPORTING_MAX_CONNECTIONS",
+            "help": "open connections in total; more are answered 503 and closed",
+        },
+    )
+    max_connections_per_address: int = field(
+        default=64,
+        metadata={
+            "env": "REPORTING_MAX_CONNECTIONS_PER_ADDRESS",
+            "help": "open connections per client address (IPv6: per /64; trusted proxies exempt)",
+        },
+    )
     bootstrap: bool = field(
         default=True,
         metadata={
@@ -108,6 +136,10 @@ class Config:
             raise ValueError("auth failures per minute and read connections must be >= 1")
         if self.write_timeout <= 0 or self.streams_per_company < 1:
             raise ValueError("the write timeout must be positive and streams per company >= 1")
+        if self.keepalive_timeout <= 0 or self.header_timeout <= 0:
+            raise ValueError("the keep-alive and header timeouts must be positive")
+        if self.max_connections < 1 or self.max_connections_per_address < 1:
+            raise ValueError("max connections and max connections per address must be >= 1")
         self.networks()  # fail early on a bad proxy list
 
     def networks(self) -> tuple[Network, ...]:

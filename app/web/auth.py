@@ -18,14 +18,15 @@ from aiohttp.typedefs import Handler
 from ..data.api_keys import find_caller, hash_key
 from ..data.pool import ReadPool
 from ..keys import AUTH_FAILURES, CALLER, CONFIG, KEY_CACHE, POOL, Caller
-from .errors import TooManyRequests, Unauthorized
-from .ratelimit import client_address
+from .errors import BadRequest, TooManyRequests, Unauthorized
+from .ratelimit import address_key, client_address, forwarded_for
 
 PROTECTED_PREFIX = "/api/companies/"
 CACHE_SECONDS = 2.0
 # RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
 # a header of its own, so the challenge names one (APIKey) and says which header.
 CHALLENGE = 'APIKey header="X-API-KEY"'
+HTTP_WHITESPACE = " \t"  # the only whitespace a header value may carry (RFC 9110 5.5)
 
 
 class KeyCache:
@@ -66,16 +67,33 @@ def needs_key(request: web.Request) -> bool:
     return request.path.startswith(PROTECTED_PREFIX) and request.match_info.http_exception is None
 
 
+def presented_key(request: web.Request) -> str:
+    """The X-API-KEY value trimmed of HTTP whitespace only; given more than once, a 400.
+
+    A proxy that appends its own key must not be overridden by one the client sent first,
+    so two headers are refused rather than one chosen. Other Unicode spaces stay part of
+    the key (and make it unknown).
+    """
+    keys = request.headers.getall("X-API-KEY", ())
+    if len(keys) > 1:
+        raise BadRequest(
+            "Send exactly one X-API-KEY header.",
+            errors={"X-API-KEY": [f"Given {len(keys)} times; send it once."]},
+        )
+    return keys[0].strip(HTTP_WHITESPACE) if keys else ""
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Resolve X-API-KEY to its company, or answer 401 (429 after too many failures)."""
+    """Resolve X-API-KEY to its company, or answer 401 (429 after too many failures).
+
+    The failed-authentication gate counts per client address, an IPv6 client per /64.
+    """
     if not needs_key(request):
         return await handler(request)
     app = request.app
     config = app[CONFIG]
-    address = client_address(
-        request.remote, request.headers.get("X-Forwarded-For"), config.networks()
-    )
+    address = address_key(client_address(request.remote, forwarded_for(request), config.networks()))
     failures = app[AUTH_FAILURES]
     gate = failures.refusal(address)
     if gate is not None:
@@ -84,7 +102,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
             "Too many failed authentications from this address.",
             headers={"Retry-After": str(gate.retry_after)},
         )
-    key = request.headers.get("X-API-KEY", "").strip()
+    key = presented_key(request)
     caller = app[KEY_CACHE].resolve(app[POOL], key) if key else None
     if caller is None:
         failures.hit(address)

@@ -107,6 +107,24 @@ _HTTP_DETAILS = {
 }
 
 
+CLIENT_CLOSED = 499  # nginx's status for a client that left before its answer was sent
+
+
+def client_gone(request: web.BaseRequest) -> bool:
+    """Whether the client's connection is closed or closing (it left mid-answer)."""
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+def client_closed_response() -> web.Response:
+    """What a request whose client left ends with: status 499 for the access line.
+
+    aiohttp tries to send it, finds the connection closed and logs the request with this
+    status; nobody receives it, so a disconnect is one access line, not a 500 and a trace.
+    """
+    return web.Response(status=CLIENT_CLOSED)
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Turn every exception into a problem+json response (the outermost middleware)."""
@@ -130,13 +148,20 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "location")}
         detail = _HTTP_DETAILS.get(exc.status) or HTTPStatus(exc.status).description
         return problem_response(exc.status, detail, request.get(REQUEST_ID, ""), headers=headers)
+    except ConnectionError:
+        if client_gone(request):
+            return client_closed_response()
+        return unexpected_error(request)
     except Exception:
-        log.exception(
-            "unexpected error for %s %s (request id %s)",
-            request.method,
-            request.path,
-            request.get(REQUEST_ID, ""),
-        )
-        return problem_response(
-            500, "The server met an unexpected error.", request.get(REQUEST_ID, "")
-        )
+        return unexpected_error(request)
+
+
+def unexpected_error(request: web.Request) -> web.Response:
+    """Log the exception being handled with its request id; answer a bare 500."""
+    log.exception(
+        "unexpected error for %s %s (request id %s)",
+        request.method,
+        request.path,
+        request.get(REQUEST_ID, ""),
+    )
+    return problem_response(500, "The server met an unexpected error.", request.get(REQUEST_ID, ""))

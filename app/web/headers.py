@@ -1,4 +1,4 @@
-"""HTTP hygiene: request ids, ETags, standard headers and CORS.
+"""HTTP hygiene: request ids, ETags, standard headers, content negotiation and CORS.
 
 contract.md section 7. Headers are added in ``on_response_prepare`` so that every
 response gets them: successes, errors and streamed bodies alike.
@@ -10,7 +10,7 @@ import hashlib
 import re
 import secrets
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
 from ..keys import CONFIG, REQUEST_ID
@@ -74,6 +74,45 @@ def etag_matches(request: web.Request, etag: str) -> bool:
     return etag.removeprefix("W/") in tags
 
 
+_QVALUE = re.compile(r"(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)")  # RFC 9110 12.4.2
+
+
+def coding_weights(accept_encoding: str) -> dict[str, float]:
+    """Each content coding of an Accept-Encoding value and its weight, lower-cased.
+
+    A malformed weight counts as 0 (not acceptable): answering without a coding is
+    always safe, guessing one the client refused is not.
+    """
+    weights: dict[str, float] = {}
+    for element in accept_encoding.split(","):
+        coding, *params = (part.strip() for part in element.split(";"))
+        if not coding:
+            continue
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                value = value.strip()
+                weight = float(value) if _QVALUE.fullmatch(value) else 0.0
+        weights[coding.lower()] = weight
+    return weights
+
+
+def accepts_gzip(request: web.BaseRequest) -> bool:
+    """Whether gzip is acceptable: named (or x-gzip, or covered by ``*``) with q > 0.
+
+    Every Accept-Encoding line counts, as if joined by commas (RFC 9110 5.3).
+    """
+    header = ",".join(request.headers.getall(hdrs.ACCEPT_ENCODING, ()))
+    if not header:
+        return False
+    weights = coding_weights(header)
+    for name in ("gzip", "x-gzip"):
+        if name in weights:
+            return weights[name] > 0
+    return weights.get("*", 0.0) > 0
+
+
 @web.middleware
 async def cors_preflight_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Answer CORS preflights from configured origins (CORS is off when none are set)."""
@@ -94,8 +133,3 @@ async def cors_preflight_middleware(request: web.Request, handler: Handler) -> w
             },
         )
     return await handler(request)
-
-
-def accepts_gzip(request: web.Request) -> bool:
-    """Whether the client accepts a gzip-coded body."""
-    return "gzip" in request.headers.get("Accept-Encoding", "").lower()

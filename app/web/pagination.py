@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import math
-from urllib.parse import unquote_plus
+import re
+from urllib.parse import quote, unquote_plus
 
 from ..data.listings import Paging
 
 PAGING_NAMES = ("page", "per_page")
+# Left as sent in a link target: RFC 3986 unreserved characters, "%" of an escape that is
+# already there, and the query's own structure ("&", "=", "+" for a space, "/", "?", ":",
+# "@"). Everything else is percent-encoded: "<", ">" and '"' would end the target or
+# start a parameter, "," and ";" split naive Link parsers, and "[" and "]" make curl
+# want -g. Encoding them changes nothing the server reads back.
+_SAFE = "/?:@&=+"
+_STRAY_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def link_target(text: str) -> str:
+    """A path or query made safe inside ``<...>`` of a Link header, meaning unchanged."""
+    text = _STRAY_PERCENT.sub("%25", text)
+    return quote(text, safe=_SAFE + "%", errors="surrogateescape")
 
 
 def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[str, str]:
@@ -28,7 +42,7 @@ def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[
         for part in raw_query.split("&")
         if part and unquote_plus(part.split("=", 1)[0]) not in PAGING_NAMES
     )
-    base = f"{path}?{kept}per_page={paging.per_page}&page="
+    base = f"{link_target(path)}?{link_target(kept)}per_page={paging.per_page}&page="
     links = ", ".join(f'<{base}{number}>; rel="{rel}"' for rel, number in pages.items())
     return {
         "X-Total-Count": str(total),

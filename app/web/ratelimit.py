@@ -190,6 +190,30 @@ def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     return address
 
 
+def address_key(address: str) -> str:
+    """The budget an address spends: itself, or its /64 for IPv6 (one subscriber's block).
+
+    A single IPv6 host usually holds a whole /64, so counting each /128 apart would give
+    it 2^64 budgets.
+    """
+    if ":" not in address:
+        return address  # IPv4 (or unknown): the common case, without parsing
+    parsed = _parse_ip(address)
+    if isinstance(parsed, ipaddress.IPv6Address):
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return address if parsed is None else str(parsed)
+
+
+def forwarded_for(request: web.BaseRequest) -> str | None:
+    """Every X-Forwarded-For line, in order, as if joined by commas (RFC 9110 5.3).
+
+    A proxy that appends its own line (HAProxy's ``option forwardfor``) leaves the
+    client's forged line first; reading only that one would let the client pick its address.
+    """
+    lines = request.headers.getall("X-Forwarded-For", ())
+    return ",".join(lines) if lines else None
+
+
 def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequence[Network]) -> str:
     """Who to rate-limit: the peer, or X-Forwarded-For's first untrusted hop behind our proxies."""
     if peer is None:

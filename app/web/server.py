@@ -2,7 +2,8 @@
 
 aiohttp answers requests its HTTP parser refuses (an over-long request line, bytes that
 are not allowed in a URL) itself, in plain text, before any middleware runs. The
-request handler below renders those in the contract's problem+json shape too.
+request handler below renders those in the contract's problem+json shape too. The
+runner also bounds connections, keep-alive and header reading (connections.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,17 @@ from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
-from aiohttp.web_protocol import RequestHandler
 
-from ..keys import REQUEST_ID
+from ..config import Config
+from ..keys import CONFIG, REQUEST_ID
+from .aiohttp_private import (
+    MAX_HEADER_FIELD,
+    MAX_REQUEST_LINE,
+    GuardedRequestHandler,
+    HandlerAppRunner,
+    parser_error_status,
+)
+from .connections import ConnectionGuard, quiet_resource_errors
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import set_standard_headers
 from .logs import AccessLogger
@@ -27,11 +36,12 @@ log = logging.getLogger("app.server")
 _PARSER_DETAILS = {
     400: "The request could not be parsed as HTTP.",
     413: "The request is too large.",
+    414: "The request line (path and query) is too long.",
     431: "The request headers are too large.",
 }
 
 
-class ProblemRequestHandler(RequestHandler):
+class ProblemRequestHandler(GuardedRequestHandler):
     """aiohttp's connection handler, with its own error pages in problem+json."""
 
     def handle_error(
@@ -42,6 +52,7 @@ class ProblemRequestHandler(RequestHandler):
         message: str | None = None,
     ) -> web.StreamResponse:
         """Log the failure and answer with a problem body (never a trace)."""
+        status = parser_error_status(status, exc)
         if status >= 500:
             log.error("error handling request", exc_info=exc)
         else:
@@ -60,24 +71,18 @@ class ProblemRequestHandler(RequestHandler):
         return response
 
 
-class ProblemServer(web.Server):
-    """A low-level server that builds ProblemRequestHandler connections."""
+class ProblemAppRunner(HandlerAppRunner):
+    """An AppRunner serving ProblemRequestHandler connections, bounded as configured."""
 
-    def __call__(self) -> RequestHandler:
-        return ProblemRequestHandler(self, loop=self._loop, **self._kwargs)
+    handler_class = ProblemRequestHandler
 
-
-class ProblemAppRunner(web.AppRunner):
-    """An AppRunner serving through ProblemServer."""
-
-    async def _make_server(self) -> web.Server:
-        server = await super()._make_server()
-        return ProblemServer(
-            server.request_handler,
-            request_factory=server.request_factory,
-            handler_cancellation=server.handler_cancellation,
-            **server._kwargs,
-        )
+    def __init__(self, app: web.Application, **kwargs: Any) -> None:
+        config = app.get(CONFIG) or Config()
+        kwargs.setdefault("keepalive_timeout", config.keepalive_timeout)
+        kwargs.setdefault("guard", ConnectionGuard.from_config(config))
+        kwargs.setdefault("max_line_size", MAX_REQUEST_LINE)
+        kwargs.setdefault("max_field_size", MAX_HEADER_FIELD)
+        super().__init__(app, **kwargs)
 
 
 async def serve(
@@ -100,6 +105,7 @@ async def serve(
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    quiet_resource_errors(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
     try:

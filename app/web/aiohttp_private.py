@@ -1,0 +1,161 @@
+"""The one module that relies on aiohttp's private API, and why.
+
+aiohttp has no public way to (1) choose the connection class (``RequestHandler``) an
+``AppRunner`` builds, (2) know whether a connection is waiting for a request's headers,
+which a header-read timeout needs, or (3) tell an oversized header (431) or request line
+(414) from other parser errors, which it all answers as 400. The names used for these
+are checked at import by ``check_private_api`` and by tests/test_connections.py, and
+pyproject.toml caps aiohttp below the next minor release: an upgrade that moves them
+fails at once, loudly, instead of silently dropping a protection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, ClassVar
+
+import aiohttp
+from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.web_protocol import RequestHandler
+
+from .connections import Admission, ConnectionGuard
+
+MAX_REQUEST_LINE = 16_384  # bytes of method, path and query; longer is 414
+MAX_HEADER_FIELD = 8_190  # bytes of one header's name and value (aiohttp's default); 431
+_TOO_MANY_HEADERS = "Too many headers"  # the start of aiohttp's message for that case
+
+
+def check_private_api() -> None:
+    """Fail with one clear error if this aiohttp lacks what the module relies on."""
+    missing = []
+    if "_waiter" not in RequestHandler.__slots__:
+        missing.append("RequestHandler._waiter")
+    if not asyncio.iscoroutinefunction(getattr(web.AppRunner, "_make_server", None)):
+        missing.append("AppRunner._make_server")
+    if "_kwargs" not in web.Server.__init__.__code__.co_names:
+        missing.append("Server._kwargs")
+    if LineTooLong("x", 1).args[1] != 1:
+        missing.append("LineTooLong.args[1] (the limit)")
+    if missing:
+        raise RuntimeError(
+            f"aiohttp {aiohttp.__version__} lacks {', '.join(missing)}: "
+            "update app/web/aiohttp_private.py"
+        )
+
+
+check_private_api()
+
+
+def parser_error_status(status: int, exc: BaseException | None) -> int:
+    """The status a parser refusal deserves: aiohttp answers every one of them 400.
+
+    The limits are configured apart (see MAX_REQUEST_LINE), so the limit a LineTooLong
+    names says which one was crossed.
+    """
+    if status != 400:
+        return status
+    if isinstance(exc, LineTooLong):
+        limit = exc.args[1]
+        if limit == MAX_HEADER_FIELD:
+            return 431
+        if limit == MAX_REQUEST_LINE:
+            return 414
+    elif isinstance(exc, BadHttpMessage) and exc.message.startswith(_TOO_MANY_HEADERS):
+        return 431
+    return status
+
+
+class GuardedRequestHandler(RequestHandler):
+    """aiohttp's connection handler, admitted by a ConnectionGuard and timing its headers.
+
+    A refused connection gets the guard's 503 and is closed before aiohttp sees it.
+    Once the first bytes of a request arrive, its headers must be complete within the
+    guard's header timeout, however slowly they trickle in; otherwise the connection is
+    closed. (Idle connections are closed by aiohttp's keep-alive timeout.)
+    """
+
+    def __init__(
+        self, manager: web.Server, *, guard: ConnectionGuard | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(manager, **kwargs)
+        self._guard = guard
+        self._admission = Admission(admitted=False)
+        self._peer: str | None = None
+        self._header_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if self._guard is not None:
+            peer = transport.get_extra_info("peername")
+            self._peer = peer[0] if peer else None
+            self._admission = self._guard.admit(self._peer)
+            if not self._admission.admitted:
+                assert isinstance(transport, asyncio.WriteTransport)
+                transport.write(self._admission.answer)
+                transport.close()
+                return
+        super().connection_made(transport)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._stop_header_timer()
+        if self._guard is not None:
+            if not self._admission.admitted:
+                return  # refused in connection_made: aiohttp never knew it
+            self._guard.release(self._admission)
+            self._admission = Admission(admitted=False)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._guard is None:
+            return
+        if self._waiting_for_request():
+            if self._header_timer is None:  # started by the request's first bytes only
+                self._header_timer = asyncio.get_running_loop().call_later(
+                    self._guard.header_timeout, self._headers_late
+                )
+        else:
+            self._stop_header_timer()
+
+    def _waiting_for_request(self) -> bool:
+        """Idle between requests, with no complete request received yet (private API)."""
+        waiter = self._waiter
+        return waiter is not None and not waiter.done()
+
+    def _headers_late(self) -> None:
+        self._header_timer = None
+        if self._guard is not None and self._waiting_for_request():
+            self._guard.headers_late(self._peer)
+            self.force_close()
+
+    def _stop_header_timer(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+
+class HandlerServer(web.Server):
+    """A low-level server building ``handler_class`` connections."""
+
+    def __init__(self, *args: Any, handler_class: type[RequestHandler], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.handler_class = handler_class
+
+    def __call__(self) -> RequestHandler:
+        return self.handler_class(self, loop=asyncio.get_running_loop(), **self._kwargs)
+
+
+class HandlerAppRunner(web.AppRunner):
+    """An AppRunner whose server builds ``handler_class`` connections."""
+
+    handler_class: ClassVar[type[RequestHandler]] = GuardedRequestHandler
+
+    async def _make_server(self) -> web.Server:
+        server = await super()._make_server()
+        return HandlerServer(
+            server.request_handler,
+            handler_class=self.handler_class,
+            request_factory=server.request_factory,
+            handler_cancellation=server.handler_cancellation,
+            **server._kwargs,
+        )
