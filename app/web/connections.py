@@ -93,7 +93,7 @@ class ConnectionGuard:
         self.open = 0
         self._exempt = tuple(exempt)
         self._per_address: dict[str, int] = {}
-        self._refusals = LogThrottle(log)
+        self._refusals = {"total": LogThrottle(log), "per address": LogThrottle(log)}
         self._late = LogThrottle(log)
 
     @classmethod
@@ -149,7 +149,7 @@ class ConnectionGuard:
 
     def _refuse(self, detail: str, peer: str | None, limit: str) -> Admission:
         limits = {"total": self.max_total, "per address": self.max_per_address}
-        self._refusals.warning(
+        self._refusals[limit].warning(
             "refused a connection from %s: limit of %d open connections %s reached",
             peer,
             limits[limit],

@@ -1,0 +1,253 @@
+"""Connections under attack: issue 11 item 2 and the README's "Connections" decisions.
+
+A request's headers must arrive within the header timeout of their first byte, an idle
+connection closes after the keep-alive timeout, connections are bounded per client
+address and in total (beyond: 503 problem+json with Retry-After, then closed), and
+running out of file descriptors is one log line a while, never a traceback storm.
+Oversized headers are 431 and an oversized request line 414 (contract.md 5: problem+json).
+
+Each test attacks a real server process (tests/servers.py) over raw sockets, with the
+timeouts configured short; the only clock a test reads is a guard against hanging.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import resource
+import select
+import socket
+import time
+import tomllib
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import aiohttp
+import pytest
+
+from app.web import aiohttp_private
+from app.web.connections import ACCEPT_BURST, RESERVED_FILES, open_files_plan
+
+from .factories import API, KEY_1, PROBLEM_KEYS
+from .servers import ROOT, AppProcess, Launcher
+
+GUARD = 30.0  # seconds; only so that a broken server cannot hang the suite
+STEP = 0.05
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def connect(app: AppProcess, source: str = "127.0.0.1") -> socket.socket:
+    """A raw TCP connection to ``app`` from the local address ``source`` (any 127.x)."""
+    where = urlsplit(app.base)
+    sock = socket.socket()
+    sock.settimeout(GUARD)
+    sock.bind((source, 0))
+    sock.connect((where.hostname, where.port))
+    return sock
+
+
+@contextmanager
+def connections(
+    app: AppProcess, count: int, source: str = "127.0.0.1"
+) -> Iterator[list[socket.socket]]:
+    """``count`` connections that each start a request and never finish its headers."""
+    with ExitStack() as stack:
+        socks = []
+        for _ in range(count):
+            sock = stack.enter_context(connect(app, source))
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            socks.append(sock)
+        yield socks
+
+
+def read_all(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def closed_by_server(sock: socket.socket, drip: bytes = b"") -> bytes:
+    """Wait until the server closes ``sock`` (sending ``drip`` every step); what it sent."""
+    received = b""
+    for _ in range(int(GUARD / STEP)):
+        if drip:
+            try:
+                sock.sendall(drip)
+            except OSError:  # reset: closed while we wrote
+                return received
+        if select.select([sock], [], [], STEP)[0]:
+            try:
+                chunk = sock.recv(65536)
+            except ConnectionResetError:
+                return received
+            if not chunk:
+                return received
+            received += chunk
+    raise AssertionError(f"the server kept the connection open for {GUARD} s")
+
+
+def parse(data: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of one raw HTTP response."""
+    head, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def ask(app: AppProcess, request: bytes = HEALTHZ, source: str = "127.0.0.1") -> int:
+    """Send one request on a new connection that asks to be closed; the status."""
+    with connect(app, source) as sock:
+        sock.sendall(request.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1))
+        return parse(read_all(sock))[0]
+
+
+def assert_refused(data: bytes) -> None:
+    """A 503 problem+json with Retry-After that closes the connection."""
+    status, headers, body = parse(data)
+    assert status == 503, data
+    assert headers["content-type"] == "application/problem+json; charset=utf-8"
+    assert int(headers["retry-after"]) >= 1 and headers["connection"] == "close"
+    problem = json.loads(body)
+    assert set(problem) == PROBLEM_KEYS and problem["status"] == 503
+    assert problem["request_id"] == headers["x-request-id"]
+
+
+def logged(app: AppProcess, until: Callable[[str], bool]) -> str:
+    """The server's stderr once ``until`` holds for it (it logs after answering)."""
+    for _ in range(int(GUARD / STEP)):
+        err = app.output_text()[1]
+        if until(err):
+            return err
+        time.sleep(STEP)
+    raise AssertionError(f"never logged: {app.output_text()[1][-2000:]}")
+
+
+def test_headers_that_never_finish_are_cut_off(launcher: Launcher, sample_db: Path) -> None:
+    """Slowloris: a header line every 50 ms does not keep the connection open."""
+    app = launcher.serve(sample_db, "--header-timeout", "0.3", "--keepalive-timeout", "600")
+    with connect(app) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        assert closed_by_server(sock, drip=b"X-Drip: 1\r\n") == b""
+    assert "request headers unfinished after 0.3 s" in logged(app, lambda e: "unfinished" in e)
+
+
+def test_the_header_timeout_is_not_an_idle_timeout(launcher: Launcher, sample_db: Path) -> None:
+    """A kept-alive connection may wait between requests longer than the header timeout."""
+    app = launcher.serve(sample_db, "--header-timeout", "0.3", "--keepalive-timeout", "600")
+    with connect(app) as sock:
+        for _ in range(2):
+            sock.sendall(HEALTHZ)
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+            time.sleep(0.6)  # twice the header timeout, idle
+        sock.sendall(b"GET /healthz HTTP/1.1\r\n")  # in pieces, well within the timeout
+        sock.sendall(b"Host: x\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+
+
+def test_idle_connections_close_after_the_keep_alive_timeout(
+    launcher: Launcher, sample_db: Path
+) -> None:
+    """aiohttp's default keeps an idle connection for an hour; ours for the setting."""
+    app = launcher.serve(sample_db, "--keepalive-timeout", "0.3")
+    with connect(app) as silent, connect(app) as served:
+        served.sendall(HEALTHZ)
+        assert served.recv(65536).startswith(b"HTTP/1.1 200 ")
+        assert closed_by_server(served) == b""
+        assert closed_by_server(silent) == b""
+
+
+def test_connections_are_bounded_per_address_and_in_total(
+    launcher: Launcher, sample_db: Path
+) -> None:
+    """Beyond either limit: 503 problem+json at once; other addresses are still served."""
+    flags = ("--max-connections-per-address", "3", "--max-connections", "5")
+    app = launcher.serve(sample_db, *flags, "--header-timeout", "600")
+    with connections(app, 3, "127.0.0.1"):
+        for _ in range(20):
+            with connect(app, "127.0.0.1") as extra:
+                assert_refused(closed_by_server(extra))
+        assert ask(app, source="127.0.0.2") == 200
+        with connections(app, 2, "127.0.0.2"), connect(app, "127.0.0.3") as extra:
+            assert_refused(closed_by_server(extra))  # 5 open: the total limit
+    assert ask(app, source="127.0.0.1") == 200  # closed connections are forgotten
+    err = logged(app, lambda e: "limit of 5 open connections total" in e)
+    assert err.count("limit of 3 open connections per address") <= 2  # 20 refusals
+
+
+def test_running_out_of_file_descriptors_is_one_line_not_a_storm(
+    launcher: Launcher, sample_db: Path
+) -> None:
+    """With the open-file limit cut under the server, accept() fails; it keeps serving."""
+    app = launcher.serve(sample_db, "--max-connections-per-address", "10000")
+    pid = app.proc.pid
+    in_use = len(os.listdir(f"/proc/{pid}/fd"))
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (in_use + 10, in_use + 10))
+    with connections(app, 100):  # the kernel completes them; the server cannot accept
+        logged(app, lambda e: "Too many open files" in e)
+        time.sleep(1.5)  # asyncio retries accept() every second: let it fail again
+    assert ask(app) == 200  # the limit still holds, but the files are free again
+    err = app.output_text()[1]
+    assert "Traceback" not in err
+    assert err.count("cannot accept connections: Too many open files") <= 2, err[-3000:]
+
+
+def test_the_open_file_limit_fits_the_connection_limit() -> None:
+    """The soft limit is raised to fit the connections, which yield if the hard one cannot."""
+    spare = RESERVED_FILES + ACCEPT_BURST
+    assert open_files_plan(1000, 20_000, 20_000) == (1000, 20_000)
+    assert open_files_plan(1000, 1024, 4096) == (1000, 1000 + spare)
+    assert open_files_plan(1000, 1024, 1024) == (1024 - spare, 1024)
+    assert open_files_plan(1000, 1024, resource.RLIM_INFINITY) == (1000, 1000 + spare)
+
+
+OVERSIZED = {
+    "long-header": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 9000, 431),
+    "many-headers": (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-N: 1\r\n" * 200, 431),
+    "long-request-line": (b"GET /healthz?" + b"a" * 17_000 + b" HTTP/1.1\r\nHost: x", 414),
+}
+
+
+@pytest.mark.parametrize(("head", "status"), OVERSIZED.values(), ids=OVERSIZED.keys())
+def test_oversized_requests_get_431_or_414(
+    launcher: Launcher, sample_db: Path, head: bytes, status: int
+) -> None:
+    app = launcher.serve(sample_db)
+    with connect(app) as sock:
+        sock.sendall(head.rstrip(b"\r\n") + b"\r\nConnection: close\r\n\r\n")
+        got, headers, body = parse(read_all(sock))
+    assert got == status
+    assert headers["content-type"] == "application/problem+json; charset=utf-8"
+    assert json.loads(body)["status"] == status
+
+
+def test_long_filter_lists_fit_the_request_line(launcher: Launcher, sample_db: Path) -> None:
+    """Three filters of 100 values each (about 11 KB) are a request, not a 414."""
+    values = {
+        "email": "employee.number.{:03d}%40northwind-logistics.example",
+        "last_name": "Lastname-Hyphenated{:03d}",
+        "department": "Department%20of%20Things%20{:03d}",
+    }
+    query = "&".join(
+        f"filter[{name}]=" + ",".join(form.format(n) for n in range(100))
+        for name, form in values.items()
+    )
+    target = f"{API}/course-inscriptions?{query}"
+    assert len(target) > 8190  # aiohttp's default limit
+    app = launcher.serve(sample_db)
+    request = f"GET {target} HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n\r\n".encode()
+    assert ask(app, request) == 200
+
+
+def test_the_private_api_shim_matches_this_aiohttp() -> None:
+    """Loud on an aiohttp upgrade: the names are there, and the version is capped."""
+    aiohttp_private.check_private_api()
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (spec,) = [r for r in project["dependencies"] if re.match(r"aiohttp\b(?!-)", r)]
+    assert "<" in spec, "pin aiohttp below the next minor: aiohttp_private.py uses private API"
+    major, minor = (int(part) for part in aiohttp.__version__.split(".")[:2])
+    assert f"<{major}.{minor + 1}" in spec.replace(" ", "")
