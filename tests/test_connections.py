@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
+from app.config import load_config
 from app.web import aiohttp_private
 from app.web.connections import ACCEPT_BURST, RESERVED_FILES, open_files_plan
 
@@ -203,6 +204,34 @@ def test_the_open_file_limit_fits_the_connection_limit() -> None:
     assert open_files_plan(1000, 1024, 4096) == (1000, 1000 + spare)
     assert open_files_plan(1000, 1024, 1024) == (1024 - spare, 1024)
     assert open_files_plan(1000, 1024, resource.RLIM_INFINITY) == (1000, 1000 + spare)
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--header-timeout", "0", "timeouts must be positive"),
+        ("--keepalive-timeout", "-1", "timeouts must be positive"),
+        ("--max-connections", "0", "max connections"),
+        ("--max-connections-per-address", "0", "max connections"),
+        ("--header-timeout", "soon", "soon"),
+    ],
+)
+def test_bad_connection_settings_exit_2(
+    flag: str, value: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        load_config([flag, value], {})
+    assert exited.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_connection_settings_from_the_environment() -> None:
+    config = load_config([], {"REPORTING_HEADER_TIMEOUT": "2.5", "REPORTING_MAX_CONNECTIONS": "9"})
+    assert (config.header_timeout, config.max_connections) == (2.5, 9)
+    assert (
+        load_config(["--max-connections", "7"], {"REPORTING_MAX_CONNECTIONS": "9"}).max_connections
+        == 7
+    )
 
 
 OVERSIZED = {

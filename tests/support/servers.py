@@ -30,6 +30,10 @@ VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (Non
     "REPORTING_CORS_ORIGINS": None,
     "REPORTING_LOG_LEVEL": None,
     "REPORTING_LOG_FORMAT": "text",
+    "REPORTING_KEEPALIVE_TIMEOUT": "15",  # README Configuration (issue 11)
+    "REPORTING_HEADER_TIMEOUT": "10",
+    "REPORTING_MAX_CONNECTIONS": "1000",
+    "REPORTING_MAX_CONNECTIONS_PER_ADDRESS": "64",
 }
 
 

@@ -1,0 +1,155 @@
+"""The access log under attack (contract.md 8; issue 11 items 6 and 8).
+
+One access line per request, whatever the client sends: control characters and spaces
+in a logged field are escaped (text and JSON formats), so ``%0D%0A`` in a path cannot
+forge a line or a field. A client that leaves in the middle of a streamed answer is one
+access line with status 499, never a 500 with a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import socket
+import struct
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from app.tools.loader import load_files
+from app.web.logs import TextFormatter, escape_controls
+
+from .factories import API, KEY_1, make_sample_db, sample
+from .servers import AppProcess, Launcher, fetch
+
+GUARD = 30.0  # seconds; only so that a broken server cannot hang the suite
+# CR LF forging a whole access line, ESC driving a terminal, a Unicode line separator,
+# a right-to-left override, a backslash and an undecodable byte.
+HOSTILE_PATH = (
+    "/x%0D%0A2025-01-01%2000:00:00,000%20INFO%20app.access%20method=GET%20path=/forged"
+    "%20status=200%1B[31m%E2%80%A8%E2%80%AE%5C%FF"
+)
+
+
+def send_raw(app: AppProcess, target: str, request_id: str) -> None:
+    """One request with a target no well-behaved client sends; its answer is read."""
+    where = urlsplit(app.base)
+    with socket.create_connection((where.hostname, where.port), timeout=GUARD) as sock:
+        head = f"GET {target} HTTP/1.1\r\nHost: x\r\nX-Request-ID: {request_id}\r\n"
+        sock.sendall(f"{head}Connection: close\r\n\r\n".encode())
+        while sock.recv(65536):
+            pass
+
+
+def access_lines(app: AppProcess, request_id: str) -> list[str]:
+    """The server's stderr lines once the request's access line is there."""
+    for _ in range(int(GUARD / 0.05)):
+        lines = app.output_text()[1].splitlines()
+        if any(request_id in line for line in lines):
+            return lines
+        time.sleep(0.05)
+    raise AssertionError(app.output_text()[1])
+
+
+def test_a_hostile_path_is_one_text_line(launcher: Launcher, sample_db: Path) -> None:
+    app = launcher.serve(sample_db)
+    send_raw(app, HOSTILE_PATH, "inject-text")
+    lines = access_lines(app, "inject-text")
+    (line,) = [line for line in lines if "app.access" in line and "/x" in line]
+    assert "request_id=inject-text" in line
+    assert not any("/forged" in other for other in lines if other != line)
+    fields = dict(word.split("=", 1) for word in line.split(" app.access ", 1)[1].split(" "))
+    assert fields["status"] == "404"  # the forged "status=200" stayed inside the path
+    assert fields["path"].startswith("/x\\x0d\\x0a2025-01-01\\x2000:00:00,000\\x20INFO")
+    assert fields["path"].endswith("status=200\\x1b[31m\\u2028\\u202e\\x5c%FF")
+    assert line.isprintable()
+
+
+def test_a_hostile_path_is_one_json_line(launcher: Launcher, sample_db: Path) -> None:
+    app = launcher.serve(sample_db, "--log-format", "json")
+    send_raw(app, HOSTILE_PATH, "inject-json")
+    lines = access_lines(app, "inject-json")
+    entries = [json.loads(line) for line in lines]  # every line is one JSON object
+    (entry,) = [e for e in entries if e.get("request_id") == "inject-json"]
+    assert entry["status"] == 404
+    assert entry["path"].startswith("/x\\x0d\\x0a2025-01-01 00:00:00,000 INFO")
+    assert entry["path"].isprintable()
+    assert all(line.isprintable() for line in lines)
+
+
+def test_other_log_lines_escape_their_message() -> None:
+    """Any message that quotes client input (an error's path) stays on one line."""
+    record = logging.LogRecord(
+        "app.errors", logging.ERROR, __file__, 1, "for %s", ("/a\r\nb",), None
+    )
+    assert TextFormatter("%(message)s").format(record) == "for /a\\x0d\\x0ab"
+    assert escape_controls("/plain/path") == "/plain/path"
+
+
+# ---- a client leaving mid-stream -----------------------------------------------------
+
+
+def kernel_send_buffer_max() -> int:
+    """The most a socket's send buffer grows to (tcp_wmem), 4 MiB where it cannot be read."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/tcp_wmem").read_text().split()[2])
+    except (OSError, IndexError, ValueError):
+        return 4 * 1024 * 1024
+
+
+@pytest.fixture(scope="module")
+def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample plus events enough that campaign 1's array outgrows the kernel's buffers.
+
+    Each event is over 150 bytes of JSON: 1.5 times the send buffer's maximum, so the server
+    is still writing when the client leaves, whatever the machine.
+    """
+    directory = tmp_path_factory.mktemp("leaving")
+    db = make_sample_db(directory)
+    people = [e["id"] for e in sample()["employees"] if e["company_id"] == 1]
+    count = 3 * kernel_send_buffer_max() // 2 // 150
+    events = [
+        {"id": 800_000 + i, "campaign_id": 1, "employee_id": people[i % len(people)],
+         "type": "click", "timestamp": f"2025-07-{1 + i % 28:02d}T08:00:{i % 60:02d}Z",
+         "with_captcha": True}
+        for i in range(count)
+    ]  # fmt: skip
+    (directory / "more.json").write_text(json.dumps({"campaign_events": events}))
+    load_files(db, [directory / "more.json"])
+    return db
+
+
+def leave_mid_stream(app: AppProcess, request_id: str) -> None:
+    """Ask for the big array, read its first bytes, then reset the connection."""
+    where = urlsplit(app.base)
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the server cannot run ahead
+    sock.settimeout(GUARD)
+    try:
+        sock.connect((where.hostname, where.port))
+        head = f"GET {API}/campaigns/1/events HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n"
+        sock.sendall(
+            f"{head}X-Request-ID: {request_id}\r\nAccept-Encoding: identity\r\n\r\n".encode()
+        )
+        assert sock.recv(4096).startswith(b"HTTP/1.1 200 ")
+    finally:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # reset
+        sock.close()
+
+
+def test_a_client_leaving_mid_stream_is_499_without_a_trace(
+    launcher: Launcher, big_db: Path, tmp_path: Path
+) -> None:
+    """The production server (no handler cancellation), as a client really leaves it."""
+    app = launcher.serve(Path(shutil.copy(big_db, tmp_path / "big.sqlite3")))
+    leave_mid_stream(app, "leaver")
+    lines = access_lines(app, "request_id=leaver")
+    (line,) = [line for line in lines if "request_id=leaver" in line]
+    assert " status=499 " in line
+    err = app.output_text()[1]
+    assert "Traceback" not in err and " ERROR " not in err, err[-3000:]
+    status, _, body = fetch(f"{app.base}/api/companies/v1/campaigns/1/events", {"X-API-KEY": KEY_1})
+    assert status == 200 and body.endswith(b"]")  # still serving
