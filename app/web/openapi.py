@@ -69,8 +69,8 @@ APIKey and the key travels in the `X-API-KEY` header.
 
 **Errors.** RFC 9457 `application/problem+json` bodies with `type`, `title`, `status`, \
 `detail` and `request_id`; a 400 adds `errors`, the messages for each offending parameter. \
-Checks run in order: path and method (404, 405), key (401), rate limit (429), parameters \
-(400), resource (404).
+Checks run in order: path and method (404, 405), key (401; 400 when `X-API-KEY` is sent \
+more than once), rate limit (429), parameters (400), resource (404).
 
 **Caching.** Every 200 carries a weak `ETag`; `If-None-Match` gives 304. Bodies over 1 KiB \
 are gzipped for clients that accept it."""
@@ -103,7 +103,11 @@ RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "Rate
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 PROBLEMS = {
-    "400": ("BadRequest", "A path id or query parameter is invalid.", RATE_HEADERS),
+    "400": (
+        "BadRequest",
+        "A path id or query parameter is invalid, or X-API-KEY was sent more than once.",
+        RATE_HEADERS,
+    ),
     "401": (
         "Unauthorized",
         "X-API-KEY is missing, empty, unknown or revoked.",
