@@ -160,12 +160,14 @@ async def test_responses_and_headers_are_documented(client: TestClient, path: st
     ok = deref(document, responses["200"])
     assert ok["content"]["application/json"]["schema"]["type"] == "array"
     assert set(ok["headers"]) >= OK_HEADERS
-    codes = {"400", "401", "429", "500"} | ({"404"} if "{id}" in path else set())
+    codes = {"400", "401", "414", "429", "431", "500", "503"}
+    codes |= {"404"} if "{id}" in path else set()
     for code in codes:
         problem = deref(document, responses[code])
         schema = deref(document, problem["content"]["application/problem+json"]["schema"])
         assert set(schema["required"]) == {"type", "title", "status", "detail", "request_id"}
     assert "Retry-After" in deref(document, responses["429"])["headers"]
+    assert "Retry-After" in deref(document, responses["503"])["headers"]
 
 
 async def test_nullable_fields_are_nullable(client: TestClient) -> None:

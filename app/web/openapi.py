@@ -119,8 +119,17 @@ PROBLEMS = {
         "Too many requests (RateLimit-* when the key is valid).",
         (*RATE_HEADERS, "Retry-After"),
     ),
+    "414": ("UriTooLong", "The request line (path and query) is over 16 KiB.", ()),
+    "431": ("HeadersTooLarge", "A header is over 8,190 bytes, or there are over 128.", ()),
     "500": ("InternalServerError", "Unexpected error; no internal detail is shown.", ()),
+    "503": (
+        "ServiceUnavailable",
+        "Too many open connections from this address or in total; sent before the request "
+        "is read, then the connection is closed.",
+        ("Retry-After",),
+    ),
 }
+ANY_REQUEST = ("414", "431", "500", "503")  # whatever the operation
 
 
 def _refs(*names: str) -> dict[str, str]:
@@ -147,7 +156,7 @@ def _decorators(op: Operation) -> tuple[Callable[[Any], Any], ...]:
         },
         "304": {"description": "If-None-Match matched the ETag.", "headers": _refs("ETag")},
     }
-    codes = ("400", "401", "404", "429", "500") if op.path_id else ("400", "401", "429", "500")
+    codes = ("400", "401", *(("404",) if op.path_id else ()), "429", *ANY_REQUEST)
     responses |= {code: PROBLEMS[code][0] for code in codes}
     # apigami types the status codes as ints; OpenAPI's keys are strings, which it keeps.
     decorators = [

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
 UNLIMITED = ("--rate-burst", "1000000", "--rate-per-second", "1000000")
 UNLIMITED += ("--auth-failures-per-minute", "1000000")  # rate limits out of reach
+UNLIMITED += ("--max-connections-per-address", "100000")  # so are connection limits (one client)
 VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (None: no default)
     "REPORTING_DB": None,
     "REPORTING_HOST": "127.0.0.1",
