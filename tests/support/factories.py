@@ -40,8 +40,11 @@ TITLES = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    414: "Request-URI Too Long",  # Python's phrase; the parser's limits (issue 11)
     429: "Too Many Requests",
+    431: "Request Header Fields Too Large",
     500: "Internal Server Error",
+    503: "Service Unavailable",
 }
 
 
