@@ -4,7 +4,8 @@ A request's headers must arrive within the header timeout of their first byte, a
 connection closes after the keep-alive timeout, connections are bounded per client
 address and in total (beyond: 503 problem+json with Retry-After, then closed), and
 running out of file descriptors is one log line a while, never a traceback storm.
-Oversized headers are 431 and an oversized request line 414 (contract.md 5: problem+json).
+Oversized headers are 431 and an oversized request line 414 (contract.md 5: problem+json);
+tests/test_shims.py pins the aiohttp private names that make these possible.
 
 Each test attacks a real server process (tests/servers.py) over raw sockets, with the
 timeouts configured short; the only clock a test reads is a guard against hanging.
@@ -14,26 +15,22 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import resource
 import select
 import socket
 import time
-import tomllib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import aiohttp
 import pytest
 
 from app.config import load_config
-from app.web import aiohttp_private
 from app.web.connections import ACCEPT_BURST, RESERVED_FILES, open_files_plan
 
 from .factories import API, KEY_1, PROBLEM_KEYS
-from .servers import ROOT, AppProcess, Launcher
+from .servers import AppProcess, Launcher
 
 GUARD = 30.0  # seconds; only so that a broken server cannot hang the suite
 STEP = 0.05
@@ -270,13 +267,3 @@ def test_long_filter_lists_fit_the_request_line(launcher: Launcher, sample_db: P
     app = launcher.serve(sample_db)
     request = f"GET {target} HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n\r\n".encode()
     assert ask(app, request) == 200
-
-
-def test_the_private_api_shim_matches_this_aiohttp() -> None:
-    """Loud on an aiohttp upgrade: the names are there, and the version is capped."""
-    aiohttp_private.check_private_api()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    (spec,) = [r for r in project["dependencies"] if re.match(r"aiohttp\b(?!-)", r)]
-    assert "<" in spec, "pin aiohttp below the next minor: aiohttp_private.py uses private API"
-    major, minor = (int(part) for part in aiohttp.__version__.split(".")[:2])
-    assert f"<{major}.{minor + 1}" in spec.replace(" ", "")

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from ..config import Config
 from ..keys import CONFIG, REQUEST_ID
-from .aiohttp_private import (
+from .aiohttp_shim import (
     MAX_HEADER_FIELD,
     MAX_REQUEST_LINE,
     GuardedRequestHandler,

@@ -40,7 +40,7 @@ def check_private_api() -> None:
     if missing:
         raise RuntimeError(
             f"aiohttp {aiohttp.__version__} lacks {', '.join(missing)}: "
-            "update app/web/aiohttp_private.py"
+            "update app/web/aiohttp_shim.py"
         )
 
 
