@@ -6,6 +6,7 @@ response gets them: successes, errors and streamed bodies alike.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import secrets
@@ -103,7 +104,11 @@ def accepts_gzip(request: web.BaseRequest) -> bool:
 
     Every Accept-Encoding line counts, as if joined by commas (RFC 9110 5.3).
     """
-    header = ",".join(request.headers.getall(hdrs.ACCEPT_ENCODING, ()))
+    return _gzip_acceptable(",".join(request.headers.getall(hdrs.ACCEPT_ENCODING, ())))
+
+
+@functools.lru_cache(maxsize=256)  # clients send a handful of distinct values
+def _gzip_acceptable(header: str) -> bool:
     if not header:
         return False
     weights = coding_weights(header)

@@ -29,8 +29,12 @@ def escape_controls(text: str, also: str = "") -> str:
     terminals), line separators, Unicode spaces, bidirectional overrides and the
     surrogates of undecodable bytes. The common case, nothing to escape, costs one scan.
     """
-    if text.isprintable() and not any(char in text for char in also):
-        return text
+    if text.isprintable():
+        for char in also:
+            if char in text:
+                break
+        else:
+            return text
     return "".join(
         char if char.isprintable() and char not in also else _escape(char) for char in text
     )
