@@ -22,8 +22,8 @@ import pytest
 from app.tools.loader import load_files
 from app.web.logs import TextFormatter, escape_controls
 
-from .factories import API, KEY_1, make_sample_db, sample
-from .servers import AppProcess, Launcher, fetch
+from .support.factories import API, KEY_1, make_sample_db, sample
+from .support.servers import AppProcess, Launcher, fetch
 
 GUARD = 30.0  # seconds; only so that a broken server cannot hang the suite
 # CR LF forging a whole access line, ESC driving a terminal, a Unicode line separator,
@@ -54,6 +54,7 @@ def access_lines(app: AppProcess, request_id: str) -> list[str]:
     raise AssertionError(app.output_text()[1])
 
 
+@pytest.mark.system  # starts a server process
 def test_a_hostile_path_is_one_text_line(launcher: Launcher, sample_db: Path) -> None:
     app = launcher.serve(sample_db)
     send_raw(app, HOSTILE_PATH, "inject-text")
@@ -68,6 +69,7 @@ def test_a_hostile_path_is_one_text_line(launcher: Launcher, sample_db: Path) ->
     assert line.isprintable()
 
 
+@pytest.mark.system  # starts a server process
 def test_a_hostile_path_is_one_json_line(launcher: Launcher, sample_db: Path) -> None:
     app = launcher.serve(sample_db, "--log-format", "json")
     send_raw(app, HOSTILE_PATH, "inject-json")
@@ -140,6 +142,7 @@ def leave_mid_stream(app: AppProcess, request_id: str) -> None:
         sock.close()
 
 
+@pytest.mark.system  # starts a server process
 def test_a_client_leaving_mid_stream_is_499_without_a_trace(
     launcher: Launcher, big_db: Path, tmp_path: Path
 ) -> None:

@@ -29,8 +29,8 @@ import pytest
 from app.config import load_config
 from app.web.connections import ACCEPT_BURST, RESERVED_FILES, open_files_plan
 
-from .factories import API, KEY_1, PROBLEM_KEYS
-from .servers import AppProcess, Launcher
+from .support.factories import API, KEY_1, PROBLEM_KEYS
+from .support.servers import AppProcess, Launcher
 
 GUARD = 30.0  # seconds; only so that a broken server cannot hang the suite
 STEP = 0.05
@@ -125,6 +125,7 @@ def logged(app: AppProcess, until: Callable[[str], bool]) -> str:
     raise AssertionError(f"never logged: {app.output_text()[1][-2000:]}")
 
 
+@pytest.mark.system  # starts a server process
 def test_headers_that_never_finish_are_cut_off(launcher: Launcher, sample_db: Path) -> None:
     """Slowloris: a header line every 50 ms does not keep the connection open."""
     app = launcher.serve(sample_db, "--header-timeout", "0.3", "--keepalive-timeout", "600")
@@ -134,6 +135,7 @@ def test_headers_that_never_finish_are_cut_off(launcher: Launcher, sample_db: Pa
     assert "request headers unfinished after 0.3 s" in logged(app, lambda e: "unfinished" in e)
 
 
+@pytest.mark.system  # starts a server process
 def test_the_header_timeout_is_not_an_idle_timeout(launcher: Launcher, sample_db: Path) -> None:
     """A kept-alive connection may wait between requests longer than the header timeout."""
     app = launcher.serve(sample_db, "--header-timeout", "0.3", "--keepalive-timeout", "600")
@@ -147,6 +149,7 @@ def test_the_header_timeout_is_not_an_idle_timeout(launcher: Launcher, sample_db
         assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
 
 
+@pytest.mark.system  # starts a server process
 def test_idle_connections_close_after_the_keep_alive_timeout(
     launcher: Launcher, sample_db: Path
 ) -> None:
@@ -159,6 +162,7 @@ def test_idle_connections_close_after_the_keep_alive_timeout(
         assert closed_by_server(silent) == b""
 
 
+@pytest.mark.system  # starts a server process
 def test_connections_are_bounded_per_address_and_in_total(
     launcher: Launcher, sample_db: Path
 ) -> None:
@@ -177,6 +181,7 @@ def test_connections_are_bounded_per_address_and_in_total(
     assert err.count("limit of 3 open connections per address") <= 2  # 20 refusals
 
 
+@pytest.mark.system  # starts a server process
 def test_running_out_of_file_descriptors_is_one_line_not_a_storm(
     launcher: Launcher, sample_db: Path
 ) -> None:
@@ -238,6 +243,7 @@ OVERSIZED = {
 }
 
 
+@pytest.mark.system  # starts a server process
 @pytest.mark.parametrize(("head", "status"), OVERSIZED.values(), ids=OVERSIZED.keys())
 def test_oversized_requests_get_431_or_414(
     launcher: Launcher, sample_db: Path, head: bytes, status: int
@@ -251,6 +257,7 @@ def test_oversized_requests_get_431_or_414(
     assert json.loads(body)["status"] == status
 
 
+@pytest.mark.system  # starts a server process
 def test_long_filter_lists_fit_the_request_line(launcher: Launcher, sample_db: Path) -> None:
     """Three filters of 100 values each (about 11 KB) are a request, not a 414."""
     values = {

@@ -110,8 +110,13 @@ def cases(schema: BaseSchema, path: str, mode: GenerationMode) -> st.SearchStrat
 
 
 def unparsable(response: schemathesis.Response) -> bool:
-    """A 400 from the HTTP parser: the request (a control byte in a header) is not HTTP."""
-    return response.status_code == 400 and response.json()["detail"] == UNPARSABLE
+    """Refused by the HTTP parser before any check, so never a 401.
+
+    400 when the request is not HTTP (a control byte in a header), 414 for a request line
+    over 16 KiB, 431 for headers too large.
+    """
+    status = response.status_code
+    return status in (414, 431) or (status == 400 and response.json()["detail"] == UNPARSABLE)
 
 
 def refused_for_control_characters(response: schemathesis.Response) -> bool:

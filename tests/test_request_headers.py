@@ -25,8 +25,8 @@ from requests.utils import parse_header_links
 from app.web.headers import coding_weights
 from app.web.ratelimit import address_key
 
-from .conftest import MakeClient
-from .factories import API, KEY_1, KEY_2, assert_problem, get
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, KEY_2, assert_problem, get
 
 CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
 INSCRIPTIONS = f"{API}/course-inscriptions"

@@ -25,7 +25,7 @@ from packaging.requirements import Requirement
 from app.data.aiosqlite_shim import run_in_thread
 from app.web import aiohttp_shim
 
-from .servers import ROOT
+from .support.servers import ROOT
 
 
 async def test_aiosqlite_private_names_exist() -> None:
