@@ -224,6 +224,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
     if version not in (0, 1):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
+        # Read again under the write lock: another process may have just done this.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == SCHEMA_VERSION:
+            return
         if version == 1:
             for statement in MIGRATE_1_TO_2:
                 conn.execute(statement)
