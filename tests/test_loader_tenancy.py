@@ -8,11 +8,7 @@ their references inside the write transaction, so they cannot both pass and cros
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +17,7 @@ import pytest
 from app.tools.loader import LoadError, load_files
 
 from .support.factories import DATA_TABLES, dump_tables, query, sample
-from .support.servers import GUARD_SECONDS, ROOT
+from .support.loads import loads_at_once, write_fixture
 
 NEW_ID = 5_000
 
@@ -35,15 +31,10 @@ def company_of(table: str, record_id: int) -> int:
     return next(r["company_id"] for r in sample()[table] if r["id"] == record_id)
 
 
-def write(path: Path, document: dict[str, Any]) -> Path:
-    path.write_text(json.dumps(document), encoding="utf-8")
-    return path
-
-
 def refused(db: Path, document: dict[str, Any], path: str, tmp_path: Path) -> list[str]:
     """Load the document, expect a refusal naming ``path`` and an unchanged database."""
     before = dump_tables(db)
-    bad = write(tmp_path / "other.json", document)
+    bad = write_fixture(tmp_path / "other.json", document)
     with pytest.raises(LoadError) as caught:
         load_files(db, [bad])
     problems = caught.value.problems
@@ -150,30 +141,6 @@ def test_triggers_refuse_cross_company_updates(case: str, sample_db: Path) -> No
     assert dump_tables(sample_db) == before
 
 
-def start_load(db: Path, fixture: Path, log: Path) -> subprocess.Popen[bytes]:
-    """A loader process with plain progress lines on ``log`` (the end of its reading shows)."""
-    code = (
-        "import sys; from app.tools.loader import LoadError, load_files\n"
-        "try: load_files(sys.argv[1], sys.argv[2:], progress=True)\n"
-        "except LoadError as exc: print(*exc.problems, sep='\\n'); sys.exit(1)\n"
-    )
-    with log.open("wb") as err:
-        return subprocess.Popen(
-            [sys.executable, "-c", code, str(db), str(fixture)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=err,
-        )
-
-
-def wait_for(log: Path, text: str) -> None:
-    """Until the process writing ``log`` has printed ``text``."""
-    deadline = time.monotonic() + GUARD_SECONDS
-    while text not in log.read_text(encoding="utf-8"):
-        assert time.monotonic() < deadline, log.read_text(encoding="utf-8")
-        time.sleep(0.02)
-
-
 def person(company_id: int, name: str) -> dict[str, Any]:
     return {
         "id": NEW_ID, "company_id": company_id, "first_name": name, "last_name": "Race",
@@ -193,27 +160,16 @@ def test_two_loads_at_once_cannot_cross_tenants(sample_db: Path, tmp_path: Path)
         "timestamp": "2025-06-01T10:00:00Z", "with_captcha": False,
     }  # fmt: skip
     files = {
-        1: write(tmp_path / "one.json", {"employees": [person(1, "Alice")]}),
-        2: write(
+        1: write_fixture(tmp_path / "one.json", {"employees": [person(1, "Alice")]}),
+        2: write_fixture(
             tmp_path / "two.json", {"employees": [person(2, "Bob")], "campaign_events": [event]}
         ),
     }
-    holder = sqlite3.connect(sample_db, isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    logs = {c: tmp_path / f"load-{c}.log" for c in files}
-    loads = {c: start_load(sample_db, files[c], logs[c]) for c in files}
-    try:
-        wait_for(logs[1], "employees: 1 rows")
-        wait_for(logs[2], "campaign_events: 1 rows")
-        time.sleep(0.2)  # both are now waiting for the write lock
-    finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    codes = {c: p.wait(timeout=GUARD_SECONDS) for c, p in loads.items()}
-    assert sorted(codes.values()) == [0, 1], codes
+    results = loads_at_once(sample_db, [files[1], files[2]], ["employees", "campaign_events"])
+    codes = {1: results[0][0], 2: results[1][0]}
+    assert sorted(codes.values()) == [0, 1], results
     winner = next(c for c, code in codes.items() if code == 0)
-    loser = 3 - winner
-    said = loads[loser].communicate()[0].decode()
+    said = results[2 - winner][1]
     assert "employees[0].id: 5000 belongs to another company" in said
     row = query(sample_db, "SELECT company_id, first_name FROM employees WHERE id = ?", NEW_ID)
     assert row == [(winner, "Alice" if winner == 1 else "Bob")]

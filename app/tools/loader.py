@@ -41,6 +41,8 @@ PARENTS = frozenset(
     ("companies", "employees", "teams", "campaigns", "courses", "course_sections", "inscriptions")
 )
 IMPLIED = "campaign_targets (implied)"
+WRITTEN = "campaign_events (new or changed)"
+ADVANCE_SEQ = "UPDATE main.meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'change_seq'"
 
 
 class LoadError(ToolError):
@@ -69,11 +71,14 @@ def load_files(
         raise _database_error(exc) from None
     try:
         conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: bounded, whatever the files
+        conn.execute("PRAGMA temp.cache_size = -32768")
+        conn.execute("BEGIN")  # touches only the temporary database: no lock on the file
         stage = Stage(conn)
         for name in files:
             _stage_file(stage, str(name), meter)
         meter.close()
         stage.index()
+        conn.execute("COMMIT")
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
             counts = _check_and_write(conn, stage, meter)
@@ -107,7 +112,10 @@ def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> di
         with meter.step(f"check and write {table}", counts[table]):
             check(conn, table)
             if table in PARENTS or not _any_problem(conn):
-                conn.execute(MERGES[table])
+                written = conn.execute(MERGES[table]).rowcount
+                if table == "campaign_events":
+                    counts[WRITTEN] = written
+                    conn.execute(ADVANCE_SEQ, (written,))
     if counts["campaign_events"] and not _any_problem(conn):
         counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
     refuse_if_problems(conn)
@@ -168,6 +176,7 @@ def _upsert(
     parents: str = "",
     select: dict[str, str] | None = None,
     update: tuple[str, ...] | None = None,
+    order: str | None = None,
 ) -> str:
     """``INSERT ... SELECT`` of the clean staged rows in key order, upserting on the key.
 
@@ -178,14 +187,28 @@ def _upsert(
     changed = update if update is not None else tuple(c for c in columns if c not in key)
     action = "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in changed)
     keys = ", ".join(key)
+    where = _clean(table, key) + parents
     return (
         f"INSERT INTO main.{table} ({', '.join(columns)}) SELECT {values}"
-        f" FROM temp.stage_{table} AS s WHERE {_clean(table, key)}{parents} ORDER BY {keys}"
+        f" FROM temp.stage_{table} AS s WHERE {where} ORDER BY {order or keys}"
         f" ON CONFLICT ({keys}) {action if changed else 'DO NOTHING'}"
     )
 
 
 OF_COMPANY = _parents(("company_id", "companies"))
+# An event written by a load takes the next places of the change sequence (contract.md 13),
+# in id order; an event that is already stored exactly as given is not written at all.
+EVENT = (
+    "id",
+    "campaign_id",
+    "employee_id",
+    "type",
+    "timestamp",
+    "with_captcha",
+    "ip",
+    "user_agent",
+)
+SAME = " AND ".join(f"e.{c} IS s.{c}" for c in EVENT[1:])
 PERSON = ("first_name", "last_name", "email", "department", "country")
 MERGES: dict[str, str] = {
     "companies": _upsert("companies", ("id", "name")),
@@ -196,6 +219,7 @@ MERGES: dict[str, str] = {
         parents=OF_COMPANY,
         select={"created_at": "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"},
         update=("label",),
+        order="s.pos",
     ),
     "employees": _upsert(
         "employees",
@@ -220,17 +244,13 @@ MERGES: dict[str, str] = {
     ),
     "campaign_events": _upsert(
         "campaign_events",
-        (
-            "id",
-            "campaign_id",
-            "employee_id",
-            "type",
-            "timestamp",
-            "with_captcha",
-            "ip",
-            "user_agent",
-        ),
-        parents=_parents(("campaign_id", "campaigns"), ("employee_id", "employees")),
+        (*EVENT, "seq"),
+        parents=_parents(("campaign_id", "campaigns"), ("employee_id", "employees"))
+        + f" AND NOT EXISTS (SELECT 1 FROM main.campaign_events AS e WHERE e.id = s.id AND {SAME})",
+        select={
+            "seq": "(SELECT CAST(value AS INTEGER) FROM main.meta WHERE key = 'change_seq')"
+            " + row_number() OVER (ORDER BY s.id)"
+        },
     ),
     "courses": _upsert("courses", ("id", "company_id", "title", "title_key"), parents=OF_COMPANY),
     "course_sections": _upsert(
