@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 SCHEMA_VERSION = 2
@@ -285,8 +285,11 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         yield conn
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        # After some errors (a full disk, I/O) SQLite has already rolled back, and a ROLLBACK
+        # of its own would fail and hide the cause: the first error is the one to report.
+        with suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
         raise
 
 
