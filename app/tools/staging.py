@@ -153,6 +153,7 @@ class Stage:
         """Validate and stage every item; ``tick(table, rows)`` reports progress."""
         unknown: set[str] = set()
         table, schema, rows, make, since = "", Record(), [], STAGED["companies"].row, 0
+        quick = schema.quick_load
         for item in items:
             self.pos += 1
             if item.table != table:
@@ -160,6 +161,7 @@ class Stage:
                 table, since = item.table, 0
                 if table in TABLES:
                     schema, rows, make = TABLES[table](), self._rows[table], STAGED[table].row
+                    quick = schema.quick_load
             if table not in TABLES:
                 if table not in unknown:
                     unknown.add(table)
@@ -170,11 +172,13 @@ class Stage:
                 continue
             self.counts[table] += 1
             since += 1
-            try:
-                record = schema.load(item.value)
-            except ValidationError as exc:
-                self._refused(src, table, item.index, exc)
-                continue
+            record = quick(item.value)
+            if record is None:
+                try:
+                    record = schema.load(item.value)
+                except ValidationError as exc:
+                    self._refused(src, table, item.index, exc)
+                    continue
             rows.append((self.pos, src, item.index, 1, *make(record)))
             if len(rows) >= CHUNK:
                 self._write(table)
