@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
+import time
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -141,6 +142,17 @@ def refuse_if_problems(conn: sqlite3.Connection) -> None:
     if total > len(shown):
         shown.append(f"... and {total - len(shown)} more")
     raise LoadError(shown)
+
+
+def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
+    """The one line that ends a successful load: records, time, rate and what changed."""
+    records = sum(counts.get(table, 0) for table in TABLES)
+    rate = f" ({records / seconds:,.0f} records/s)" if seconds > 0 else ""
+    return (
+        f"loaded {records:,} records into {db_path} in {seconds:.1f} s{rate};"
+        f" {counts.get(WRITTEN, 0):,} events new or changed,"
+        f" {counts.get(IMPLIED, 0):,} targets implied by events"
+    )
 
 
 def _database_error(exc: sqlite3.Error) -> Exception:
@@ -281,10 +293,16 @@ IMPLIED_TARGETS = (
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: fixture files and --db."""
+    """The command line: fixture files, --db and --no-progress."""
     parser = OneLineParser(description="Load fixture files into a database, all or nothing.")
     parser.add_argument("files", nargs="+", type=Path, help="fixture JSON files")
     parser.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (by default: a bar per table on a terminal, plain lines"
+        " otherwise)",
+    )
     return parser
 
 
@@ -292,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Validate and load; a refusal names each problem (file, record path, cause)."""
     args = build_parser().parse_args(argv)
-    counts = load_files(args.db, args.files)
-    summary = ", ".join(f"{n} {table}" for table, n in counts.items() if n)
-    print(f"loaded into {args.db}: {summary}")
+    started = time.perf_counter()
+    counts = load_files(args.db, args.files, progress=not args.no_progress)
+    print(summary(args.db, counts, time.perf_counter() - started))
     return 0
