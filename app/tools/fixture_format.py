@@ -120,7 +120,7 @@ class Instant(fields.Field):
             raise ValidationError(f"{value} is not a real date and time.") from None
         if hours > "23" or minutes > "59" or seconds > "59":
             raise ValidationError(f"{value} is not a real date and time.")
-        return value
+        return found.string
 
 
 class Record(Schema):

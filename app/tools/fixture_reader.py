@@ -23,10 +23,10 @@ class NotAFixture(Exception):
 
 
 class Item(NamedTuple):
-    """One element of a table's array, or (index None) a table whose value is no array."""
+    """One element of a table's array, or (position None) a table whose value is no array."""
 
     table: str
-    index: int | None
+    position: int | None  # in the table's array
     value: Any
 
 

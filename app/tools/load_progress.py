@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TextIO
+from typing import Any, TextIO
 
 from tqdm import tqdm
 
@@ -25,7 +25,7 @@ class Meter:
         self.label = ""
         self.rows = 0
         self.started = self.said = 0.0
-        self.bar: tqdm | None = None
+        self.bar: tqdm[Any] | None = None
 
     def tick(self, label: str, rows: int) -> None:
         """``rows`` more rows of the step ``label`` (a new label ends the previous step)."""

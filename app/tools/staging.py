@@ -167,7 +167,7 @@ class Stage:
                     unknown.add(table)
                     self.problem(src, f"{table}: Unknown field.")
                 continue
-            if item.index is None:
+            if item.position is None:
                 self.problem(src, f"{table}: Not a valid list.")
                 continue
             self.counts[table] += 1
@@ -177,9 +177,9 @@ class Stage:
                 try:
                     record = schema.load(item.value)
                 except ValidationError as exc:
-                    self._refused(src, table, item.index, exc)
+                    self._refused(src, table, item.position, exc)
                     continue
-            rows.append((self.pos, src, item.index, 1, *make(record)))
+            rows.append((self.pos, src, item.position, 1, *make(record)))
             if len(rows) >= CHUNK:
                 self._write(table)
                 tick(table, since)
