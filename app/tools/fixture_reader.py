@@ -47,10 +47,19 @@ def read_items(stream: IO[bytes]) -> Iterator[Item]:
             yield from _array(table, events)
         for _ in events:  # anything after the object is an error for the parser to raise
             pass
-    except ijson.JSONError as exc:
-        raise NotAFixture(f"not valid JSON: {exc}") from None
-    except (ValueError, OverflowError) as exc:  # a number outside what a float can hold
-        raise NotAFixture(f"not valid JSON: {exc}") from None
+    except (ijson.JSONError, ValueError, OverflowError) as exc:  # also: a number too large
+        raise NotAFixture(f"not valid JSON: {_one_line(str(exc))}") from None
+
+
+def _one_line(message: str) -> str:
+    """The parser's message on one line: its first line, and the text it points at."""
+    lines = [line.strip() for line in message.splitlines() if line.strip()]
+    if lines and "(right here)" in lines[-1]:
+        lines.pop()
+        if len(lines) == 2:
+            near = "".join(c if c.isprintable() else "?" for c in lines.pop())[:40]
+            lines[0] += f", near: {near}"
+    return " ".join(lines)[:300]
 
 
 def _array(table: str, events: Iterator[tuple[str, Any]]) -> Iterator[Item]:
