@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files
+from app.tools.fixture_reader import Item
+from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files, load_items
 
 from .support.factories import DATA_TABLES, dump_tables, query, sample
 from .support.servers import run_python
@@ -289,4 +290,22 @@ def test_script_reports_the_record_path(tmp_path: Path) -> None:
     assert loaded.returncode == 0, loaded.stderr
     assert query(db, "SELECT count(*) FROM campaign_events") == [
         (len(sample()["campaign_events"]),)
+    ]
+
+
+def test_records_from_elsewhere_load_like_a_file(tmp_path: Path, sample_db: Path) -> None:
+    """load_items (for importers): the same checks, the same problems, the same writes."""
+    event = {**sample()["campaign_events"][0], "id": UNKNOWN_ID}
+    bad = {**event, "id": UNKNOWN_ID + 1, "employee_id": UNKNOWN_ID}
+    source = [Item("campaign_events", 0, event), Item("campaign_events", 1, bad)]
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_items(sample_db, [("import of x", source)])
+    assert caught.value.problems == [
+        f"import of x: campaign_events[1].employee_id: unknown employee {UNKNOWN_ID}"
+    ]
+    assert fingerprint(sample_db) == before
+    load_items(sample_db, [("import of x", source[:1])])
+    assert query(sample_db, "SELECT count(*) FROM campaign_events WHERE id = ?", UNKNOWN_ID) == [
+        (1,)
     ]

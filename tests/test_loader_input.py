@@ -100,3 +100,17 @@ def test_any_json_is_loaded_or_refused_cleanly(document: Any, tmp_path: Path) ->
             p.startswith(f"{fixture}: ") or p.startswith("... and") for p in exc.problems
         )
         assert dump_tables(db) == before
+
+
+def test_a_file_that_cannot_be_read_is_a_problem_like_any_other(
+    tmp_path: Path, sample_db: Path
+) -> None:
+    missing, folder = tmp_path / "missing.json", tmp_path
+    before = dump_tables(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [missing, folder])
+    assert caught.value.problems == [
+        f"{missing}: cannot read: No such file or directory",
+        f"{folder}: cannot read: Is a directory",
+    ]
+    assert dump_tables(sample_db) == before

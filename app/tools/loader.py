@@ -26,7 +26,7 @@ from ..config import OneLineParser
 from ..data.schema import DatabaseError, bump_data_version, connect_writer, write_transaction
 from .cli import ToolError, command
 from .fixture_format import TABLES
-from .fixture_reader import NotAFixture, read_items
+from .fixture_reader import Item, NotAFixture, read_items
 from .load_checks import check
 from .load_progress import Meter
 from .staging import Stage
@@ -64,9 +64,23 @@ def load_files(
 ) -> dict[str, int]:
     """Validate the files and load them into the database in one transaction.
 
-    Returns the records read per table (and the targets implied by events); raises
-    LoadError listing the problems, the database unchanged.
+    Returns the records read per table (and what the load wrote of note: events new or
+    changed, targets implied); raises LoadError listing the problems, the database
+    unchanged, or DatabaseError when the database itself refuses.
     """
+    sources = ((str(name), _file_items(Path(name))) for name in files)
+    return load_items(db_path, sources, progress=progress, lock_wait=lock_wait)
+
+
+def load_items(
+    db_path: str | Path,
+    sources: Iterable[tuple[str, Iterable[Item]]],
+    *,
+    progress: bool = False,
+    lock_wait: float = LOCK_WAIT,
+) -> dict[str, int]:
+    """``load_files`` for records that come from elsewhere (an importer): each source is
+    a name for the problems and its items (table, position in the table, raw record)."""
     meter = Meter(progress)
     try:
         conn = connect_writer(db_path)
@@ -77,8 +91,8 @@ def load_files(
         conn.execute("PRAGMA temp.cache_size = -32768")
         conn.execute("BEGIN")  # touches only the temporary database: no lock on the file
         stage = Stage(conn)
-        for name in files:
-            _stage_file(stage, str(name), meter)
+        for name, items in sources:
+            _stage_source(stage, name, items, meter)
         meter.close()
         stage.index()
         conn.execute("COMMIT")
@@ -93,12 +107,17 @@ def load_files(
         conn.close()
 
 
-def _stage_file(stage: Stage, name: str, meter: Meter) -> None:
-    """Stream one file into the stage; a file that cannot be read or parsed is a problem."""
+def _file_items(path: Path) -> Iterator[Item]:
+    """The items of one fixture file, read as they are needed."""
+    with path.open("rb") as stream:
+        yield from read_items(stream)
+
+
+def _stage_source(stage: Stage, name: str, items: Iterable[Item], meter: Meter) -> None:
+    """Stream one source into the stage; one that cannot be read or parsed is a problem."""
     src = stage.source(name)
     try:
-        with open(name, "rb") as stream:
-            stage.add(src, read_items(stream), meter.tick)
+        stage.add(src, items, meter.tick)
     except OSError as exc:
         stage.problem(src, f"cannot read: {exc.strerror}")
     except NotAFixture as exc:
