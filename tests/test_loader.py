@@ -309,3 +309,26 @@ def test_records_from_elsewhere_load_like_a_file(tmp_path: Path, sample_db: Path
     assert query(sample_db, "SELECT count(*) FROM campaign_events WHERE id = ?", UNKNOWN_ID) == [
         (1,)
     ]
+
+
+def test_two_sections_at_one_place_are_refused_even_from_two_files(
+    tmp_path: Path, sample_db: Path
+) -> None:
+    """(course, position) is unique: a clash is a problem naming the record, not an error."""
+    section = sample()["course_sections"][0]
+    new = {**section, "id": UNKNOWN_ID, "position": 9_000}
+    clash = {**new, "id": UNKNOWN_ID + 1}
+    one = write_json(tmp_path / "one.json", {"course_sections": [new]})
+    two = write_json(tmp_path / "two.json", {"course_sections": [clash]})
+    taken = write_json(tmp_path / "taken.json", {"course_sections": [{**new, "position": 1}]})
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [one, two, taken])
+    course = section["course_id"]
+    assert caught.value.problems == [
+        f"{two}: course_sections[0].position: position 9000 of course {course}"
+        f" is also given to section {UNKNOWN_ID}",
+        f"{taken}: course_sections[0].position: position 1 of course {course}"
+        f" is section {section['id']}'s",
+    ]
+    assert fingerprint(sample_db) == before

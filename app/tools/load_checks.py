@@ -139,7 +139,21 @@ CHECKS: dict[str, list[str]] = {
     "courses": _owned("courses"),
     "course_sections": [
         duplicate("course_sections", ("id",)),
-        duplicate("course_sections", ("course_id", "position")),
+        # Another section of the load (any file) at the same place: the UNIQUE constraint.
+        _report(
+            "course_sections",
+            _at(
+                "course_sections",
+                ".position",
+                "position %d of course %d is also given to section %d",
+                "s.position",
+                "s.course_id",
+                "x.id",
+            ),
+            "s.valid",
+            "JOIN temp.stage_course_sections AS x ON x.course_id = s.course_id"
+            " AND x.position = s.position AND x.id != s.id AND x.pos < s.pos AND x.valid",
+        ),
         unknown("course_sections", "course_id", "courses"),
         moved(
             "course_sections",
