@@ -107,6 +107,7 @@ def test_values_only_grow_and_never_repeat(sample_db: Path, tmp_path: Path) -> N
     assert len(set(seqs(sample_db).values())) == len(seqs(sample_db))
 
 
+@pytest.mark.system
 def test_two_loads_at_once_take_consecutive_ranges_in_commit_order(
     sample_db: Path, tmp_path: Path
 ) -> None:

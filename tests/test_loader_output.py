@@ -17,10 +17,14 @@ import sys
 import termios
 from pathlib import Path
 
+import pytest
+
 from app.tools.loader import SAMPLE_FIXTURE
 
 from .support.factories import sample
 from .support.servers import GUARD_SECONDS, ROOT, clean_env, run_python
+
+pytestmark = pytest.mark.system  # every test here runs the command line as a process
 
 SUMMARY = re.compile(
     r"loaded ([\d,]+) records into \S+ in [\d.]+ s \([\d,]+ records/s\);"

@@ -148,6 +148,7 @@ def person(company_id: int, name: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
+@pytest.mark.system
 def test_two_loads_at_once_cannot_cross_tenants(sample_db: Path, tmp_path: Path) -> None:
     """Both read their files while a third writer holds the lock, then write in turn.
 

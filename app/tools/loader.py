@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..config import OneLineParser
 from ..data.schema import DatabaseError, bump_data_version, connect_writer, write_transaction
-from .cli import ToolError, command
+from .cli import ToolError, cause_of, command
 from .fixture_format import TABLES
 from .fixture_reader import Item, NotAFixture, read_items
 from .load_checks import check
@@ -36,7 +36,6 @@ from .staging import Stage
 SAMPLE_FIXTURE = Path(str(resources.files("app.fixtures") / "sample.json"))
 MAX_SHOWN = 100  # problems listed in full; the rest are counted
 LOCK_WAIT = 30.0  # seconds a load waits for another writer before giving up
-BUSY = "another load is running; try again"
 # Tables whose rows later checks read: written even once a problem is known, so that their
 # children are checked against them; the others are only written by a clean load.
 PARENTS = frozenset(
@@ -175,12 +174,10 @@ def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
     )
 
 
-def _database_error(exc: sqlite3.Error) -> Exception:
-    """One line for a database that refuses the load: busy, full, or anything else."""
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code == sqlite3.SQLITE_BUSY:
-        return LoadError([BUSY])
-    return DatabaseError(f"the database refused the load, nothing was written: {exc}")
+def _database_error(exc: sqlite3.Error) -> DatabaseError:
+    """One line for a database that refuses the load (busy after the wait, full, ...),
+    worded as every tool words it (``cli.cause_of``: never a failed rollback's message)."""
+    return DatabaseError(f"database: {cause_of(exc)}")
 
 
 def build_parser() -> argparse.ArgumentParser:
