@@ -293,6 +293,21 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         raise
 
 
+@contextmanager
+def scratch_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A deferred transaction for work in the temporary database only (a load staging its
+    records): it takes no lock on the file, so no other writer waits for it."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        with suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        raise
+
+
 def _statements(script: str) -> list[str]:
     """Split a script into complete statements (triggers contain semicolons)."""
     statements, current = [], ""

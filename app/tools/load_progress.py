@@ -53,7 +53,7 @@ class Meter:
         self.close()
 
     def close(self) -> None:
-        """End the current step: close its bar, or print its plain line."""
+        """Close the current step: its bar, or its plain line."""
         if not self.label:
             return
         if self.bar is not None:

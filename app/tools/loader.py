@@ -22,7 +22,13 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import OneLineParser
-from ..data.schema import DatabaseError, bump_data_version, connect_writer, write_transaction
+from ..data.schema import (
+    DatabaseError,
+    bump_data_version,
+    connect_writer,
+    scratch_transaction,
+    write_transaction,
+)
 from .cli import ToolError, cause_of, command
 from .fixture_format import TABLES
 from .fixture_reader import Item, NotAFixture, read_items
@@ -86,13 +92,12 @@ def load_items(
     try:
         conn.execute("PRAGMA cache_size = -65536")  # 64 MiB: bounded, whatever the files
         conn.execute("PRAGMA temp.cache_size = -32768")
-        conn.execute("BEGIN")  # touches only the temporary database: no lock on the file
-        stage = Stage(conn)
-        for name, items in sources:
-            _stage_source(stage, name, items, meter)
-        meter.close()
-        stage.index()
-        conn.execute("COMMIT")
+        with scratch_transaction(conn):  # the temporary database only: no lock on the file
+            stage = Stage(conn)
+            for name, items in sources:
+                _stage_source(stage, name, items, meter)
+            meter.close()
+            stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
             counts = _check_and_write(conn, stage, meter)
