@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_load  # noqa: E402
 import benchlib as lib  # noqa: E402
 
 from app.data.events import campaign_listing  # noqa: E402
@@ -353,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             args.key = bench_key(COMPANY, args.seed)
         seconds = 1.0 if args.smoke else args.duration
         report, clean = run(db, args.key, seconds, args.connections, args.smoke)
+        report += "\n".join(bench_load.report(db, args.seed, Path(tmp))) + "\n"
     print(report)
     if not args.smoke:
         out = ROOT / "bench-data" / "last-bench.md"

@@ -3,7 +3,9 @@
 Pins: the same seed gives the same tables; the counts follow the flags; the values keep
 the loader's invariants (case-folded keys, formats, result grades) and its exact schema,
 indexes and tenancy triggers included; the real app serves the data with tenancy intact
-(contract.md 1); a database holding data, or impossible sizes, are refused.
+(contract.md 1); a database holding data, or impossible sizes, are refused. Campaign
+targets and event addresses follow contract.md 10, the change sequence contract.md 13,
+and the exported fixture loads back into the same tables.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import pytest
 
 from app.config import Config
 from app.main import create_app
+from app.tools.fixture_export import export_fixture
 from app.tools.generator import GenerateError, Sizes, bench_key, generate
+from app.tools.loader import load_files
 
 from .support.factories import API, DATA_TABLES, dump_tables, query
 from .support.servers import run_python
@@ -198,3 +202,57 @@ def test_impossible_sizes_are_refused(tmp_path: Path) -> None:
     done = run_script("--db", str(tmp_path / "no.sqlite3"), *one_campaign_each, *SEED_3)
     assert done.returncode == 1
     assert "too few campaigns" in done.stderr
+
+
+def test_targets_cover_every_event_and_more(tiny_db: Path) -> None:
+    """contract.md 10: a campaign goes to a sample of its company; events come from them."""
+    untargeted = query(
+        tiny_db,
+        "SELECT count(*) FROM campaign_events e LEFT JOIN campaign_targets t"
+        " ON t.campaign_id = e.campaign_id AND t.employee_id = e.employee_id"
+        " WHERE t.campaign_id IS NULL",
+    )
+    assert untargeted == [(0,)]
+    idle = query(
+        tiny_db,
+        "SELECT count(*) FROM campaign_targets t WHERE NOT EXISTS (SELECT 1 FROM campaign_events"
+        " e WHERE e.campaign_id = t.campaign_id AND e.employee_id = t.employee_id)",
+    )
+    assert idle[0][0] > 0, "some targets did nothing"
+    crossed = query(
+        tiny_db,
+        "SELECT count(*) FROM campaign_targets t JOIN campaigns c ON c.id = t.campaign_id"
+        " JOIN employees p ON p.id = t.employee_id WHERE c.company_id != p.company_id",
+    )
+    assert crossed == [(0,)]
+    sent = query(tiny_db, "SELECT DISTINCT t.sent_at IS NULL, t.sent_at = c.launch_date FROM"
+                 " campaign_targets t JOIN campaigns c ON c.id = t.campaign_id")  # fmt: skip
+    assert set(sent) == {(1, None), (0, 1)}
+
+
+def test_events_carry_addresses_and_take_their_feed_places_in_id_order(tiny_db: Path) -> None:
+    rows = query(tiny_db, "SELECT id, seq, type, ip, user_agent FROM campaign_events ORDER BY id")
+    assert [seq for _, seq, *_ in rows] == [event_id for event_id, *_ in rows]
+    change_seq = query(tiny_db, "SELECT value FROM meta WHERE key = 'change_seq'")
+    assert change_seq == [(str(len(rows)),)]
+    with_address = [(kind, ip, agent) for _, _, kind, ip, agent in rows if ip is not None]
+    assert with_address and len(with_address) < len(rows)
+    assert all(agent and 0 < len(ip) <= 45 for _, ip, agent in with_address)
+    assert {kind for kind, _, _ in with_address} <= {"open", "click", "fail"}
+    assert any(":" in ip for _, ip, _ in with_address) and any(
+        "." in ip for _, ip, _ in with_address
+    )
+
+
+def test_an_exported_fixture_loads_back_into_the_same_data(tmp_path: Path, tiny_db: Path) -> None:
+    """The exporter writes the loader's format: loading it rebuilds every table exactly."""
+    fixture = tmp_path / "tiny.json"
+    export_fixture(tiny_db, fixture, {c: bench_key(c, 7) for c in (1, 2)})
+    copy = tmp_path / "copy.sqlite3"
+    counts = load_files(copy, [fixture])
+    assert counts["campaign_targets (implied)"] == 0
+    original, loaded = dump_tables(tiny_db), dump_tables(copy)
+    for table in (*DATA_TABLES, "campaign_targets"):
+        if table != "api_keys":
+            assert loaded[table] == original[table], table
+    assert [row[:3] for row in loaded["api_keys"]] == [row[:3] for row in original["api_keys"]]

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files
+from app.tools.fixture_reader import Item
+from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files, load_items
 
 from .support.factories import DATA_TABLES, dump_tables, query, sample
 from .support.servers import run_python
@@ -85,6 +86,17 @@ def duplicate_event_id(doc: dict[str, Any]) -> None:
     doc["campaign_events"][17]["id"] = doc["campaign_events"][16]["id"]
 
 
+def other_company_target(doc: dict[str, Any]) -> None:
+    """Point campaign_targets[4] at an employee of the campaign's other company."""
+    target = doc["campaign_targets"][4]
+    target["employee_id"] = employee_of_company(3 - campaign_company(target["campaign_id"]))
+
+
+def duplicate_target(doc: dict[str, Any]) -> None:
+    """Make campaign_targets[4] repeat the pair of campaign_targets[3]."""
+    doc["campaign_targets"][4] = dict(doc["campaign_targets"][3])
+
+
 UNKNOWN_ID = 10**9
 BAD_RECORDS: dict[str, tuple[Edit, str]] = {
     "missing field": (deleter("campaign_events", 17, "type"), "campaign_events[17].type"),
@@ -116,6 +128,26 @@ BAD_RECORDS: dict[str, tuple[Edit, str]] = {
     ),
     "employee of another company": (other_company_employee, "campaign_events[17]"),
     "duplicate id": (duplicate_event_id, "campaign_events[17].id"),
+    "target of another company": (other_company_target, "campaign_targets[4]"),
+    "duplicate target": (duplicate_target, "campaign_targets[4].employee_id"),
+    "target of an unknown campaign": (
+        setter("campaign_targets", 4, "campaign_id", UNKNOWN_ID),
+        "campaign_targets[4].campaign_id",
+    ),
+    "sent_at not an instant": (
+        setter("campaign_targets", 4, "sent_at", "2025-02-11"),
+        "campaign_targets[4].sent_at",
+    ),
+    "ip too long": (setter("campaign_events", 17, "ip", "1" * 46), "campaign_events[17].ip"),
+    "ip not a string": (setter("campaign_events", 17, "ip", 3232235777), "campaign_events[17].ip"),
+    "empty user agent": (
+        setter("campaign_events", 17, "user_agent", ""),
+        "campaign_events[17].user_agent",
+    ),
+    "user agent too long": (
+        setter("campaign_events", 17, "user_agent", "x" * 1001),
+        "campaign_events[17].user_agent",
+    ),
 }
 
 
@@ -178,6 +210,67 @@ def test_not_a_json_object_is_refused(tmp_path: Path, sample_db: Path, content: 
     assert fingerprint(sample_db) == before
 
 
+def test_every_problem_of_every_file_in_one_run(tmp_path: Path, sample_db: Path) -> None:
+    """Issue 12 item 1: format and reference problems together, in file and record order."""
+    document = copy.deepcopy(sample())
+    document["campaign_events"][17]["type"] = "phish"
+    document["inscriptions"][3]["course_id"] = UNKNOWN_ID
+    document["employees"][5]["email"] = "not an address"
+    bad = write_json(tmp_path / "bad.json", document)
+    other = write_json(tmp_path / "other.json", {"teams": [{"id": 1, "company_id": 2}]})
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [bad, other])
+    assert caught.value.problems == [
+        f"{bad}: employees[5].email: Not a valid email address.",
+        f"{bad}: campaign_events[17].type: Must be one of: open, click, report, fail.",
+        f"{bad}: inscriptions[3].course_id: unknown course {UNKNOWN_ID}",
+        f"{other}: teams[0].name: Missing data for required field.",
+    ]
+    assert fingerprint(sample_db) == before
+
+
+def test_a_refused_record_is_not_blamed_again_through_its_children(
+    tmp_path: Path, sample_db: Path
+) -> None:
+    """An employee refused for its email keeps its id: its events are not 'unknown'."""
+    person = {**sample()["employees"][0], "id": UNKNOWN_ID, "email": "nope"}
+    event = {**sample()["campaign_events"][0], "id": UNKNOWN_ID, "employee_id": UNKNOWN_ID}
+    event["campaign_id"] = next(
+        c["id"] for c in sample()["campaigns"] if c["company_id"] == person["company_id"]
+    )
+    bad = write_json(tmp_path / "bad.json", {"employees": [person], "campaign_events": [event]})
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [bad])
+    assert caught.value.problems == [f"{bad}: employees[0].email: Not a valid email address."]
+
+
+def test_problems_are_listed_up_to_a_hundred_then_counted(tmp_path: Path, sample_db: Path) -> None:
+    events = copy.deepcopy(sample()["campaign_events"][:150])
+    for event in events:
+        event["employee_id"] = UNKNOWN_ID
+    bad = write_json(tmp_path / "bad.json", {"campaign_events": events})
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [bad])
+    problems = caught.value.problems
+    assert len(problems) == 101
+    assert problems[0] == f"{bad}: campaign_events[0].employee_id: unknown employee {UNKNOWN_ID}"
+    assert problems[99].startswith(f"{bad}: campaign_events[99].employee_id:")
+    assert problems[100] == "... and 50 more"
+
+
+def test_a_record_given_by_two_files_takes_the_later_one(tmp_path: Path, sample_db: Path) -> None:
+    """As if the files were loaded one after the other; within one file it is a duplicate."""
+    first = {**sample()["campaign_events"][0], "type": "report"}
+    later = {**sample()["campaign_events"][0], "type": "fail"}
+    one = write_json(tmp_path / "one.json", {"campaign_events": [first]})
+    two = write_json(tmp_path / "two.json", {"campaign_events": [later]})
+    load_files(sample_db, [one, two])
+    assert query(sample_db, "SELECT type FROM campaign_events WHERE id = ?", first["id"]) == [
+        ("fail",)
+    ]
+
+
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     """Run scripts/load_fixtures.py as a user would."""
     return run_python("scripts/load_fixtures.py", *args)
@@ -198,3 +291,44 @@ def test_script_reports_the_record_path(tmp_path: Path) -> None:
     assert query(db, "SELECT count(*) FROM campaign_events") == [
         (len(sample()["campaign_events"]),)
     ]
+
+
+def test_records_from_elsewhere_load_like_a_file(tmp_path: Path, sample_db: Path) -> None:
+    """load_items (for importers): the same checks, the same problems, the same writes."""
+    event = {**sample()["campaign_events"][0], "id": UNKNOWN_ID}
+    bad = {**event, "id": UNKNOWN_ID + 1, "employee_id": UNKNOWN_ID}
+    source = [Item("campaign_events", 0, event), Item("campaign_events", 1, bad)]
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_items(sample_db, [("import of x", source)])
+    assert caught.value.problems == [
+        f"import of x: campaign_events[1].employee_id: unknown employee {UNKNOWN_ID}"
+    ]
+    assert fingerprint(sample_db) == before
+    load_items(sample_db, [("import of x", source[:1])])
+    assert query(sample_db, "SELECT count(*) FROM campaign_events WHERE id = ?", UNKNOWN_ID) == [
+        (1,)
+    ]
+
+
+def test_two_sections_at_one_place_are_refused_even_from_two_files(
+    tmp_path: Path, sample_db: Path
+) -> None:
+    """(course, position) is unique: a clash is a problem naming the record, not an error."""
+    section = sample()["course_sections"][0]
+    new = {**section, "id": UNKNOWN_ID, "position": 9_000}
+    clash = {**new, "id": UNKNOWN_ID + 1}
+    one = write_json(tmp_path / "one.json", {"course_sections": [new]})
+    two = write_json(tmp_path / "two.json", {"course_sections": [clash]})
+    taken = write_json(tmp_path / "taken.json", {"course_sections": [{**new, "position": 1}]})
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [one, two, taken])
+    course = section["course_id"]
+    assert caught.value.problems == [
+        f"{two}: course_sections[0].position: position 9000 of course {course}"
+        f" is also given to section {UNKNOWN_ID}",
+        f"{taken}: course_sections[0].position: position 1 of course {course}"
+        f" is section {section['id']}'s",
+    ]
+    assert fingerprint(sample_db) == before

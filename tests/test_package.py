@@ -106,7 +106,7 @@ def test_the_installed_tools_load_and_list(venv: Path, tmp_path: Path) -> None:
         cwd=tmp_path,
     ).strip()  # fmt: skip
     assert Path(shipped).is_relative_to(venv.parent)
-    assert "loaded into" in run(venv / "reporting-load", shipped, "--db", db, cwd=tmp_path)
+    assert "records into" in run(venv / "reporting-load", shipped, "--db", db, cwd=tmp_path)
     listed = run(venv / "reporting-keys", "--db", db, "list", cwd=tmp_path)
     for entry in sample()["api_keys"]:
         assert entry["key"][:12] in listed

@@ -170,12 +170,13 @@ def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(tmp_path: Path) -> None:
 DISK_FULL = """
 set -e
 mount -t tmpfs -o size=1m tmpfs "$DIR"
-"$PYTHON" scripts/load_fixtures.py fixtures/sample.json --db "$DIR/x.sqlite3" >/dev/null
+"$PYTHON" scripts/load_fixtures.py fixtures/sample.json --no-progress --db "$DIR/x.sqlite3" \
+    >/dev/null
 cp "$DIR"/x.sqlite3* "$OUT/before/"
 dd if=/dev/zero of="$DIR/filler" bs=4k 2>/dev/null || true
 truncate -s -64K "$DIR/filler"
 set +e
-"$PYTHON" scripts/load_fixtures.py "$BIG" --db "$DIR/x.sqlite3"
+"$PYTHON" scripts/load_fixtures.py "$BIG" --db "$DIR/x.sqlite3" --no-progress
 echo "exit $?" >&2
 cp "$DIR"/x.sqlite3* "$OUT/after/"
 """

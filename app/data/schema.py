@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 SCHEMA_VERSION = 2
@@ -146,33 +146,62 @@ CREATE INDEX IF NOT EXISTS api_keys_by_company ON api_keys (company_id);
 """
 
 # Rows that point across tenants would leak data through joins; refuse them here too,
-# whatever path writes (loader, generator or a hand-made script).
-TENANCY_TRIGGERS = """
-CREATE TRIGGER IF NOT EXISTS campaign_events_same_company
-BEFORE INSERT ON campaign_events
-WHEN (SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)
-  IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)
-BEGIN SELECT RAISE(ABORT, 'event employee and campaign belong to different companies');
-END;
-CREATE TRIGGER IF NOT EXISTS inscriptions_same_company
-BEFORE INSERT ON inscriptions
-WHEN (SELECT company_id FROM employees WHERE id = NEW.employee_id) IS NOT NEW.company_id
-  OR (SELECT company_id FROM courses WHERE id = NEW.course_id) IS NOT NEW.company_id
-BEGIN SELECT RAISE(ABORT, 'inscription employee, course and company differ');
-END;
-CREATE TRIGGER IF NOT EXISTS team_members_same_company
-BEFORE INSERT ON team_members
-WHEN (SELECT company_id FROM employees WHERE id = NEW.employee_id)
-  IS NOT (SELECT company_id FROM teams WHERE id = NEW.team_id)
-BEGIN SELECT RAISE(ABORT, 'team member and team belong to different companies');
-END;
-CREATE TRIGGER IF NOT EXISTS campaign_targets_same_company
-BEFORE INSERT ON campaign_targets
-WHEN (SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)
-  IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)
-BEGIN SELECT RAISE(ABORT, 'campaign target and campaign belong to different companies');
-END;
-"""
+# whatever path writes (loader, generator or a hand-made script), on insert and on update.
+# A row never changes company either: an update may not move it to another tenant.
+_SAME_COMPANY = (
+    # table, the condition on NEW that crosses companies, the message
+    (
+        "campaign_events",
+        "(SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)"
+        " IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)",
+        "event employee and campaign belong to different companies",
+    ),
+    (
+        "inscriptions",
+        "(SELECT company_id FROM employees WHERE id = NEW.employee_id) IS NOT NEW.company_id"
+        " OR (SELECT company_id FROM courses WHERE id = NEW.course_id) IS NOT NEW.company_id",
+        "inscription employee, course and company differ",
+    ),
+    (
+        "team_members",
+        "(SELECT company_id FROM employees WHERE id = NEW.employee_id)"
+        " IS NOT (SELECT company_id FROM teams WHERE id = NEW.team_id)",
+        "team member and team belong to different companies",
+    ),
+    (
+        "campaign_targets",
+        "(SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)"
+        " IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)",
+        "campaign target and campaign belong to different companies",
+    ),
+)
+_KEEPS_COMPANY = (
+    # table, the company of OLD, the company of NEW
+    *((t, "OLD.company_id", "NEW.company_id") for t in ("api_keys", "employees", "teams")),
+    *((t, "OLD.company_id", "NEW.company_id") for t in ("campaigns", "courses", "inscriptions")),
+    (
+        "campaign_events",
+        "(SELECT company_id FROM campaigns WHERE id = OLD.campaign_id)",
+        "(SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)",
+    ),
+    (
+        "course_sections",
+        "(SELECT company_id FROM courses WHERE id = OLD.course_id)",
+        "(SELECT company_id FROM courses WHERE id = NEW.course_id)",
+    ),
+)
+TENANCY_TRIGGERS = "".join(
+    f"CREATE TRIGGER IF NOT EXISTS {table}_same_company{suffix}\n"
+    f"BEFORE {event} ON {table}\nWHEN {when}\n"
+    f"BEGIN SELECT RAISE(ABORT, '{message}');\nEND;\n"
+    for table, when, message in _SAME_COMPANY
+    for event, suffix in (("INSERT", ""), ("UPDATE", "_on_update"))
+) + "".join(
+    f"CREATE TRIGGER IF NOT EXISTS {table}_keeps_company\n"
+    f"BEFORE UPDATE ON {table}\nWHEN {old} IS NOT {new}\n"
+    f"BEGIN SELECT RAISE(ABORT, 'a row of {table} cannot move to another company');\nEND;\n"
+    for table, old, new in _KEEPS_COMPANY
+)
 
 # The meta rows every database starts with: the data version and token (ETags), the
 # change sequence of the event feed, and the secret its cursors are signed with.
@@ -256,8 +285,26 @@ def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
         yield conn
         conn.execute("COMMIT")
     except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+        # After some errors (a full disk, I/O) SQLite has already rolled back, and a ROLLBACK
+        # of its own would fail and hide the cause: the first error is the one to report.
+        with suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        raise
+
+
+@contextmanager
+def scratch_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A deferred transaction for work in the temporary database only (a load staging its
+    records): it takes no lock on the file, so no other writer waits for it."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        with suppress(sqlite3.Error):
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
         raise
 
 

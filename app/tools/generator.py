@@ -35,19 +35,23 @@ from .generator_words import (
     DEPARTMENTS,
     FIRST,
     LAST,
+    NETWORKS,
     SECTION_TITLES,
     TEAM_WORDS,
+    USER_AGENTS,
 )
 
 DATA_TABLES = (
     "companies", "api_keys", "employees", "teams", "team_members", "campaigns",
-    "campaign_events", "courses", "course_sections", "inscriptions", "section_results",
+    "campaign_targets", "campaign_events", "courses", "course_sections", "inscriptions",
+    "section_results",
 )  # fmt: skip
 BASE = dt.date(2024, 1, 1)  # fixed, so the data never depends on the day it is made
 BASE_EPOCH = 1_704_067_200  # BASE at midnight UTC
 EVENT_TYPES = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
 STATUSES = ("not_started",) * 4 + ("in_progress",) * 7 + ("completed",) * 9
 EVENT_SPREAD = 21 * 86_400  # events come within three weeks of the launch
+SENT_TO = (0.4, 0.8)  # a campaign goes to 40% to 80% of its company's employees
 CHUNK = 20_000  # rows per executemany call
 
 
@@ -141,10 +145,11 @@ def expected_rows(sizes: Sizes) -> int:
     events = sizes.campaigns * sizes.events_per_campaign + sum(
         n - sizes.events_per_campaign for n in (sizes.big_campaign, sizes.mid_campaign) if n
     )
+    targets = int(sizes.campaigns * sum(SENT_TO) / 2 * sizes.employees / sizes.companies)
     people = 2.1 * sizes.employees + sizes.employees // 50 + 3 * sizes.companies
     training = sizes.courses + sizes.courses * sizes.sections
     training_rows = training + sizes.inscriptions * (1 + 0.65 * sizes.sections)
-    return int(people + sizes.campaigns + events + training_rows)
+    return int(people + sizes.campaigns + targets + events + training_rows)
 
 
 def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) -> dict[str, int]:
@@ -164,6 +169,11 @@ def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) 
                 bar.total = bar.n
             for sql in indexes:  # the very statements the schema made them with
                 conn.execute(sql)
+            # Events took their places in the feed in id order (seq = id, see _events).
+            conn.execute(
+                "UPDATE meta SET value = (SELECT count(*) FROM campaign_events)"
+                " WHERE key = 'change_seq'"
+            )
             bump_data_version(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return counts
@@ -311,22 +321,46 @@ def _timestamp(days: list[str], epoch: int) -> str:
     return f"{days[day]}T{hours:02d}:{seconds // 60:02d}:{seconds % 60:02d}Z"
 
 
-def _events(ctx: Context) -> Rows:
-    """Events after their launch, in random time order, by the campaign company's people."""
-    r, days, launches, sizes = ctx.rng.random, ctx.days, _launches(ctx), ctx.sizes
-    special, spread = {1: sizes.big_campaign, 2: sizes.mid_campaign}, EVENT_SPREAD / 1.1
+def _targets(ctx: Context) -> Rows:
+    """Who each campaign went to: a sample of its company's employees, most sent at launch."""
+    r, launches = ctx.rng.random, _launches(ctx)
     for c in ctx.companies:
-        first, n = c.employees.start, len(c.employees)
+        n = len(c.employees)
         for campaign_id in c.campaigns:
-            launch = launches[campaign_id - 1] + 1 - BASE_EPOCH
+            sent = _timestamp(ctx.days, launches[campaign_id - 1])
+            share = SENT_TO[0] + (SENT_TO[1] - SENT_TO[0]) * r()
+            for employee_id in sorted(ctx.rng.sample(c.employees, max(1, int(share * n)))):
+                yield campaign_id, employee_id, None if r() < 0.05 else sent
+
+
+def _events(ctx: Context) -> Rows:
+    """Events after their launch, in random time order, by the campaign's targets.
+
+    Clicks and submitted forms carry the browser's address and user agent, half the opens
+    the mail client's; ``seq`` (the event feed's order) is the id, as rows are made in order.
+    """
+    r, days, launches, sizes = ctx.rng.random, ctx.days, _launches(ctx), ctx.sizes
+    special, spread, seq = {1: sizes.big_campaign, 2: sizes.mid_campaign}, EVENT_SPREAD / 1.1, 0
+    for c in ctx.companies:
+        for campaign_id in c.campaigns:
+            targets = [e for (e,) in ctx.conn.execute(
+                "SELECT employee_id FROM campaign_targets WHERE campaign_id = ?", (campaign_id,)
+            )]  # fmt: skip
+            n, launch = len(targets), launches[campaign_id - 1] + 1 - BASE_EPOCH
             for _ in range(special.get(campaign_id) or sizes.events_per_campaign):
                 x = r()  # most events come in the first days after the launch
                 day, seconds = divmod(launch + int(x * (x + 0.1) * spread), 86_400)
                 hours, seconds = divmod(seconds, 3600)
                 minutes, seconds = divmod(seconds, 60)
                 stamp = f"{days[day]}T{hours:02d}:{minutes:02d}:{seconds:02d}Z"
-                employee_id, kind = first + int(r() * n), EVENT_TYPES[int(r() * 20)]
-                yield campaign_id, employee_id, kind, stamp, r() < 0.15
+                employee_id, kind = targets[int(r() * n)], EVENT_TYPES[int(r() * 20)]
+                ip = agent = None
+                if kind in ("click", "fail") or (kind == "open" and r() < 0.5):
+                    net = NETWORKS[int(r() * len(NETWORKS))]
+                    ip = f"{net}{int(r() * 254) + 1:{'x' if ':' in net else 'd'}}"
+                    agent = USER_AGENTS[int(r() * len(USER_AGENTS))]
+                seq += 1
+                yield campaign_id, employee_id, kind, stamp, r() < 0.15, ip, agent, seq
 
 
 def _courses(ctx: Context) -> Rows:
@@ -403,7 +437,9 @@ _STREAMS: list[tuple[str, str, Callable[[Context], Rows]]] = [
     ("teams", "id, company_id, name, name_key", _teams),
     ("team_members", "employee_id, team_id", _team_members),
     ("campaigns", "id, company_id, title, launch_date", _campaigns),
-    ("campaign_events", "campaign_id, employee_id, type, timestamp, with_captcha", _events),
+    ("campaign_targets", "campaign_id, employee_id, sent_at", _targets),
+    ("campaign_events", "campaign_id, employee_id, type, timestamp, with_captcha, ip, user_agent,"
+     " seq", _events),
     ("courses", "id, company_id, title, title_key", _courses),
     ("course_sections", "id, course_id, title, section_type, position", _sections),
     ("inscriptions", "id, company_id, employee_id, course_id, start_date, due_date, status",

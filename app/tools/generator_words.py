@@ -32,3 +32,15 @@ COURSES = ("Phishing Fundamentals", "Password Hygiene", "Data Protection Basics"
            "Insider Threats", "Physical Security")  # fmt: skip
 SECTION_TITLES = {"lecture": "Lesson", "video": "Video", "quiz": "Quiz", "exam": "Final exam",
                   "survey": "Feedback survey"}  # fmt: skip
+# Where events come from: browsers and mail clients, from documentation address ranges.
+USER_AGENTS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko)"
+               " Chrome/126.0.0.0 Safari/537.36",
+               "Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like"
+               " Gecko) Version/17.5 Safari/605.1.15",
+               "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15"
+               " (KHTML, like Gecko) Mobile/15E148",
+               "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:127.0) Gecko/20100101 Firefox/127.0",
+               "Microsoft Office/16.0 (Windows NT 10.0; Microsoft Outlook 16.0.17726; Pro)",
+               "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko)"
+               " Chrome/126.0.0.0 Mobile Safari/537.36")  # fmt: skip
+NETWORKS = ("192.0.2.", "198.51.100.", "203.0.113.", "2001:db8::")

@@ -1,0 +1,100 @@
+"""The load scenario of the benchmark (issue 12 item 2): the data set, from JSON, into a new
+database with ``scripts/load_fixtures.py``, as a user would run it.
+
+The benchmark's database is written out as a fixture (``app.tools.fixture_export``), then
+loaded into a new file by a separate process whose wall time and peak RSS are taken. In the
+same run: the time ijson alone takes to parse the file (the floor of any streaming load),
+and the peak RSS of loading the small sample file, so that memory growth with the file's
+size shows. The issue's target is 50,000 rows/s; the memory target is growth no larger
+than the two page caches the loader configures (64 + 32 MiB) plus 40 MB.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import ijson
+
+from app.tools.fixture_export import export_fixture
+from app.tools.generator import bench_key
+from app.tools.loader import SAMPLE_FIXTURE
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET_ROWS_PER_S = 50_000
+CACHES_MB = 64 + 32
+JUDGED_FROM = 100_000  # records: the rate target applies to a standard-sized load
+# Runs the loader's command line and reports its own peak RSS (KiB) on the last stderr line.
+WRAPPER = (
+    "import resource, runpy, sys\n"
+    "sys.argv = ['load_fixtures.py', *sys.argv[1:]]\n"
+    "try: runpy.run_path(sys.argv[0], run_name='__main__')\n"
+    "finally:\n"
+    "    use = resource.getrusage(resource.RUSAGE_SELF)\n"
+    "    print('peak', use.ru_maxrss, use.ru_utime + use.ru_stime, file=sys.stderr)\n"
+)
+
+
+def run_load(fixture: Path, db: Path) -> tuple[float, int, int, float]:
+    """Load ``fixture`` into a new ``db`` in a process: wall seconds, records, peak RSS KiB
+    and CPU seconds (on a shared machine the wall time also counts waiting for a core)."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", WRAPPER, str(fixture), "--db", str(db), "--no-progress"],
+        cwd=ROOT / "scripts",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"the load failed: {done.stderr.strip()[-500:]}")
+    records = int(re.search(r"loaded ([\d,]+) records", done.stdout)[1].replace(",", ""))  # type: ignore[index]
+    _, peak, cpu = done.stderr.strip().splitlines()[-1].split()
+    return seconds, records, int(peak), float(cpu)
+
+
+def parse_seconds(fixture: Path) -> float:
+    """The floor: ijson's C parser reading every event of the file, nothing else."""
+    started = time.perf_counter()
+    with fixture.open("rb") as stream:
+        for _ in ijson.basic_parse(stream, use_float=True):
+            pass
+    return time.perf_counter() - started
+
+
+def report(db: str, seed: int, work: Path) -> list[str]:
+    """Export, time the floor and the load, and return the markdown lines of the section."""
+    fixture = work / "bench-load.json"
+    companies = range(1, 100)
+    export_fixture(db, fixture, {c: bench_key(c, seed) for c in companies})
+    size_mb = fixture.stat().st_size / 1e6
+    floor = parse_seconds(fixture)
+    seconds, records, peak, cpu = run_load(fixture, work / "loaded.sqlite3")
+    _, small_records, small_peak, _ = run_load(SAMPLE_FIXTURE, work / "sample.sqlite3")
+    rate = records / seconds
+    growth = (peak - small_peak) / 1024
+    verdict = "ok" if rate >= TARGET_ROWS_PER_S else "MISSED"
+    if records < JUDGED_FROM:  # start-up time dominates a small load: nothing to judge
+        verdict = "- (small set)"
+    memory = "ok" if growth <= CACHES_MB + 40 else "MISSED"
+    return [
+        "",
+        "Loading the same data set from JSON into a new database (`scripts/load_fixtures.py`,"
+        f" one process; the file: {size_mb:,.0f} MB, {records:,} records):",
+        "",
+        "| scenario | records | seconds (CPU) | rows/s | reference | ratio | target | ok/MISSED |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| load into a new database | {records:,} | {seconds:.1f} ({cpu:.1f}) | {rate:,.0f} |"
+        f" ijson parse alone {floor:.1f} s = {records / floor:,.0f}/s |"
+        f" {rate / TARGET_ROWS_PER_S:.2f} of 50,000/s | ≥ 50,000 rows/s | {verdict} |",
+        f"| peak RSS of that load | | | | sample ({small_records:,} records):"
+        f" {small_peak / 1024:.0f} MB | {peak / 1024:.0f} MB (+{growth:.0f} MB) |"
+        f" growth ≤ {CACHES_MB + 40} MB | {memory} |",
+        "",
+        f"Records per CPU-second of the loader: {records / cpu:,.0f} (the wall-time rate also"
+        " counts waiting for a core on a shared machine).",
+    ]

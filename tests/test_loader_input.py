@@ -1,0 +1,116 @@
+"""contract.md 9 for any input: bad files get a clear answer and lose nothing.
+
+Whatever bytes a fixture holds (not JSON, JSON of the wrong shape, nested values where
+records should be flat, numbers beyond any range), the streaming loader either loads it
+or refuses it with problems naming the file; it never fails otherwise, and a refused load
+leaves every table as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.tools.loader import LoadError, load_files
+
+from .support.factories import dump_tables, make_sample_db
+
+DOCUMENTS = {
+    "a table that is no array": ('{"companies": 5}', "companies: Not a valid list."),
+    "a record that is no object": ('{"companies": [5]}', "companies[0]: Invalid input type."),
+    "a nested value": (
+        '{"companies": [{"id": {"x": [1, [2]]}, "name": "a"}]}',
+        "companies[0].id: Not a valid integer.",
+    ),
+    "an unknown table": ('{"planets": [{"id": 1}]}', "planets: Unknown field."),
+    "an unknown field": (
+        '{"companies": [{"id": 9, "name": "a", "size": 3}]}',
+        "companies[0].size: Unknown field.",
+    ),
+    "trailing garbage": ('{"companies": []} {"more": 1}', "not valid JSON"),
+    "a number beyond floats": ('{"companies": [{"id": 1e400, "name": "a"}]}', "not valid JSON"),
+    "an id of 0": (
+        '{"companies": [{"id": 0, "name": "a"}]}',
+        "companies[0].id: Must be from 1 to 9223372036854775807.",
+    ),
+    "an integer beyond 2^63-1": (
+        '{"companies": [{"id": 9223372036854775808, "name": "a"}]}',
+        'not valid JSON: parse error: integer overflow, near: {"companies": [{"id": 9223',
+    ),
+    "NaN": ('{"section_results": [{"result": NaN}]}', "not valid JSON"),
+    "a byte order mark": ('\ufeff{"companies": []}', "not valid JSON"),
+    "an empty file": ("", "not valid JSON: parse error: premature EOF"),
+    "deep nesting": ('{"companies": [{"id": ' + "[" * 5000 + "]" * 5000 + "}]}", "companies[0].id"),
+}
+
+
+@pytest.mark.parametrize("case", list(DOCUMENTS))
+def test_a_malformed_document_is_refused_with_its_cause(
+    case: str, tmp_path: Path, sample_db: Path
+) -> None:
+    text, cause = DOCUMENTS[case]
+    bad = tmp_path / "bad.json"
+    bad.write_text(text, encoding="utf-8")
+    before = dump_tables(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [bad])
+    problems = caught.value.problems
+    assert any(p.startswith(f"{bad}: ") and cause in p for p in problems), problems
+    assert all("\n" not in p for p in problems), "each problem is one line"
+    assert dump_tables(sample_db) == before
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+TABLE_NAMES = st.sampled_from(["companies", "employees", "campaign_events", "campaign_targets",
+                               "section_results", "other"])  # fmt: skip
+DOCUMENT = st.one_of(
+    JSON,
+    st.dictionaries(TABLE_NAMES, st.lists(st.dictionaries(st.sampled_from(
+        ["id", "company_id", "campaign_id", "employee_id", "name", "sent_at", "ip"]), JSON,
+        max_size=4), max_size=3), max_size=3),
+)  # fmt: skip
+
+
+@settings(
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(document=DOCUMENT)
+def test_any_json_is_loaded_or_refused_cleanly(document: Any, tmp_path: Path) -> None:
+    db = tmp_path / "fuzz.sqlite3"
+    if not db.exists():
+        make_sample_db(tmp_path).rename(db)
+    fixture = tmp_path / "any.json"
+    fixture.write_text(json.dumps(document), encoding="utf-8")
+    before = dump_tables(db)
+    try:
+        load_files(db, [fixture])
+    except LoadError as exc:
+        assert exc.problems and all(
+            p.startswith(f"{fixture}: ") or p.startswith("... and") for p in exc.problems
+        )
+        assert dump_tables(db) == before
+
+
+def test_a_file_that_cannot_be_read_is_a_problem_like_any_other(
+    tmp_path: Path, sample_db: Path
+) -> None:
+    missing, folder = tmp_path / "missing.json", tmp_path
+    before = dump_tables(sample_db)
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [missing, folder])
+    assert caught.value.problems == [
+        f"{missing}: cannot read: No such file or directory",
+        f"{folder}: cannot read: Is a directory",
+    ]
+    assert dump_tables(sample_db) == before
