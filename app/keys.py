@@ -6,8 +6,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 if TYPE_CHECKING:
+    from marshmallow import Schema
+
     from .config import Config
     from .data.pool import ReadPool
     from .data.version import DataVersion
@@ -36,6 +39,8 @@ COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 DATA_VERSION: web.AppKey[DataVersion] = web.AppKey("data_version")
+# Each listing view and the schema of its records (CSV columns come from it).
+RECORD_SCHEMAS: web.AppKey[dict[Handler, type[Schema]]] = web.AppKey("record_schemas")
 
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import bench_feed as feed  # noqa: E402
 import bench_load  # noqa: E402
 import benchlib as lib  # noqa: E402
 
@@ -39,6 +40,8 @@ SMOKE_SIZES += ["--events-per-campaign", "100", "--big-campaign", "2000", "--mid
 SMOKE_SIZES += ["--courses", "4", "--inscriptions", "1000", "--sections", "3"]
 MB = 1024  # KiB in a MiB
 RSS_TARGET_MB = 40.0
+FEED_LIMIT = 1000  # events an answer when the feed is followed from start to end
+FEED_TARGET = 0.5  # of the in-process floor's events/s
 
 
 @dataclass
@@ -53,6 +56,9 @@ class Scenario:
     by_latency: bool = False  # compare p50 with the floor time instead of req/s with its rate
     status: int = 200
     watch_rss: bool = False  # peak RSS above idle while this row runs
+    body: str = "json"  # the format of the answer, checked against the floor's array
+    rss_idle: int = 0  # KiB, just before the row (watch_rss)
+    rss_peak: int = 0  # KiB, the peak while it ran (VmHWM after clear_refs)
     floor_sql: tuple[str, str, list[object]] | None = None  # floor, strict floor, params
     floor_s: float = 0.0
     floor_json: str = ""
@@ -116,7 +122,7 @@ CAMPAIGN_SIZE = """SELECT count(*) FROM campaign_events ev JOIN campaigns c
 
 
 def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
-    """The six scenarios, their parameters picked from the data of company 1."""
+    """The scenarios, their parameters picked from the data of company 1."""
     (department,) = first_row(conn, TOP_DEPARTMENT, COMPANY)
     (country,) = first_row(conn, TOP_COUNTRY, COMPANY, department)
     dates = [row[0] for row in conn.execute(START_DATES, (COMPANY, department, country))]
@@ -132,6 +138,7 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
     )
     page_a = f"{API}/course-inscriptions?{urlencode({**one_filter, 'per_page': 25}, safe='[]')}"
     by_employee = f"{API}/victimsapi/{employee}/events"
+    big = f"{API}/campaigns/1/events"
     page_b = f"{API}/course-inscriptions?{urlencode({**three, 'per_page': 100}, safe='[]')}"
     return [
         Scenario("(a) inscriptions, 25 a page, 1 filter", page_a, 32, "floor", 0.9,
@@ -140,10 +147,14 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
                  floor_sql=inscriptions_floor(three_filters, 100)),
         Scenario(f"(c) campaign 2 events ({sizes[2]:,})", f"{API}/campaigns/2/events", 1,
                  "floor", 1.15, by_latency=True, floor_sql=campaign_floor(2)),
-        Scenario(f"(d) campaign 1 events ({sizes[1]:,})", f"{API}/campaigns/1/events", 1,
+        Scenario(f"(d) campaign 1 events ({sizes[1]:,})", big, 1,
                  "floor", 1.2, by_latency=True, floor_sql=campaign_floor(1), watch_rss=True),
         Scenario(f"(e) employee {employee} events ({events})", by_employee, 32, "ceiling", 0.2),
         Scenario("(f) 304 revalidation of (a)", page_a, 32, "ceiling", 0.5, status=304),
+        Scenario("(k) campaign 1 events as CSV", f"{big}?format=csv", 1, "floor", 1.5,
+                 by_latency=True, floor_sql=campaign_floor(1), watch_rss=True, body="csv"),
+        Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
+                 by_latency=True, floor_sql=campaign_floor(1), watch_rss=True, body="ndjson"),
     ]  # fmt: skip
 
 
@@ -174,6 +185,9 @@ def drive(port: int, s: Scenario, headers: dict[str, str], timing: Timing) -> di
     status, got, body = lib.get(port, s.path, headers)
     if status != s.status:
         s.problems.append(f"first request answered {status}, expected {s.status}")
+    elif s.floor_json and s.body != "json":
+        problem = feed.body_problem(s.body, body, s.floor_json)
+        s.problems += [problem] if problem else []
     elif s.floor_json and json.loads(body) != json.loads(s.floor_json):
         s.problems.append("the response body differs from SQLite's array (the floor)")
     url = f"http://127.0.0.1:{port}{s.path}"
@@ -214,16 +228,16 @@ def run(db: str, key: str, seconds: float, conns: int, smoke: bool) -> tuple[str
             drive(port, ceiling, {}, timing)
         finally:
             server.stop()
-        rss = measure_app(work, db, {"X-API-KEY": key}, scenarios, timing)
+        rss, followed = measure_app(work, db, key, scenarios, timing)
     info["load"] += ", {:.2f} {:.2f} {:.2f} at the end".format(*os.getloadavg())
-    report = render(info, ceiling, scenarios, rss, seconds)
-    return report, not any(s.problems for s in [ceiling, *scenarios])
+    report = render(info, ceiling, scenarios, rss, followed, seconds)
+    return report, not any(s.problems for s in [ceiling, *scenarios]) and not followed.run.problems
 
 
 def measure_app(
-    work: Path, db: str, headers: dict[str, str], scenarios: list[Scenario], timing: Timing
-) -> dict[str, int]:
-    """Run every scenario against the real server; return its RSS figures in KiB.
+    work: Path, db: str, key: str, scenarios: list[Scenario], timing: Timing
+) -> tuple[int, feed.FeedFigures]:
+    """Run every scenario, then follow the feed; return the RSS after start (KiB) and the feed.
 
     Each floor is timed just before its row, while the server idles, so that the two
     sides of a ratio see the machine in the same state.
@@ -236,30 +250,31 @@ def measure_app(
     server = lib.Process(args, port, work / "server.log", ROOT)
     floors = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
     floors.execute("PRAGMA cache_size = -16000")  # what the server's connections use
-    rss: dict[str, int] = {}
+    headers = {"X-API-KEY": key}
     try:
         server.wait_ready("/readyz")
-        rss["start"] = lib.proc_status_kib(server.pid, "VmRSS")
+        start = lib.proc_status_kib(server.pid, "VmRSS")
         etag = ""
         for s in scenarios:
             measure_floor(floors, s, timing.floor_budget)
             extra = {"If-None-Match": etag} if s.status == 304 else {}
             if s.watch_rss:
-                rss["idle"] = lib.proc_status_kib(server.pid, "VmRSS")
+                s.rss_idle = lib.proc_status_kib(server.pid, "VmRSS")
                 lib.reset_peak_rss(server.pid)
             got = drive(port, s, {**headers, **extra}, timing)
             if s.watch_rss:
-                rss["peak"] = lib.proc_status_kib(server.pid, "VmHWM")
+                s.rss_peak = lib.proc_status_kib(server.pid, "VmHWM")
             etag = etag or got.get("etag", "")
+        followed = feed.measure(port, key, floors, COMPANY, FEED_LIMIT)
     finally:
         floors.close()
         server.stop()
-    return rss
+    return start, followed
 
 
 def render(
-    info: dict[str, str], ceiling: Scenario, scenarios: list[Scenario], rss: dict[str, int],
-    seconds: float,
+    info: dict[str, str], ceiling: Scenario, scenarios: list[Scenario], rss_start: int,
+    followed: feed.FeedFigures, seconds: float,
 ) -> str:  # fmt: skip
     """The markdown report: the table, then what each row asked and where it ran."""
     assert ceiling.result is not None
@@ -289,10 +304,18 @@ def render(
         sign = "≤" if s.by_latency else "≥"
         verdict = "ok" if s.met(top) else "MISSED"
         row(s, reference, f"{s.ratio(top):.2f}", f"{sign} {s.target}", verdict)
-    growth = (rss["peak"] - rss["idle"]) / MB
-    lines.append(f"| (d) peak RSS above idle | 1 | | | | idle {rss['idle'] / MB:.1f} MB"
-                 f" | {growth:.1f} MB | ≤ {RSS_TARGET_MB:.0f} MB"
-                 f" | {'ok' if growth <= RSS_TARGET_MB else 'MISSED'} | |")  # fmt: skip
+    run = followed.run
+    lines.append(f"| (m) event feed, {FEED_LIMIT:,} a page, start to end ({run.events:,} events,"
+                 f" {run.pages} requests, {run.seconds:.2f} s) | 1 | {run.pages / run.seconds:,.0f}"
+                 f" | | | floor {followed.floor_events / followed.floor_s:,.0f} events/s"
+                 f" | {followed.ratio():.2f} | ≥ {FEED_TARGET}"
+                 f" | {'ok' if followed.ratio() >= FEED_TARGET else 'MISSED'}"
+                 f" | {len(run.problems)} |")  # fmt: skip
+    for s in (s for s in scenarios if s.watch_rss):
+        growth = (s.rss_peak - s.rss_idle) / MB
+        lines.append(f"| {s.label[:3]} peak RSS above idle | 1 | | | | idle {s.rss_idle / MB:.1f}"
+                     f" MB | {growth:.1f} MB | ≤ {RSS_TARGET_MB:.0f} MB"
+                     f" | {'ok' if growth <= RSS_TARGET_MB else 'MISSED'} | |")  # fmt: skip
     notes = [
         "",
         f"Each row: one wrk thread (`wrk -t1 -cN -d{seconds:g}s --latency`) after a warm-up"
@@ -309,8 +332,13 @@ def render(
             if s.strict_s
         )
         + ".",
-        f"Server RSS: {rss['start'] / MB:.1f} MB after start, {rss['idle'] / MB:.1f} MB idle"
-        f" before (d), peak {rss['peak'] / MB:.1f} MB during (d) (VmHWM after clear_refs).",
+        "(k), (l): the same p50 ÷ floor time, the floor being (d)'s JSON array: the cost of"
+        " CSV or NDJSON over the least work for the same records in JSON.",
+        f"(m): {FEED_LIMIT:,} events a request, Link rel=next followed from the start until an"
+        " empty answer, one keep-alive connection (median of 3 walks after a warm-up); the"
+        " floor reads the same rows with the app's SQL in one in-process statement.",
+        f"Server RSS: {rss_start / MB:.1f} MB after start; peaks of (d), (k), (l): VmHWM after"
+        " clear_refs, above the RSS just before the row.",
         "",
         "Requests:",
     ]
@@ -318,6 +346,8 @@ def render(
         statuses = ", ".join(f"{c}×{n:,}" for c, n in sorted((s.result.statuses or {}).items()))
         notes.append(f"- {s.label}: `{s.path}` (warm-up statuses: {statuses or 'none'})")
         notes += [f"  - ERROR: {p}" for p in s.problems]
+    notes += [f"- (m) `{API}/events?limit={FEED_LIMIT}`, then each Link rel=next"]
+    notes += [f"  - ERROR: {p}" for p in followed.run.problems]
     notes += ["", "Machine:", *[f"- {k}: {v}" for k, v in info.items()]]
     return "\n".join(lines + notes) + "\n"
 

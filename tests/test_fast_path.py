@@ -17,8 +17,14 @@ from typing import Any
 import pytest
 
 from app.data import events, inscriptions
-from app.data.listings import Paging, read_page, read_small
-from app.web.schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
+from app.data.feed import START, FeedFilters, feed_listing
+from app.data.listings import Paging, read_page, read_small, read_window
+from app.web.schemas import (
+    CampaignEventSchema,
+    EmployeeEventSchema,
+    FeedEventSchema,
+    InscriptionSchema,
+)
 
 from .support.factories import API, KEY_1, KEY_2, by_id, sample
 
@@ -213,3 +219,29 @@ def test_the_benchmark_floor_builds_the_same_array(conn: sqlite3.Connection) -> 
     assert json.loads(first) == [json.loads(text) for text in expected_inscriptions(2)[:25]]
     joined = conn.execute(listing.whole_array(joined=True), listing.params).fetchone()[0]
     assert joined == whole
+
+
+def test_every_feed_event_equals_the_schema_dump(conn: sqlite3.Connection) -> None:
+    """The feed's records (contract.md 13), in the database's (seq, id) order."""
+    campaigns, people = by_id("campaigns"), by_id("employees")
+    fixture = by_id("campaign_events")
+    schema = FeedEventSchema()
+    for company in (1, 2):
+        order = conn.execute(
+            "SELECT ev.id FROM campaign_events ev JOIN campaigns c ON c.id = ev.campaign_id"
+            " WHERE c.company_id = ? ORDER BY ev.seq, ev.id",
+            (company,),
+        )
+        expected = []
+        for (event_id,) in order:
+            e = fixture[event_id]
+            c = campaigns[e["campaign_id"]]
+            campaign = {"id": c["id"], "title": c["title"], "launch_date": ts(c["launch_date"])}
+            record = {k: e[k] for k in ("id", "type", "with_captcha")}
+            record |= {"ip": e.get("ip"), "user_agent": e.get("user_agent")}
+            record |= {"timestamp": ts(e["timestamp"]), "campaign": campaign}
+            record["victim"] = people[e["employee_id"]]
+            expected.append(compact(schema.dump(record)))
+        window = read_window(conn, feed_listing(company, FeedFilters(), START), 10_000)
+        assert [text.decode() for text in window.texts] == expected
+        assert any('"ip":"' in text for text in expected)  # the sample has addresses

@@ -1,11 +1,13 @@
-"""The OpenAPI document and Swagger UI (contract.md 8; the document covers 3, 4, 5, 6 and 7).
+"""The OpenAPI document and Swagger UI (contract.md 8; the document covers 3 to 7, 13, 14).
 
 The document must be valid OpenAPI 3, list every path, parameter and limit, the key
-scheme and the headers, and the server's real answers must validate against it.
+scheme and the headers, the three media types of every listing (14) and the event
+feed's cursor (13), and the server's real answers must validate against it.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from typing import Any
@@ -22,7 +24,9 @@ SPEC = "/api/docs/openapi.json"
 CAMPAIGN = f"{API}/campaigns/{{id}}/events"
 EMPLOYEE = f"{API}/victimsapi/{{id}}/events"
 INSCRIPTIONS = f"{API}/course-inscriptions"
-PAGING = {"page", "per_page"}
+FEED = f"{API}/events"
+PAGE_PARAMS = {"page", "per_page"}
+PAGING = PAGE_PARAMS | {"format"}
 LISTS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 DATES = ("from_inscription_date", "to_inscription_date", "from_due_date", "to_due_date")
 QUERY_NAMES = {
@@ -30,6 +34,9 @@ QUERY_NAMES = {
     EMPLOYEE: PAGING,
     INSCRIPTIONS: PAGING | {f"filter[{name}]" for name in (*LISTS, *DATES)},
 }
+FEED_NAMES = {"format", "limit", "cursor", "filter[type]", "filter[with_captcha]"}
+FEED_NAMES |= {"filter[from_date]", "filter[to_date]"}
+MEDIA = {"application/json", "text/csv", "application/x-ndjson"}
 RATE = {
     "RateLimit-Limit",
     "RateLimit-Remaining",
@@ -100,8 +107,8 @@ async def test_description_states_the_contract_decisions(make_client: MakeClient
 
 async def test_every_endpoint_is_documented_and_docs_are_not(client: TestClient) -> None:
     paths = set((await fetch_document(client))["paths"])
-    assert {CAMPAIGN, EMPLOYEE, INSCRIPTIONS} <= paths
-    assert paths <= {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, "/healthz", "/readyz"}
+    assert {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED} <= paths
+    assert paths <= {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED, "/healthz", "/readyz"}
 
 
 @pytest.mark.parametrize("path", [CAMPAIGN, EMPLOYEE, INSCRIPTIONS])
@@ -123,6 +130,42 @@ async def test_parameters_have_their_real_names_and_limits(client: TestClient, p
         assert (pid["schema"]["minimum"], pid["schema"]["maximum"]) == (1, 2**63 - 1)
     else:
         assert path_ids == []
+    assert query["format"]["schema"]["enum"] == ["json", "csv", "ndjson"]
+
+
+async def test_the_feed_documents_its_cursor(client: TestClient) -> None:
+    """limit and cursor instead of page and per_page; X-Next-Cursor and Link on its 200."""
+    document = await fetch_document(client)
+    feed = operation(document, FEED)
+    query = {p["name"]: p for p in feed["parameters"] if p["in"] == "query"}
+    assert set(query) == FEED_NAMES
+    limit = query["limit"]["schema"]
+    assert (limit["type"], limit["minimum"], limit["maximum"]) == ("integer", 1, 1000)
+    assert query["cursor"]["schema"]["type"] == "string"
+    assert "X-Next-Cursor" in query["cursor"]["description"] or "opaque" in str(query["cursor"])
+    for name in ("filter[from_date]", "filter[to_date]"):
+        assert query[name]["schema"]["format"] == "date"
+    ok = deref(document, feed["responses"]["200"])
+    assert {"X-Next-Cursor", "Link", "ETag", "Vary"} <= set(ok["headers"])
+    assert not {"X-Total-Count", "X-Page", "X-Total-Pages"} & set(ok["headers"])
+    assert "cursor" in feed["description"] and "exactly once" in feed["description"]
+    cursor = deref(document, ok["headers"]["X-Next-Cursor"])
+    assert cursor["schema"]["type"] == "string"
+
+
+@pytest.mark.parametrize("path", [CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED])
+async def test_every_listing_has_three_media_types_and_406(client: TestClient, path: str) -> None:
+    document = await fetch_document(client)
+    responses = operation(document, path)["responses"]
+    content = deref(document, responses["200"])["content"]
+    assert set(content) == MEDIA
+    columns = content["text/csv"]["schema"]["description"]
+    assert ("`victim.email`" in columns) != (path in (EMPLOYEE, INSCRIPTIONS))
+    assert content["text/csv"]["example"].endswith("\r\n")
+    assert "line" in content["application/x-ndjson"]["schema"]["description"]
+    problem = deref(document, responses["406"])
+    assert "application/problem+json" in problem["content"]
+    assert "Content-Disposition" in deref(document, responses["200"])["headers"]
 
 
 async def test_filters_are_described_with_their_formats(client: TestClient) -> None:
@@ -148,7 +191,7 @@ async def test_the_api_key_scheme_guards_the_three_endpoints(client: TestClient)
     schemes = document["components"]["securitySchemes"]
     [(name, scheme)] = [(n, s) for n, s in schemes.items() if s["type"] == "apiKey"]
     assert (scheme["in"], scheme["name"]) == ("header", "X-API-KEY")
-    for path in (CAMPAIGN, EMPLOYEE, INSCRIPTIONS):
+    for path in (CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED):
         security = operation(document, path).get("security", document.get("security"))
         assert security == [{name: []}], path
 
@@ -208,6 +251,8 @@ def listing_requests() -> list[tuple[str, str, str, dict[str, str]]]:
             requests.append((EMPLOYEE, f"{API}/victimsapi/{employee}/events", key, query))
         for query in ({"per_page": "500"}, {"page": "2", "per_page": "7"}):
             requests.append((INSCRIPTIONS, INSCRIPTIONS, key, query))
+        for query in ({"limit": "1000"}, {"filter[type]": "click", "limit": "5"}):
+            requests.append((FEED, FEED, key, query))
     return requests
 
 
@@ -222,15 +267,40 @@ async def test_real_answers_validate_against_the_document(client: TestClient) ->
         assert_valid(
             validator(document, body_schema(document, path, "200", "application/json")), body
         )
-        documented = set(deref(document, operation(document, path)["responses"]["200"])["headers"])
-        expected = (
-            documented if path == INSCRIPTIONS or query.keys() & PAGING else documented - PAGES
-        )
+        ok = deref(document, operation(document, path)["responses"]["200"])
+        documented = set(ok["headers"]) - {"Content-Disposition"}  # CSV only
+        paged = path in (INSCRIPTIONS, FEED) or query.keys() & PAGE_PARAMS
+        expected = documented if paged else documented - PAGES
         assert names(expected) <= names(response.headers), (url, query)
+        await assert_other_formats_validate(client, document, path, url, key, query, ok)
         if path == INSCRIPTIONS:
             seen["null due"] += any(i["due_date"] is None for i in body)
             seen["null result"] += any(s["result"] is None for i in body for s in i["events"])
     assert seen["null due"] and seen["null result"]  # the nullable fields were exercised
+
+
+async def assert_other_formats_validate(
+    client: TestClient,
+    document: dict[str, Any],
+    path: str,
+    url: str,
+    key: str,
+    query: dict[str, str],
+    ok: dict[str, Any],
+) -> None:
+    """NDJSON lines are the documented records; the CSV header lists the documented columns."""
+    headers = {"X-API-KEY": key, "Accept": "application/x-ndjson"}
+    lines = (await (await client.get(url, params=query, headers=headers)).text()).splitlines()
+    array = body_schema(document, path, "200", "application/json")
+    check = validator(document, array["items"])
+    for line in lines:
+        assert_valid(check, json.loads(line))
+    headers["Accept"] = "text/csv"
+    response = await client.get(url, params=query, headers=headers)
+    assert "Content-Disposition" in response.headers
+    header = (await response.text()).split("\r\n", 1)[0]
+    described = ok["content"]["text/csv"]["schema"]["description"]
+    assert re.findall(r"`([^`]+)`", described) == header.split(","), path
 
 
 async def test_problem_bodies_validate_against_the_document(make_client: MakeClient) -> None:
@@ -263,16 +333,21 @@ async def test_every_documented_parameter_is_accepted(client: TestClient) -> Non
         CAMPAIGN: f"{API}/campaigns/{campaign}/events",
         EMPLOYEE: f"{API}/victimsapi/{employee}/events",
         INSCRIPTIONS: INSCRIPTIONS,
+        FEED: FEED,
     }
     for path, url in urls.items():
         query = {}
         for param in operation(document, path)["parameters"]:
-            if param["in"] == "query":
+            if param["in"] == "query" and param["name"] != "cursor":
                 schema = param["schema"]
-                enum = schema.get("items", {}).get("enum")
+                enum = schema.get("enum") or schema.get("items", {}).get("enum")
                 query[param["name"]] = enum[0] if enum else examples[schema["type"]]
         response = await client.get(url, params=query, headers={"X-API-KEY": KEY_1})
         assert response.status == 200, await response.text()
+        if "X-Next-Cursor" in response.headers:  # the feed: and with the cursor it gave
+            query["cursor"] = response.headers["X-Next-Cursor"]
+            response = await client.get(url, params=query, headers={"X-API-KEY": KEY_1})
+            assert response.status == 200, await response.text()
 
 
 async def test_swagger_ui_is_served_from_the_package(make_client: MakeClient) -> None:

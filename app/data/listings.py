@@ -51,6 +51,8 @@ class Listing:
     order_by: str
     params: Params
     guard: Guard | None = None
+    # The columns of a record's position, for keyset paging (the event feed).
+    key: str = ""
 
     def select(self) -> str:
         """One record's UTF-8 JSON a row, in the contract's order.
@@ -59,6 +61,11 @@ class Listing:
         encoding again of every record.
         """
         return f"SELECT CAST({self.record_json} AS BLOB) {self.rows_from} ORDER BY {self.order_by}"
+
+    def select_keyed(self) -> str:
+        """The first ``?`` records, each with its position after its JSON."""
+        record = f"CAST({self.record_json} AS BLOB), {self.key}"
+        return f"SELECT {record} {self.rows_from} ORDER BY {self.order_by} LIMIT ?"
 
     def count(self) -> str:
         """The number of records, without building any JSON."""
@@ -110,6 +117,15 @@ class Page:
     token: str
     texts: list[bytes]
     total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """Records after a position, from one snapshot, and the position of the last one."""
+
+    token: str
+    texts: list[bytes]
+    last: tuple[int, ...] | None
 
 
 @dataclass(slots=True)
@@ -167,6 +183,16 @@ def read_page(
             params = (*listing.params, paging.per_page, paging.offset)
             texts = [row[0] for row in conn.execute(sql, params)]
         return Page(token, texts, total)
+    finally:
+        _finish(conn)
+
+
+def read_window(conn: sqlite3.Connection, listing: Listing, limit: int) -> Window:
+    """Up to ``limit`` records in one statement (the listing holds the position condition)."""
+    token = _begin(conn, listing.guard)
+    try:
+        rows = conn.execute(listing.select_keyed(), (*listing.params, limit)).fetchall()
+        return Window(token, [row[0] for row in rows], tuple(rows[-1][1:]) if rows else None)
     finally:
         _finish(conn)
 

@@ -28,6 +28,7 @@ from .listings import (
     Paging,
     Records,
     StreamState,
+    Window,
     close_stream,
     data_token,
     next_records,
@@ -35,6 +36,7 @@ from .listings import (
     read_one,
     read_page,
     read_small,
+    read_window,
 )
 from .schema import check_readable
 
@@ -141,6 +143,14 @@ class ReadPool:
             return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
+
+    async def window(self, listing: Listing, limit: int) -> Window:
+        """Records after a position, read on a thread.
+
+        A filter may skip many rows before it finds ``limit`` records: never on the loop.
+        """
+        async with self.acquire() as conn:
+            return await run_in_thread(conn, lambda raw: read_window(raw, listing, limit))
 
     async def one(self, listing: Listing) -> Records:
         """A listing of at most one record (a report on one object), read on a thread.

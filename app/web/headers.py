@@ -20,6 +20,7 @@ SANE_REQUEST_ID = re.compile(r"[A-Za-z0-9._:@/+=-]{1,128}")
 SERVER_NAME = "reporting-api"
 EXPOSED_HEADERS = (
     "X-Request-ID, X-Total-Count, X-Page, X-Per-Page, X-Total-Pages, Link, ETag, "
+    "X-Next-Cursor, Content-Disposition, "
     "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, RateLimit, "
     "Retry-After"
 )
@@ -56,10 +57,14 @@ async def add_standard_headers(request: web.Request, response: web.StreamRespons
         headers.add("Vary", "Origin")
 
 
-def make_etag(token: str, company_id: int, request: web.Request) -> str:
-    """A weak validator for this company's view of this URL at this data version."""
+def make_etag(token: str, company_id: int, request: web.Request, variant: str = "") -> str:
+    """A weak validator for this company's view of this URL at this data version.
+
+    ``variant`` tells apart answers of one URL that differ by a request header (the
+    format an Accept header chose).
+    """
     digest = hashlib.blake2b(
-        f"{token}|{company_id}|{request.rel_url.raw_path_qs}".encode(), digest_size=12
+        f"{token}|{company_id}|{request.rel_url.raw_path_qs}|{variant}".encode(), digest_size=12
     ).hexdigest()
     return f'W/"{digest}"'
 

@@ -28,10 +28,13 @@ from ..data.fields import (
     DecimalId,
     UtcTimestamp,
 )
-from ..keys import CONFIG
+from ..keys import CONFIG, RECORD_SCHEMAS
 from .auth import CHALLENGE
+from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
+from .formats import CSV, JSON, NDJSON
 from .operations import OPERATIONS, Operation
+from .params import Choice
 from .schemas import ProblemSchema
 from .swagger import setup_swagger
 
@@ -72,8 +75,26 @@ APIKey and the key travels in the `X-API-KEY` header.
 Checks run in order: path and method (404, 405), key (401; 400 when `X-API-KEY` is sent \
 more than once), rate limit (429), parameters (400), resource (404).
 
-**Caching.** Every 200 carries a weak `ETag`; `If-None-Match` gives 304. Bodies over 1 KiB \
-are gzipped for clients that accept it."""
+**Caching.** Every 200 carries a weak `ETag` (one per format); `If-None-Match` gives 304. \
+Bodies over 1 KiB are gzipped for clients that accept it; `Vary: Accept, Accept-Encoding`.
+
+**Formats.** Every listing answers in JSON (`application/json`, the default), CSV \
+(`text/csv`) or NDJSON (`application/x-ndjson`), chosen by `format=json|csv|ndjson` or, \
+without it, by `Accept` (q-values honoured; `*/*` or no header: JSON); an `Accept` that \
+allows none of them is 406, and the single-object answers are JSON only. NDJSON: one \
+record a line. CSV: RFC 4180, UTF-8, a header row, CRLF; nested objects become dotted \
+columns (`victim.email`), `groups` one cell of names joined by `; `, an inscription one \
+row per section (`events.title`, ...; one row with those empty when it has none), null \
+an empty cell, and a cell starting with `=`, `+`, `-`, `@`, tab or carriage return gets \
+a leading `'`. CSV comes as an attachment (`Content-Disposition`).
+
+**Event feed.** `/events` gives every event of the company in the order loads wrote \
+them, `limit` at a time. Each answer's `X-Next-Cursor` (also in `Link: rel="next"`) is \
+where the next request starts, even when the answer is empty: a collector stores it and \
+asks again later. Following it from the start and then polling gives every event that \
+exists exactly once in its latest state, and an event changed after it was read once \
+more; nothing is skipped, whatever the ids of new events. A cursor is bound to the key's \
+company and to the filters; any other cursor is 400."""
 
 
 def _header(description: str, kind: str = "string", **limits: int) -> dict[str, Any]:
@@ -87,7 +108,12 @@ HEADERS = {
     "X-Page": _header("The page returned (paginated answers).", "integer", minimum=1),
     "X-Per-Page": _header("Page size (paginated answers).", "integer", minimum=1, maximum=500),
     "X-Total-Pages": _header("Number of pages (paginated answers).", "integer", minimum=0),
-    "Link": _header("RFC 8288 links first, last, prev, next (paginated answers)."),
+    "Link": _header(
+        "RFC 8288 links: first, last, prev, next (paginated answers); next (the event feed)."
+    ),
+    "X-Next-Cursor": _header("The event feed: the `cursor` of the next request (opaque)."),
+    "Content-Disposition": _header('CSV only: `attachment; filename="<resource>.csv"`.'),
+    "Vary": _header("`Accept, Accept-Encoding`: the format and the coding follow them."),
     "RateLimit-Limit": _header("Burst: the bucket's capacity.", "integer", minimum=1),
     "RateLimit-Remaining": _header("Whole tokens left.", "integer", minimum=0),
     "RateLimit-Reset": _header("Whole seconds until the bucket is full.", "integer", minimum=0),
@@ -102,6 +128,7 @@ HEADERS = {
 RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
+FEED_HEADERS = ("X-Next-Cursor", "Link")
 PROBLEMS = {
     "400": (
         "BadRequest",
@@ -114,6 +141,11 @@ PROBLEMS = {
         ("WWW-Authenticate",),
     ),
     "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
+    "406": (
+        "NotAcceptable",
+        "Neither `format` nor `Accept` allows a format this resource answers in.",
+        RATE_HEADERS,
+    ),
     "429": (
         "TooManyRequests",
         "Too many requests (RateLimit-* when the key is valid).",
@@ -142,21 +174,27 @@ def _decorators(op: Operation) -> tuple[Callable[[Any], Any], ...]:
     if_none_match = {"in": "header", "name": "If-None-Match", "required": False}
     if_none_match |= {"description": "An earlier ETag: 304 while the data is unchanged."}
     if_none_match |= {"schema": {"type": "string"}}
-    headers = _refs("ETag", *RATE_HEADERS, *(PAGE_HEADERS if op.many else ()))
+    paging = (FEED_HEADERS if op.cursor else PAGE_HEADERS) if op.many else ()
+    csv = ("Content-Disposition",) if op.many else ()
+    headers = _refs("ETag", "Vary", *csv, *RATE_HEADERS, *paging)
     sample = {
         "summary": f"GET {op.example.request} with company 1's sample key",
         "value": op.example.body,
     }
     ok = {"schema": op.response(many=op.many), "examples": {"sample": sample}}
+    content = {JSON.media_type: ok} | (_other_formats(op.response) if op.many else {})
     responses: dict[str, Any] = {
         "200": {
             "description": "The records, in order." if op.many else "The record.",
-            "content": {"application/json": ok},
+            "content": content,
             "headers": headers,
         },
-        "304": {"description": "If-None-Match matched the ETag.", "headers": _refs("ETag")},
+        "304": {
+            "description": "If-None-Match matched the ETag.",
+            "headers": _refs("ETag", "Vary"),
+        },
     }
-    codes = ("400", "401", *(("404",) if op.path_id else ()), "429", *ANY_REQUEST)
+    codes = ("400", "401", *(("404",) if op.path_id else ()), "406", "429", *ANY_REQUEST)
     responses |= {code: PROBLEMS[code][0] for code in codes}
     # apigami types the status codes as ints; OpenAPI's keys are strings, which it keeps.
     decorators = [
@@ -177,6 +215,28 @@ def _decorators(op: Operation) -> tuple[Callable[[Any], Any], ...]:
     return tuple(decorators)
 
 
+def _other_formats(records: type[Schema]) -> dict[str, Any]:
+    """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14)."""
+    name = records.__name__.removesuffix("Schema")
+    columns = layout_of(records).columns
+    listed = ", ".join(f"`{column}`" for column in columns)
+    csv = {"type": "string", "description": f"A header row, then a row per {name}: {listed}."}
+    ndjson = {"type": "string", "description": f"One {name} JSON object a line."}
+    return {
+        CSV.media_type: {"schema": csv, "example": ",".join(columns) + "\r\n"},
+        NDJSON.media_type: {"schema": ndjson},
+    }
+
+
+def record_schemas() -> dict[Handler, type[Schema]]:
+    """Each listing view and the schema of its records, which its CSV columns come from.
+
+    The schema the document gives for a listing is the one its CSV follows, so that the
+    columns are defined once.
+    """
+    return {view: op.response for view, op in OPERATIONS.items() if op.many}
+
+
 def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
     """apispec attribute function: the limits our strict fields check by hand."""
     if isinstance(field, DecimalId):
@@ -191,6 +251,8 @@ def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
         return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
     if isinstance(field, UtcTimestamp):
         return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
+    if isinstance(field, Choice):
+        return {"enum": list(field.choices)}
     return {}
 
 
@@ -260,5 +322,9 @@ def _carrier(view: Handler, decorators: tuple[Callable[[Any], Any], ...]) -> Han
 
 
 def setup_openapi(app: web.Application) -> None:
-    """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes."""
+    """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes.
+
+    Also keeps the schema of each listing's records (RECORD_SCHEMAS): its CSV columns.
+    """
+    app[RECORD_SCHEMAS] = record_schemas()
     setup_swagger(app, TITLE, json.dumps(build_document(app), indent=1).encode())

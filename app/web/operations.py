@@ -17,9 +17,9 @@ from aiohttp.typedefs import Handler
 from marshmallow import Schema
 
 from . import views
-from .params import CampaignEventsQuery, EmployeeEventsQuery, InscriptionsQuery
+from .params import CampaignEventsQuery, EmployeeEventsQuery, FeedQuery, InscriptionsQuery
 from .routes import API
-from .schemas import CampaignEventSchema, EmployeeEventSchema, InscriptionSchema
+from .schemas import CampaignEventSchema, EmployeeEventSchema, FeedEventSchema, InscriptionSchema
 
 
 @dataclass(frozen=True)
@@ -129,6 +129,54 @@ COURSE_INSCRIPTIONS = Example(
 )
 
 
+OUTLOOK = "Microsoft Office/16.0 (Windows NT 10.0; Microsoft Outlook 16.0.17726; Pro)"
+EVENT_FEED = Example(
+    f"{API}/events?filter[type]=fail&limit=2",
+    [
+        {
+            "id": 47,
+            "type": "fail",
+            "timestamp": "2025-02-14T16:34:51Z",
+            "with_captcha": False,
+            "ip": "198.51.100.181",
+            "user_agent": OUTLOOK,
+            "campaign": {
+                "id": 1,
+                "title": "Overdue Invoice Reminder",
+                "launch_date": "2025-02-11T09:00:00Z",
+            },
+            "victim": {
+                "id": 32,
+                "first_name": "Mathieu",
+                "last_name": "Moreau",
+                "email": "mathieu.moreau@northwind.example",
+                "department": "Operations",
+            },
+        },
+        {
+            "id": 58,
+            "type": "fail",
+            "timestamp": "2025-02-13T16:09:43Z",
+            "with_captcha": False,
+            "ip": "192.0.2.203",
+            "user_agent": OUTLOOK,
+            "campaign": {
+                "id": 1,
+                "title": "Overdue Invoice Reminder",
+                "launch_date": "2025-02-11T09:00:00Z",
+            },
+            "victim": {
+                "id": 86,
+                "first_name": "Megan",
+                "last_name": "Taylor",
+                "email": "megan.taylor@northwind.example",
+                "department": "Finance",
+            },
+        },
+    ],
+)
+
+
 @dataclass(frozen=True)
 class Operation:
     """What the document says about one handler; parameters and bodies come from schemas.
@@ -145,6 +193,7 @@ class Operation:
     example: Example
     path_id: str | None = None  # what {id} names, for a path that has one (404 then)
     many: bool = True  # a JSON array (with the page headers when paginated)
+    cursor: bool = False  # paged by cursor: X-Next-Cursor and Link rel=next (the feed)
 
 
 _NOT_YOURS = "another company's {} is 404, exactly like one that does not exist."
@@ -196,5 +245,28 @@ OPERATIONS: dict[Handler, Operation] = {
         query=InscriptionsQuery,
         response=InscriptionSchema,
         example=COURSE_INSCRIPTIONS,
+    ),
+    views.event_feed: Operation(
+        operation_id="listEventFeed",
+        tag="events",
+        summary="Every event of the company, in the order loads wrote them (incremental sync)",
+        description=(
+            "For collectors (SIEM, BI) that poll: every campaign event of the company, "
+            "each with its `campaign` and `victim`, its `ip` and `user_agent`, in the "
+            "order loads wrote them (a changed event moves to the end), `limit` at a time "
+            "(1 to 1000, default 100). Every answer, even an empty one, carries "
+            '`X-Next-Cursor` and `Link: <...>; rel="next"`: store the cursor and send it '
+            "as `cursor` next time. Following it from the start and then polling gives "
+            "every event that exists exactly once in its latest state, and an event "
+            "changed after it was read once more after the change; nothing is skipped, "
+            "whatever the ids of new events. The cursor is opaque and signed: one from "
+            "another company, for other filters, or altered is 400. `page` and `per_page` "
+            "are 400 here. `filter[from_date]` and `filter[to_date]` bound the UTC date "
+            "of `timestamp`."
+        ),
+        query=FeedQuery,
+        response=FeedEventSchema,
+        example=EVENT_FEED,
+        cursor=True,
     ),
 }

@@ -1,4 +1,5 @@
-"""Pagination headers (contract.md section 4): totals, page numbers and RFC 8288 links."""
+"""Pagination headers: totals, page numbers and RFC 8288 links (contract.md 4); the feed's
+next cursor and link (contract.md 13)."""
 
 from __future__ import annotations
 
@@ -37,11 +38,7 @@ def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[
         pages["prev"] = min(paging.page - 1, last)
     if paging.page < total_pages:
         pages["next"] = paging.page + 1
-    kept = "".join(
-        f"{part}&"
-        for part in raw_query.split("&")
-        if part and unquote_plus(part.split("=", 1)[0]) not in PAGING_NAMES
-    )
+    kept = _kept(raw_query, PAGING_NAMES)
     base = f"{link_target(path)}?{link_target(kept)}per_page={paging.per_page}&page="
     links = ", ".join(f'<{base}{number}>; rel="{rel}"' for rel, number in pages.items())
     return {
@@ -51,3 +48,19 @@ def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[
         "X-Total-Pages": str(total_pages),
         "Link": links,
     }
+
+
+def cursor_headers(path: str, raw_query: str, cursor: str) -> dict[str, str]:
+    """X-Next-Cursor and a Link to the next page, keeping every other parameter as sent."""
+    kept = link_target(_kept(raw_query, ("cursor",)))
+    link = f'<{link_target(path)}?{kept}cursor={cursor}>; rel="next"'
+    return {"X-Next-Cursor": cursor, "Link": link}
+
+
+def _kept(raw_query: str, dropped: tuple[str, ...]) -> str:
+    """The query's parameters but ``dropped``, still encoded, each followed by ``&``."""
+    return "".join(
+        f"{part}&"
+        for part in raw_query.split("&")
+        if part and unquote_plus(part.split("=", 1)[0]) not in dropped
+    )

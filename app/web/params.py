@@ -9,19 +9,45 @@ from __future__ import annotations
 from typing import Any
 
 from aiohttp import web
-from marshmallow import Schema, ValidationError, validates_schema
+from marshmallow import Schema, ValidationError, fields, validates_schema
 from multidict import MultiMapping
 
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
 from ..data.listings import Paging
 from ..data.schema import EVENT_TYPES
 from .errors import BadRequest
+from .formats import FORMAT_NAMES
 
 MAX_PER_PAGE = 500
 DEFAULT_PER_PAGE = 100
+MAX_LIMIT = 1000
+DEFAULT_LIMIT = 100
 
 
-class PagingQuery(Schema):
+class Choice(fields.String):
+    """One of a few names, in any letter case (given as the lower-case name)."""
+
+    def __init__(self, choices: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.choices = choices
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        if isinstance(value, str) and value.lower() in self.choices:
+            return value.lower()
+        raise ValidationError(f"Must be one of: {', '.join(self.choices)}.")
+
+
+class FormatQuery(Schema):
+    """What every listing accepts: the format of its answer (contract.md 14)."""
+
+    format = Choice(
+        FORMAT_NAMES,
+        # No example: Swagger UI's Try it out would send it.
+        metadata={"description": "json (default), csv or ndjson; wins over the Accept header."},
+    )
+
+
+class PagingQuery(FormatQuery):
     # No example or default in the document: Swagger UI's Try it out would send it, and
     # the events endpoints would always paginate.
     page = DecimalId(
@@ -36,16 +62,24 @@ class PagingQuery(Schema):
     )
 
 
-class CampaignEventsQuery(PagingQuery):
-    with_captcha = StrictBool(
+def _captcha_filter() -> StrictBool:
+    return StrictBool(
         data_key="filter[with_captcha]",
         metadata={"description": "false excludes events with captcha verification."},
     )
-    type = CommaList(
+
+
+def _type_filter() -> CommaList:
+    return CommaList(
         choices=EVENT_TYPES,
         data_key="filter[type]",
         metadata={"description": "Comma list of event types: open, click, report, fail."},
     )
+
+
+class CampaignEventsQuery(PagingQuery):
+    with_captcha = _captcha_filter()
+    type = _type_filter()
 
 
 class EmployeeEventsQuery(PagingQuery):
@@ -92,6 +126,29 @@ class InscriptionsQuery(PagingQuery):
                 raise ValidationError(
                     f"filter[{low}] is later than filter[{high}].", f"filter[{low}]"
                 )
+
+
+class FeedQuery(FormatQuery):
+    limit = DecimalId(
+        maximum=MAX_LIMIT,
+        metadata={"description": f"Events per answer, 1 to {MAX_LIMIT}. Default 100."},
+    )
+    cursor = fields.String(
+        metadata={
+            "description": "X-Next-Cursor of the previous answer (opaque); absent: from the"
+            " start. Bound to the key's company and to the filters it was given with."
+        },
+    )
+    with_captcha = _captcha_filter()
+    type = _type_filter()
+    from_date = _date_filter("from_date", "Events on or after this UTC date")
+    to_date = _date_filter("to_date", "Events on or before this UTC date")
+
+    @validates_schema
+    def range_in_order(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if "from_date" in data and "to_date" in data and data["from_date"] > data["to_date"]:
+            message = "filter[from_date] is later than filter[to_date]."
+            raise ValidationError(message, "filter[from_date]")
 
 
 class PathId(Schema):

@@ -1,14 +1,15 @@
-"""The one listing responder: freshness, ETag/304, count cache, read, headers, body.
+"""The one listing responder: format, freshness, ETag/304, count cache, read, headers, body.
 
 Every listing endpoint answers through :func:`respond_listing`, top to bottom, once
-each: is the data token fresh; does the client already hold this answer (304, no
-query); what total is already known; read (a page, a short array, or a stream from
-one snapshot); headers from the snapshot the records came from; the body.
+each: which format the client asked for (406 when none fits); is the data token fresh;
+does the client already hold this answer (304, no query); what total is already known;
+read (a page, a window after a feed cursor, a short array, or a stream from one
+snapshot); headers from the snapshot the records came from; the body in its format
+(:mod:`app.web.bodies`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -16,15 +17,18 @@ from contextlib import asynccontextmanager
 
 from aiohttp import hdrs, web
 
-from ..data.listings import Listing, Page, Paging, Records, check_guard
-from ..data.pool import Stream
-from ..keys import CALLER, CONFIG, COUNTS, DATA_VERSION, POOL, STREAMS
+from ..data.listings import Listing, Paging, Records, check_guard
+from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, RECORD_SCHEMAS, STREAMS
+from .bodies import finish, stream_response, whole_response
+from .cursor import CursorPage
 from .errors import TooManyRequests
-from .headers import accepts_gzip, etag_matches, make_etag
-from .pagination import PAGING_NAMES, page_headers
+from .formats import CSV, RECORD_FORMATS, Format, body_of, negotiate
+from .headers import etag_matches, make_etag
+from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
-JSON_TYPE = "application/json"
-GZIP_MIN_BYTES = 1024
+VARY = "Accept, Accept-Encoding"
+# Parameters that never change a listing's total.
+NOT_COUNTED = (*PAGING_NAMES, "format")
 
 CountKey = tuple[int, bytes]
 
@@ -81,55 +85,51 @@ class StreamSlots:
                 del self._active[company_id]
 
 
-def encode_json_chunk(texts: list[bytes], first: bool) -> bytes:
-    """Records joined as part of a JSON array (the opening bracket comes separately)."""
-    if not texts:
-        return b""
-    joined = b",".join(texts)
-    return joined if first else b"," + joined
-
-
 async def respond_listing(
-    request: web.Request, listing: Listing, paging: Paging | None
+    request: web.Request, listing: Listing, paging: Paging | CursorPage | None
 ) -> web.StreamResponse:
-    """Answer a listing: a page with its headers, or the whole array (streamed when long)."""
-    not_modified = await revalidate(request, listing)
+    """Answer a listing in the format asked for: a page, a feed window or the whole array."""
+    fmt = negotiate(request)
+    body = body_of(fmt, request.app.get(RECORD_SCHEMAS, {}).get(request.match_info.handler))
+    not_modified = await revalidate(request, listing, fmt)
     if not_modified is not None:
         return not_modified
     app = request.app
     pool = app[POOL]
+    path, query = request.rel_url.raw_path, request.rel_url.raw_query_string
+    if isinstance(paging, CursorPage):
+        window = await pool.window(listing, paging.limit)
+        headers = snapshot_headers(request, window.token, fmt)
+        headers.update(cursor_headers(path, query, paging.next_cursor(window.last)))
+        return whole_response(request, body, window.texts, headers)
     if paging is not None:
         key = count_key(request, request[CALLER].company_id)
         page = await pool.page(listing, paging, app[COUNTS].get(key, app[DATA_VERSION].token))
         app[COUNTS].put(key, page.token, page.total)
-        headers = snapshot_headers(request, page.token)
-        path, query = request.rel_url.raw_path, request.rel_url.raw_query_string
+        headers = snapshot_headers(request, page.token, fmt)
         headers.update(page_headers(path, query, paging, page.total))
-        return json_array(request, page, headers)
+        return whole_response(request, body, page.texts, headers)
 
     slot = app[STREAMS].hold(request[CALLER].company_id)
-    async with pool.whole(listing, encode_json_chunk, slot) as result:
-        headers = snapshot_headers(request, result.token)
+    async with pool.whole(listing, body.encode, slot) as result:
+        headers = snapshot_headers(request, result.token, fmt)
         if isinstance(result, Records):
-            return json_array(request, result, headers)
-        return await json_stream(request, result, headers)
+            return whole_response(request, body, result.texts, headers)
+        return await stream_response(request, body, result, headers)
 
 
 async def respond_record(request: web.Request, listing: Listing) -> web.StreamResponse:
     """Answer one JSON object: the listing's single record (404 when its guard fails)."""
-    not_modified = await revalidate(request, listing)
+    fmt = negotiate(request, RECORD_FORMATS)
+    not_modified = await revalidate(request, listing, fmt)
     if not_modified is not None:
         return not_modified
     records = await request.app[POOL].one(listing)
-    response = web.Response(body=records.texts[0], headers=snapshot_headers(request, records.token))
-    response.content_type = JSON_TYPE
-    response.charset = "utf-8"
-    if len(records.texts[0]) > GZIP_MIN_BYTES and accepts_gzip(request):
-        response.enable_compression(web.ContentCoding.gzip)
-    return response
+    headers = snapshot_headers(request, records.token, fmt)
+    return finish(request, web.Response(body=records.texts[0], headers=headers), fmt)
 
 
-async def revalidate(request: web.Request, listing: Listing) -> web.Response | None:
+async def revalidate(request: web.Request, listing: Listing, fmt: Format) -> web.Response | None:
     """A 304 when the client's If-None-Match holds the current ETag (no listing query runs).
 
     The data token is refreshed first (and the pool reopened if the file was replaced).
@@ -138,12 +138,12 @@ async def revalidate(request: web.Request, listing: Listing) -> web.Response | N
     """
     pool = request.app[POOL]
     await refresh_version(request.app)
-    etag = make_etag(request.app[DATA_VERSION].token, request[CALLER].company_id, request)
+    etag = make_etag(request.app[DATA_VERSION].token, request[CALLER].company_id, request, fmt.name)
     if not etag_matches(request, etag):
         return None
     if listing.guard is not None:
         pool.run_inline(lambda conn: check_guard(conn, listing.guard))
-    return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"})
+    return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: VARY})
 
 
 async def refresh_version(app: web.Application) -> None:
@@ -155,72 +155,29 @@ async def refresh_version(app: web.Application) -> None:
         version.update(pool.token_now())
 
 
-def snapshot_headers(request: web.Request, token: str) -> dict[str, str]:
+def snapshot_headers(request: web.Request, token: str, fmt: Format) -> dict[str, str]:
     """The ETag of the snapshot the records came from (and remember a newer token)."""
     version = request.app[DATA_VERSION]
     if token != version.token:
         version.update(token)
-    etag = make_etag(token, request[CALLER].company_id, request)
-    return {hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"}
+    etag = make_etag(token, request[CALLER].company_id, request, fmt.name)
+    headers: dict[str, str] = {hdrs.ETAG: etag, hdrs.VARY: VARY}
+    if fmt is CSV:
+        headers[hdrs.CONTENT_DISPOSITION] = f'attachment; filename="{csv_name(request)}"'
+    return headers
+
+
+def csv_name(request: web.Request) -> str:
+    """``campaigns-1-events.csv`` for /api/companies/v1/campaigns/1/events."""
+    resource = request.path.rsplit("/v1/", 1)[-1].strip("/")
+    return f"{resource.replace('/', '-')}.csv"
 
 
 def count_key(request: web.Request, company_id: int) -> CountKey:
-    """The company and a digest of the path and every parameter but the paging ones.
+    """The company and a digest of the path and every parameter the total depends on.
 
     A digest keeps each cache entry small whatever the length of the query string.
     """
-    items = sorted((k, v) for k, v in request.query.items() if k not in PAGING_NAMES)
+    items = sorted((k, v) for k, v in request.query.items() if k not in NOT_COUNTED)
     digest = hashlib.blake2b(repr((request.path, items)).encode(), digest_size=16).digest()
     return company_id, digest
-
-
-def json_array(
-    request: web.Request, records: Records | Page, headers: dict[str, str]
-) -> web.Response:
-    """A JSON array read whole, gzipped when accepted and worth it."""
-    body = b"[" + b",".join(records.texts) + b"]"
-    response = web.Response(body=body, headers=headers)
-    response.content_type = JSON_TYPE
-    response.charset = "utf-8"
-    if len(body) > GZIP_MIN_BYTES and accepts_gzip(request):
-        response.enable_compression(web.ContentCoding.gzip)
-    return response
-
-
-async def json_stream(
-    request: web.Request, stream: Stream, headers: dict[str, str]
-) -> web.StreamResponse:
-    """A long JSON array sent chunk by chunk while the next one is read."""
-    response = web.StreamResponse(headers=headers)
-    response.content_type = JSON_TYPE
-    response.charset = "utf-8"
-    if request.method == hdrs.METH_HEAD:  # the headers only, never a body
-        await response.prepare(request)
-        await response.write_eof()
-        return response
-    if accepts_gzip(request):
-        response.enable_compression(web.ContentCoding.gzip)
-    await response.prepare(request)
-    timeout = request.app[CONFIG].write_timeout
-    await send(request, response, b"[" + stream.first, timeout)
-    async for chunk in stream.rest():
-        await send(request, response, chunk, timeout)
-    await send(request, response, b"]", timeout)
-    await response.write_eof()
-    return response
-
-
-async def send(
-    request: web.Request, response: web.StreamResponse, chunk: bytes, timeout: float
-) -> None:
-    """Write a chunk; a client that has not taken it after ``timeout`` seconds is cut off.
-
-    Without this, a client that stops reading would hold its snapshot (pinning the
-    WAL) and a pooled connection for as long as it keeps the socket open.
-    """
-    try:
-        await asyncio.wait_for(response.write(chunk), timeout)
-    except TimeoutError:
-        if request.transport is not None:
-            request.transport.abort()
-        raise ConnectionResetError("the client stopped reading") from None

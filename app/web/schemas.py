@@ -33,6 +33,17 @@ class CampaignSchema(Schema):
     launch_date = UtcTimestamp(required=True, metadata={"example": "2026-03-01T08:00:00Z"})
 
 
+class FeedEventSchema(Schema):
+    id = fields.Integer(required=True)
+    type = fields.String(required=True, validate=validate.OneOf(EVENT_TYPES))
+    timestamp = UtcTimestamp(required=True, metadata={"example": "2026-03-02T09:15:00Z"})
+    with_captcha = fields.Boolean(required=True)
+    ip = fields.String(required=True, allow_none=True, metadata={"example": "203.0.113.7"})
+    user_agent = fields.String(required=True, allow_none=True)
+    campaign = fields.Nested(CampaignSchema, required=True)
+    victim = fields.Nested(VictimSchema, required=True)
+
+
 class EmployeeEventSchema(Schema):
     id = fields.Integer(required=True)
     type = fields.String(required=True, validate=validate.OneOf(EVENT_TYPES))

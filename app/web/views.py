@@ -8,12 +8,15 @@ import sqlite3
 
 from aiohttp import web
 
-from ..data import events, inscriptions
+from ..data import events, feed, inscriptions
 from ..data.schema import DatabaseError, check_readable
 from ..keys import CALLER, CONFIG, PARSERS, POOL
+from .cursor import CursorPage, CursorSigner
 from .params import (
+    DEFAULT_LIMIT,
     CampaignEventsQuery,
     EmployeeEventsQuery,
+    FeedQuery,
     InscriptionsQuery,
     parse_path_id,
     requested_paging,
@@ -25,6 +28,7 @@ log = logging.getLogger("app.views")
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
 EMPLOYEE_EVENTS_QUERY = EmployeeEventsQuery()
 INSCRIPTIONS_QUERY = InscriptionsQuery()
+FEED_QUERY = FeedQuery()
 PERSON_FILTERS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 
 
@@ -65,6 +69,25 @@ async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     )
     listing = inscriptions.inscriptions_listing(request[CALLER].company_id, filters)
     return await respond_listing(request, listing, requested_paging(query, always=True))
+
+
+async def event_feed(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/events: the change feed, by cursor (contract.md 13)."""
+    query = request.app[PARSERS].parse(FEED_QUERY, request)
+    company_id = request[CALLER].company_id
+    filters = feed.FeedFilters.of(
+        types=query.get("type", ()),
+        without_captcha=query.get("with_captcha") is False,
+        from_date=query.get("from_date"),
+        to_date=query.get("to_date"),
+    )
+    # The secret is the database's own: read each time, so a replaced file signs anew.
+    signer = CursorSigner(request.app[POOL].run_inline(feed.cursor_secret))
+    scope = filters.scope()
+    given = query.get("cursor")
+    after = feed.START if given is None else signer.open(company_id, scope, given)
+    page = CursorPage(after, query.get("limit", DEFAULT_LIMIT), company_id, scope, signer)
+    return await respond_listing(request, feed.feed_listing(company_id, filters, after), page)
 
 
 async def healthz(request: web.Request) -> web.Response:

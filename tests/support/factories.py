@@ -40,6 +40,7 @@ TITLES = {
     401: "Unauthorized",
     404: "Not Found",
     405: "Method Not Allowed",
+    406: "Not Acceptable",
     414: "Request-URI Too Long",  # Python's phrase; the parser's limits (issue 11)
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",

@@ -1,0 +1,156 @@
+"""Formats of a listing (contract.md 14): which one a request asks for, and how each lays
+records out.
+
+``format=json|csv|ndjson`` decides; without it, the ``Accept`` header does (q-values
+honoured, the most specific media range deciding each type's quality, ties going to the
+range the client listed first and then to JSON); no header, an empty one and ``*/*`` mean
+JSON, and so does a header in which no media range can be read. A request that allows
+none of the formats offered gets 406.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aiohttp import web
+from marshmallow import Schema
+
+from ..data.listings import ChunkEncoder
+from .csv_layout import layout_of
+from .errors import ApiError
+
+
+class NotAcceptable(ApiError):
+    status = 406
+
+
+@dataclass(frozen=True)
+class Format:
+    """One format: its name in ``format=`` and its media type."""
+
+    name: str
+    media_type: str
+
+
+JSON = Format("json", "application/json")
+CSV = Format("csv", "text/csv")
+NDJSON = Format("ndjson", "application/x-ndjson")
+LISTING_FORMATS = (JSON, CSV, NDJSON)  # in the order ties are settled
+RECORD_FORMATS = (JSON,)  # single-object answers
+FORMAT_NAMES = tuple(f.name for f in LISTING_FORMATS)
+
+
+@dataclass(frozen=True)
+class Body:
+    """How a format lays out a listing: what opens and closes it, how a chunk encodes."""
+
+    format: Format
+    opening: bytes
+    encode: ChunkEncoder
+    closing: bytes
+
+    def whole(self, texts: list[bytes]) -> bytes:
+        """A body read whole."""
+        return self.opening + self.encode(texts, True) + self.closing
+
+
+def encode_json_chunk(texts: list[bytes], first: bool) -> bytes:
+    """Records joined as part of a JSON array (the opening bracket comes separately)."""
+    if not texts:
+        return b""
+    joined = b",".join(texts)
+    return joined if first else b"," + joined
+
+
+def encode_ndjson_chunk(texts: list[bytes], first: bool) -> bytes:
+    """One record a line, each ended by a newline (SQLite's JSON holds no raw newline)."""
+    return b"\n".join(texts) + b"\n" if texts else b""
+
+
+def body_of(fmt: Format, schema: type[Schema] | None) -> Body:
+    """The body layout of ``fmt`` for records of ``schema`` (CSV's columns come from it)."""
+    if fmt is CSV:
+        if schema is None:
+            raise NotAcceptable("CSV is not available for this resource.")
+        layout = layout_of(schema)
+        return Body(fmt, layout.header(), layout.encode, b"")
+    if fmt is NDJSON:
+        return Body(fmt, b"", encode_ndjson_chunk, b"")
+    return Body(fmt, b"[", encode_json_chunk, b"]")
+
+
+def negotiate(request: web.Request, offered: Sequence[Format] = LISTING_FORMATS) -> Format:
+    """The format ``format=`` names, else the one ``Accept`` prefers; 406 when none fits."""
+    named = request.query.get("format")
+    if named is not None:
+        for fmt in offered:
+            if fmt.name == named.lower():
+                return fmt
+        raise NotAcceptable(f"format={named} is not available here; available: {_names(offered)}.")
+    chosen = preferred(request.headers.get("Accept", ""), offered)
+    if chosen is None:
+        raise NotAcceptable(f"Accept allows none of the media types here: {_types(offered)}.")
+    return chosen
+
+
+def preferred(header: str, offered: Sequence[Format]) -> Format | None:
+    """The offered format an Accept header ranks best (RFC 9110 12.5.1), None if none."""
+    ranges = _ranges(header)
+    if not ranges:
+        return offered[0]
+    best: tuple[float, int, int] | None = None
+    chosen = None
+    for fmt in offered:
+        kind, sub = fmt.media_type.split("/")
+        matches = [
+            (specificity, quality, -index)
+            for index, (r_kind, r_sub, quality) in enumerate(ranges)
+            if (specificity := _specificity(kind, sub, r_kind, r_sub)) >= 0
+        ]
+        if not matches:
+            continue
+        top = max(m[0] for m in matches)
+        specificity, quality, order = max(m for m in matches if m[0] == top)
+        rank = (quality, specificity, order)
+        if quality > 0 and (best is None or rank > best):
+            best, chosen = rank, fmt
+    return chosen
+
+
+def _specificity(kind: str, sub: str, r_kind: str, r_sub: str) -> int:
+    """How closely a media range matches a type: 2 exact, 1 ``type/*``, 0 ``*/*``, -1 not."""
+    if r_kind == kind and r_sub == sub:
+        return 2
+    if r_kind == kind and r_sub == "*":
+        return 1
+    return 0 if (r_kind, r_sub) == ("*", "*") else -1
+
+
+def _ranges(header: str) -> list[tuple[str, str, float]]:
+    """The media ranges of an Accept header with their q-values; unreadable ones dropped."""
+    ranges = []
+    for part in header.split(","):
+        media, *params = (item.strip() for item in part.split(";"))
+        kind, slash, sub = media.lower().partition("/")
+        if not slash or not kind or not sub:
+            continue
+        quality = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    quality = float(value.strip())
+                except ValueError:
+                    quality = -1.0
+        if 0.0 <= quality <= 1.0:
+            ranges.append((kind, sub, quality))
+    return ranges
+
+
+def _names(offered: Sequence[Format]) -> str:
+    return ", ".join(f.name for f in offered)
+
+
+def _types(offered: Sequence[Format]) -> str:
+    return ", ".join(f.media_type for f in offered)

@@ -1,0 +1,159 @@
+"""Helpers for the event feed's tests (contract.md 13): a small two-company world, loads
+written by the real loader, a plain-Python model of what the database holds, and a
+collector that follows the feed's cursor as a SIEM would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp.test_utils import TestClient
+
+from app.tools.loader import load_files
+
+from .factories import API, KEYS
+
+FEED = f"{API}/events"
+Event = dict[str, Any]  # an event as the fixture format writes it
+Params = list[tuple[str, str]]
+
+EMPLOYEES = [
+    {"id": 10 + n, "company_id": company, "first_name": first, "last_name": last}
+    | {"email": f"{first.lower()}.{n}@example.com", "department": dept, "country": "Spain"}
+    for n, (company, first, last, dept) in enumerate(
+        [
+            (1, "Ana", "Núñez", "Finance"),
+            (1, "=Bob", "Smith, Jr.", "-Sales"),
+            (1, "Zoë", "Ångström", "R&D"),
+            (2, "Kai", "Müller", "Ops"),
+            (2, "Lea", "Berg", "Ops"),
+        ]
+    )
+]
+CAMPAIGNS = [
+    {"id": 3, "company_id": 1, "title": "Invoice", "launch_date": "2026-03-01T08:00:00Z"},
+    {"id": 1, "company_id": 1, "title": "@Parcel", "launch_date": "2026-03-02T08:00:00Z"},
+    {"id": 2, "company_id": 2, "title": "Payroll", "launch_date": "2026-03-01T08:00:00Z"},
+]
+BASE = {
+    "companies": [{"id": 1, "name": "Eins"}, {"id": 2, "name": "Zwei"}],
+    "api_keys": [{"company_id": c, "label": "feed", "key": k} for c, k in KEYS.items()],
+    "employees": EMPLOYEES,
+    "campaigns": CAMPAIGNS,
+}
+COMPANY_OF_CAMPAIGN = {c["id"]: c["company_id"] for c in CAMPAIGNS}
+STAFF = {c: [e["id"] for e in EMPLOYEES if e["company_id"] == c] for c in (1, 2)}
+
+
+class World:
+    """A database written only by the real loader, and the model of what it holds."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.db = directory / "feed.sqlite3"
+        self.events: dict[int, Event] = {}
+        self.versions: dict[int, int] = {}  # effective writes of each event so far
+        self.history: dict[int, list[Event]] = {}
+        self._files = itertools.count()
+        self.write(BASE)
+
+    def write(self, document: dict[str, Any]) -> None:
+        """Load one fixture document with the real loader (the model is not touched)."""
+        path = self.directory / f"load{next(self._files)}.json"
+        path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+        load_files(self.db, [path])
+
+    def load(self, events: list[Event]) -> None:
+        """One load of these events (new, changed or unchanged), then the model follows."""
+        self.write({"campaign_events": events})
+        self.record(events)
+
+    def record(self, events: list[Event]) -> None:
+        """Update the model after a committed load (an unchanged upsert changes nothing)."""
+        for event in events:
+            if self.events.get(event["id"]) != event:
+                self.events[event["id"]] = dict(event)
+                self.versions[event["id"]] = self.versions.get(event["id"], 0) + 1
+                self.history.setdefault(event["id"], []).append(dict(event))
+
+    def expected(self, event: Event) -> dict[str, Any]:
+        """The feed record of a modelled event: contract.md 13's fields and order."""
+        campaign = next(c for c in CAMPAIGNS if c["id"] == event["campaign_id"])
+        person = next(e for e in EMPLOYEES if e["id"] == event["employee_id"])
+        return {
+            "id": event["id"],
+            "type": event["type"],
+            "timestamp": event["timestamp"],
+            "with_captcha": event["with_captcha"],
+            "ip": event["ip"],
+            "user_agent": event["user_agent"],
+            "campaign": {k: campaign[k] for k in ("id", "title", "launch_date")},
+            "victim": {k: person[k] for k in ("id", "first_name", "last_name", "email")}
+            | {"department": person["department"]},
+        }
+
+    def visible(self, company: int, matches: Any = None) -> dict[int, dict[str, Any]]:
+        """The company's events (that ``matches`` accepts) as the feed must give them now."""
+        return {
+            i: self.expected(e)
+            for i, e in self.events.items()
+            if COMPANY_OF_CAMPAIGN[e["campaign_id"]] == company and (matches is None or matches(e))
+        }
+
+
+def make_event(
+    event_id: int,
+    campaign: int,
+    person: int,
+    kind: str,
+    minute: int,
+    captcha: bool,
+    ip: str | None = None,
+    user_agent: str | None = None,
+) -> Event:
+    """An event in the fixture format (timestamps on 1 and 2 March 2026)."""
+    day, minute = divmod(minute, 60 * 24)
+    stamp = f"2026-03-0{1 + day % 2}T{minute // 60:02d}:{minute % 60:02d}:00Z"
+    return {"id": event_id, "campaign_id": campaign, "employee_id": person, "type": kind} | {
+        "timestamp": stamp,
+        "with_captcha": captcha,
+        "ip": ip,
+        "user_agent": user_agent,
+    }
+
+
+@dataclass
+class Collector:
+    """A client that stores the feed's next cursor and asks again, as contract.md 13 says."""
+
+    client: TestClient
+    company: int = 1
+    params: Params = field(default_factory=list)
+    cursor: str | None = None
+    received: list[dict[str, Any]] = field(default_factory=list)
+
+    async def poll(self, limit: int) -> list[dict[str, Any]]:
+        """One request after the stored cursor; keeps the answer's next cursor."""
+        params = [*self.params, ("limit", str(limit))]
+        params += [("cursor", self.cursor)] if self.cursor is not None else []
+        response = await self.client.get(
+            FEED, params=params, headers={"X-API-KEY": KEYS[self.company]}
+        )
+        assert response.status == 200, await response.text()
+        body: list[dict[str, Any]] = await response.json()
+        assert len(body) <= limit
+        cursor = response.headers["X-Next-Cursor"]
+        assert f"cursor={cursor}>" in response.headers["Link"]
+        assert response.headers["Link"].endswith('; rel="next"')
+        self.cursor = cursor
+        self.received += body
+        return body
+
+    async def catch_up(self, limit: int) -> None:
+        """Follow next until an answer comes back empty."""
+        while await self.poll(limit):
+            pass

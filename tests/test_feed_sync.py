@@ -1,0 +1,237 @@
+"""The event feed's guarantee (contract.md 13), under loads between and during reads.
+
+A collector that follows ``next`` from the start and keeps polling with its last cursor
+while loads add or change events receives every event that exists at the end exactly
+once in its latest state, plus, for an event changed after it was read, that event once
+more after the change; nothing is ever skipped, whatever the ids of new rows (they may
+be lower than ids already read); a load that writes nothing new does not move the feed.
+
+Every write goes through the real loader into a real database file and every read
+through the real app over HTTP; a plain-Python model (feeds.World) says what the
+database holds after each load.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import itertools
+import os
+import random
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import strategies as st
+
+from app.config import Config
+from app.main import create_app
+
+from .support.clients import MakeClient, ProblemTestServer
+from .support.feeds import (
+    CAMPAIGNS,
+    COMPANY_OF_CAMPAIGN,
+    STAFF,
+    Collector,
+    Event,
+    World,
+    make_event,
+)
+
+TYPES = ("open", "click", "report", "fail")
+MAX_EVENT_ID = 60  # ids are drawn from a small range: new ones often fall below read ones
+START = dt.datetime(2026, 3, 1)
+
+SYNC = settings(
+    max_examples=40,
+    deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    derandomize=bool(os.environ.get("CI")),
+    database=None if os.environ.get("CI") else settings.default.database,
+)
+
+Matcher = Callable[[Event], bool]
+FILTERS: list[tuple[list[tuple[str, str]], Matcher]] = [
+    ([], lambda e: True),
+    ([("filter[type]", "Click,open")], lambda e: e["type"] in ("click", "open")),
+    ([("filter[with_captcha]", "false")], lambda e: not e["with_captcha"]),
+    (
+        [("filter[from_date]", "2026-03-02"), ("filter[to_date]", "2026-03-02")],
+        lambda e: e["timestamp"].startswith("2026-03-02"),
+    ),
+]
+
+
+def company_of_id(event_id: int) -> int:
+    """An event never changes company (the loader refuses that): its id decides it."""
+    return 1 if event_id % 3 else 2
+
+
+@st.composite
+def writes(draw: st.DrawFn, world_ids: st.SearchStrategy[int]) -> Event:
+    """A new event, a changed one, or (same id, same content) an unchanged upsert."""
+    event_id = draw(world_ids)
+    company = company_of_id(event_id)
+    campaign = draw(st.sampled_from([c["id"] for c in CAMPAIGNS if c["company_id"] == company]))
+    return make_event(
+        event_id,
+        campaign,
+        draw(st.sampled_from(STAFF[company])),
+        draw(st.sampled_from(TYPES)),
+        draw(st.integers(0, 2 * 24 * 60 - 1)),
+        draw(st.booleans()),
+        draw(st.sampled_from((None, "203.0.113.7", "2001:db8::5"))),
+        draw(st.sampled_from((None, "Mozilla/5.0 (X11; Linux)", "=curl/8.5"))),
+    )
+
+
+Step = tuple[str, Any]
+steps = st.lists(
+    st.one_of(
+        st.tuples(
+            st.just("load"),
+            st.lists(writes(st.integers(1, MAX_EVENT_ID)), max_size=8, unique_by=lambda e: e["id"]),
+        ),
+        st.tuples(st.just("repeat"), st.integers(0, 10)),  # reload an earlier load as it was
+        st.tuples(st.just("poll"), st.integers(1, 5)),
+    ),
+    min_size=1,
+    max_size=14,
+)
+
+
+def check_receipts(
+    world: World, collector: Collector, versions: list[int], matches: Matcher
+) -> None:
+    """Every event matching at the end was received in its final state, no write twice."""
+    last: dict[int, int] = {}
+    for record, version in zip(collector.received, versions, strict=True):
+        assert version > last.get(record["id"], 0), f"event {record['id']} received twice"
+        last[record["id"]] = version
+    final = world.visible(1, matches)
+    got = {r["id"]: r for r in collector.received}
+    missing = sorted(set(final) - set(got))
+    assert not missing, f"events never received: {missing}"
+    for event_id, record in final.items():
+        assert last[event_id] == world.versions[event_id], f"event {event_id} not in latest state"
+        assert got[event_id] == record
+
+
+@SYNC
+@given(plan=steps, choice=st.integers(0, len(FILTERS) - 1))
+async def test_a_collector_ends_with_exactly_the_final_set(
+    aiohttp_client: Any, plan: list[Step], choice: int
+) -> None:
+    """Random interleavings of loads and polls; loads commit between reads."""
+    params, matches = FILTERS[choice]
+    with tempfile.TemporaryDirectory() as tmp:
+        world = World(Path(tmp))
+        config = Config(db=str(world.db), rate_burst=10**9, rate_per_second=1e9)
+        client = await aiohttp_client(ProblemTestServer(create_app(config)))
+        collector = Collector(client, params=params)
+        versions: list[int] = []  # the version of each received record, when received
+        loads: list[list[Event]] = []
+        try:
+            for kind, arg in plan:
+                if kind == "load":
+                    world.load(arg)
+                    loads.append(arg)
+                elif kind == "repeat" and loads:
+                    world.load(loads[arg % len(loads)])
+                elif kind == "poll":
+                    body = await collector.poll(arg)
+                    now = world.visible(1, matches)
+                    for record in body:
+                        assert now.get(record["id"]) == record, "not the state of this moment"
+                        versions.append(world.versions[record["id"]])
+            note(f"received: {[r['id'] for r in collector.received]}")
+            before = len(collector.received)
+            await collector.catch_up(limit=7)
+            now = world.visible(1, matches)
+            for record in collector.received[before:]:
+                assert now.get(record["id"]) == record
+                versions.append(world.versions[record["id"]])
+            check_receipts(world, collector, versions, matches)
+        finally:
+            await client.close()
+
+
+async def test_loads_committed_during_reads(tmp_path: Path, make_client: MakeClient) -> None:
+    """A loader thread commits while the collector reads; the guarantee still holds.
+
+    Each change gives an event a timestamp it never had, so a received state tells which
+    write it came from.
+    """
+    world = World(tmp_path)
+    rnd = random.Random(13)
+    moments = (START + dt.timedelta(seconds=n) for n in itertools.count())
+
+    def batch(size: int) -> list[Event]:
+        events = []
+        for event_id in rnd.sample(range(1, 2000), size):
+            company = company_of_id(event_id)
+            campaign = rnd.choice([c["id"] for c in CAMPAIGNS if c["company_id"] == company])
+            person = rnd.choice(STAFF[company])
+            kind = rnd.choice(TYPES)
+            ip = rnd.choice((None, "198.51.100.9"))
+            events.append(make_event(event_id, campaign, person, kind, 0, rnd.random() < 0.3, ip))
+            events[-1]["timestamp"] = next(moments).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return events
+
+    world.load(batch(300))
+    client = await make_client(db=str(world.db))
+    collector = Collector(client)
+    done = asyncio.Event()
+
+    async def loads() -> None:
+        for _ in range(25):
+            events = batch(40)  # new ids, lower and higher, and changes of known ones
+            await asyncio.to_thread(world.write, {"campaign_events": events})
+            world.record(events)
+        done.set()
+
+    async def reads() -> None:
+        while not done.is_set():
+            await collector.poll(limit=rnd.choice((3, 17, 50)))
+
+    await asyncio.gather(loads(), reads())
+    await collector.catch_up(limit=100)
+    assert_same_guarantee(world, collector)
+
+
+def assert_same_guarantee(world: World, collector: Collector) -> None:
+    """Each receipt is a state the event had, later than the one received before it."""
+    position: dict[int, int] = {}
+    for record in collector.received:
+        states = [world.expected(e) for e in world.history[record["id"]]]
+        assert record in states, f"event {record['id']}: a state it never had"
+        index = states.index(record)
+        assert index > position.get(record["id"], -1), f"event {record['id']} received twice"
+        position[record["id"]] = index
+    final = world.visible(1)
+    assert {r["id"] for r in collector.received} >= set(final), "events skipped"
+    for event_id in final:
+        assert position[event_id] == len(world.history[event_id]) - 1, f"{event_id} stale"
+    for record in collector.received:
+        assert COMPANY_OF_CAMPAIGN[record["campaign"]["id"]] == 1, "another company's event"
+
+
+async def test_a_load_that_writes_nothing_new_does_not_move_the_feed(
+    tmp_path: Path, make_client: MakeClient
+) -> None:
+    """The same file loaded again: same cursor at the end, same pages from the start."""
+    world = World(tmp_path)
+    events = [make_event(i, 3, 10, "click", i, False) for i in (5, 1, 9)]
+    world.load(events)
+    client = await make_client(db=str(world.db))
+    first = Collector(client)
+    await first.catch_up(limit=2)
+    world.load(events)
+    assert await first.poll(limit=2) == []
+    again = Collector(client)
+    await again.catch_up(limit=2)
+    assert again.received == first.received
+    assert again.cursor == first.cursor

@@ -1,0 +1,371 @@
+"""JSON, CSV and NDJSON for every listing (contract.md 14).
+
+The format comes from ``format=`` or else ``Accept`` (q-values, wildcards, 406 when none
+fits); NDJSON is the JSON array's records one a line; CSV is RFC 4180 with dotted
+columns, one row per section, ``groups`` joined, null empty and formula-looking cells
+neutralised, as an attachment. ETags differ per format, ``Vary: Accept`` is sent, gzip
+and pagination headers apply to every format, and long unpaginated arrays stream in
+each. Every listing the OpenAPI document lists is checked: CSV and NDJSON are parsed
+back and compared with the JSON answer, through a flattening written here from the
+contract's words.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient
+from yarl import URL
+
+from app.config import Config
+from app.data import events
+from app.keys import CALLER
+from app.main import create_app
+from app.tools.loader import load_files
+from app.web.csv_layout import layout_of
+from app.web.responder import respond_record
+from app.web.schemas import CampaignEventSchema
+
+from .support.clients import MakeClient, ProblemTestServer
+from .support.factories import (
+    API,
+    KEY_1,
+    KEY_2,
+    KEYS,
+    assert_problem,
+    generated_events,
+    get,
+    make_sample_db,
+    next_event_id,
+    sample,
+)
+
+SPEC = "/api/docs/openapi.json"
+CSV_TYPE = "text/csv; charset=utf-8"
+NDJSON_TYPE = "application/x-ndjson; charset=utf-8"
+JSON_TYPE = "application/json; charset=utf-8"
+IDS = {"campaigns": 1, "victimsapi": 7}  # a campaign and an employee of company 1
+FORMULA = ("=", "+", "-", "@", "\t", "\r")
+
+
+async def listings(client: TestClient) -> list[str]:
+    """A company-1 URL of every listing the document gives a CSV body, whole when it can be."""
+    document = await (await client.get(SPEC)).json()
+    urls = []
+    for path, item in document["paths"].items():
+        ok = item["get"]["responses"]["200"]
+        if "text/csv" not in ok.get("content", {}):
+            continue
+        names = {p["name"] for p in item["get"]["parameters"] if p.get("in") == "query"}
+        url = URL(path.replace("{id}", str(IDS[path.split("/")[-3]])) if "{id}" in path else path)
+        if "per_page" in names:
+            url = url.update_query(per_page=500)
+        if "limit" in names:
+            url = url.update_query(limit=1000)
+        urls.append(str(url))
+    assert len(urls) >= 4, urls
+    return urls
+
+
+def is_rows(value: Any) -> bool:
+    """A list of objects with more than one field: one CSV row per element."""
+    return isinstance(value, list) and any(isinstance(v, dict) and len(v) > 1 for v in value)
+
+
+def header_of(record: dict[str, Any], prefix: str = "") -> list[str]:
+    """Dotted column names in the record's key order (element lists: their first element)."""
+    names = []
+    for key, value in record.items():
+        if isinstance(value, dict):
+            names += header_of(value, f"{prefix}{key}.")
+        elif is_rows(value):
+            names += header_of(value[0], f"{prefix}{key}.")
+        else:
+            names.append(f"{prefix}{key}")
+    return names
+
+
+def rows_of(record: dict[str, Any], header: list[str]) -> list[list[str]]:
+    """contract.md 14 in plain words: a row per element of the record's list of objects
+    (one row with those cells empty when it is empty), the record's other cells repeated."""
+    in_rows = {name.split(".")[0] for name in header if "." in name}
+    lists = [record[key] for key in in_rows if isinstance(record.get(key), list)]
+    elements = lists[0] if lists else []
+    return [[cell(record, element, name) for name in header] for element in elements or [None]]
+
+
+def cell(record: dict[str, Any], element: Any, column: str) -> str:
+    """One cell: follow the dotted name; a list of one-field objects joins its values."""
+    value: Any = record
+    for key in column.split("."):
+        if isinstance(value, list):  # the list of objects: this row's element
+            if element is None:
+                return ""
+            value = element
+        value = value[key]
+    if isinstance(value, list):
+        value = "; ".join(str(*item.values()) for item in value)
+    return neutral(text(value))
+
+
+def text(value: Any) -> str:
+    """A JSON scalar as its cell: null empty, booleans as in JSON, numbers as JSON writes them."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def neutral(cell: str) -> str:
+    return "'" + cell if cell.startswith(FORMULA) else cell
+
+
+def parse_csv(body: bytes) -> list[list[str]]:
+    """RFC 4180 read back: every line ends with CRLF, the csv module reads the cells."""
+    assert body.endswith(b"\r\n")
+    return list(csv.reader(io.StringIO(body.decode("utf-8"), newline=""), strict=True))
+
+
+async def assert_formats_agree(client: TestClient, url: str, key: str = KEY_1) -> Any:
+    """The CSV and the NDJSON answers of ``url`` say what its JSON answer says."""
+    as_json = await get(client, url, key)
+    assert as_json.status == 200, await as_json.text()
+    assert as_json.headers["Content-Type"] == JSON_TYPE
+    records = await as_json.json()
+    as_csv = await get(client, str(URL(url).update_query(format="csv")), key)
+    assert as_csv.status == 200, await as_csv.text()
+    assert as_csv.headers["Content-Type"] == CSV_TYPE
+    resource = URL(url).path.removeprefix(f"{API}/").replace("/", "-")
+    disposition = f'attachment; filename="{resource}.csv"'
+    assert as_csv.headers["Content-Disposition"] == disposition
+    table = parse_csv(await as_csv.read())
+    assert table[1:] == [row for record in records for row in rows_of(record, table[0])]
+    full = [r for r in records if all(v != [] for v in r.values() if isinstance(v, list))]
+    if full:
+        assert table[0] == header_of(full[0])
+    as_ndjson = await get(client, url, key, Accept="application/x-ndjson")
+    assert as_ndjson.headers["Content-Type"] == NDJSON_TYPE
+    lines = (await as_ndjson.read()).split(b"\n")
+    assert lines[-1] == b""  # a newline after each record, nothing else
+    assert [json.loads(line) for line in lines[:-1]] == records
+    for name in ("X-Total-Count", "X-Page", "X-Total-Pages", "X-Next-Cursor"):
+        assert as_csv.headers.get(name) == as_json.headers.get(name)
+        assert as_ndjson.headers.get(name) == as_json.headers.get(name)
+    return records
+
+
+@pytest.mark.parametrize("key", [KEY_1, KEY_2])
+async def test_every_listing_in_csv_and_ndjson_says_what_its_json_says(
+    client: TestClient, key: str
+) -> None:
+    for url in await listings(client):
+        if key == KEY_2 and "{" not in url and any(f"/{k}/" in url for k in IDS):
+            continue  # the ids picked are company 1's
+        await assert_formats_agree(client, url, key)
+
+
+async def test_paged_csv_keeps_the_format_in_its_links(client: TestClient) -> None:
+    url = f"{API}/course-inscriptions?per_page=3&page=2&format=csv"
+    response = await get(client, url)
+    assert response.headers["X-Total-Count"]
+    for link in response.headers["Link"].split(", "):
+        assert "format=csv" in link
+    table = parse_csv(await response.read())
+    assert len({tuple(row[:9]) for row in table[1:]}) == 3  # 3 inscriptions, a row per section
+
+
+@pytest.fixture
+def tricky_db(tmp_path: Path) -> Path:
+    """The sample plus values a spreadsheet would run, and a course without sections."""
+    db = make_sample_db(tmp_path)
+    names = ["=SUM(A1)", "+1", "-2", "@me", "\tTab", "\rCR", 'say "hi", -x', "a=b"]
+    people = [
+        {"id": 900 + n, "company_id": 1, "first_name": name, "last_name": names[-1 - n]}
+        | {"email": f"p{n}@example.com", "department": names[(n + 1) % 8], "country": name}
+        for n, name in enumerate(names)
+    ]
+    document = {
+        "employees": people,
+        "teams": [{"id": 900, "company_id": 1, "name": "=cmd|' /C calc'!A0"}],
+        "team_members": [{"team_id": 900, "employee_id": p["id"]} for p in people],
+        "campaigns": [
+            {"id": 900, "company_id": 1, "title": "@SUM(1)", "launch_date": "2026-03-01T08:00:00Z"}
+        ],
+        "campaign_events": [
+            {"id": 9000 + n, "campaign_id": 900, "employee_id": p["id"], "type": "click"}
+            | {"timestamp": "2026-03-02T09:00:00Z", "with_captcha": n % 2 == 0}
+            for n, p in enumerate(people)
+        ],
+        "courses": [{"id": 900, "company_id": 1, "title": "-Empty course"}],
+        "inscriptions": [
+            {"id": 9000 + n, "employee_id": p["id"], "course_id": 900}
+            | {"start_date": "2026-03-01", "due_date": None, "status": "not_started"}
+            for n, p in enumerate(people)
+        ],
+    }
+    fixture = tmp_path / "tricky.json"
+    fixture.write_text(json.dumps(document), encoding="utf-8")
+    load_files(db, [fixture])
+    return db
+
+
+async def test_formula_cells_are_neutralised(make_client: MakeClient, tricky_db: Path) -> None:
+    client = await make_client(db=str(tricky_db))
+    for url in await listings(client):
+        await assert_formats_agree(client, url.replace("/campaigns/1/", "/campaigns/900/"))
+    response = await get(client, f"{API}/events?format=csv&limit=1000")
+    table = parse_csv(await response.read())
+    cells = {cell for row in table for cell in row}
+    assert {"'=SUM(A1)", "'+1", "'-2", "'@me", "'\tTab", "'\rCR", "'@SUM(1)"} <= cells
+    assert {'say "hi", -x', "a=b", "true", "false"} <= cells
+    inscriptions = await get(
+        client, f"{API}/course-inscriptions?filter[courses]=-Empty course&format=csv"
+    )
+    table = parse_csv(await inscriptions.read())
+    assert len(table) == 1 + 8  # no sections: one row each, the section cells empty
+    assert all(row[-5:] == [""] * 5 for row in table[1:])
+    assert {row[7] for row in table[1:]} == {"'=cmd|' /C calc'!A0"}  # groups
+
+
+async def test_long_arrays_stream_in_every_format(tmp_path: Path, make_client: MakeClient) -> None:
+    """Past the inline size the events arrays stream: chunked, gzip when accepted, same data."""
+    db = make_sample_db(tmp_path)
+    fixture = tmp_path / "more.json"
+    events = generated_events(5000, [1], next_event_id())
+    fixture.write_text(json.dumps({"campaign_events": events}), encoding="utf-8")
+    load_files(db, [fixture])
+    client = await make_client(db=str(db))
+    records = await assert_formats_agree(client, f"{API}/campaigns/1/events")
+    assert len(records) > 5000
+    for fmt in ("json", "csv", "ndjson"):
+        url = f"{API}/campaigns/1/events?format={fmt}"
+        plain = await get(client, url)
+        assert plain.headers["Transfer-Encoding"] == "chunked", fmt
+        zipped = await get(client, url, **{"Accept-Encoding": "gzip"})
+        assert zipped.headers["Content-Encoding"] == "gzip", fmt
+        assert await zipped.read() == await plain.read()
+
+
+ACCEPTS = [
+    (None, JSON_TYPE),
+    ("", JSON_TYPE),
+    ("*/*", JSON_TYPE),
+    ("application/json", JSON_TYPE),
+    ("text/csv", CSV_TYPE),
+    ("application/x-ndjson", NDJSON_TYPE),
+    ("TEXT/CSV; charset=utf-8", CSV_TYPE),
+    ("text/*", CSV_TYPE),
+    ("application/*", JSON_TYPE),
+    ("text/csv;q=0.5, application/x-ndjson", NDJSON_TYPE),
+    ("application/json;q=0, */*", CSV_TYPE),
+    ("text/html, */*;q=0.1", JSON_TYPE),
+    ("text/csv, application/json", CSV_TYPE),
+    ("application/json, text/csv", JSON_TYPE),
+    ("text/html, application/x-ndjson;q=0.2, text/csv;q=0.1", NDJSON_TYPE),
+    ("application/x-ndjson;q=1.0, application/json;q=0.9", NDJSON_TYPE),
+    ("text/csv;q=abc", JSON_TYPE),  # nothing readable: as if absent
+]
+
+
+@pytest.mark.parametrize(("accept", "content_type"), ACCEPTS)
+async def test_accept_chooses_the_format(
+    client: TestClient, accept: str | None, content_type: str
+) -> None:
+    headers = {} if accept is None else {"Accept": accept}
+    response = await get(client, f"{API}/course-inscriptions", **headers)
+    assert response.status == 200, await response.text()
+    assert response.headers["Content-Type"] == content_type
+
+
+@pytest.mark.parametrize(
+    "accept",
+    ["text/html", "image/png, application/xml", "*/*;q=0", "text/csv;q=0, text/*", "text/plain"],
+)
+async def test_an_accept_that_allows_no_format_is_406(client: TestClient, accept: str) -> None:
+    for url in await listings(client):
+        body = await assert_problem(await get(client, url, Accept=accept), 406)
+        assert "application/json" in body["detail"]
+
+
+async def test_format_wins_over_accept(client: TestClient) -> None:
+    for fmt, content_type in (("csv", CSV_TYPE), ("NDJSON", NDJSON_TYPE), ("json", JSON_TYPE)):
+        url = f"{API}/victimsapi/7/events?format={fmt}"
+        response = await get(client, url, Accept="text/html")
+        assert response.headers["Content-Type"] == content_type
+
+
+async def test_etag_per_format_and_vary(client: TestClient) -> None:
+    url = f"{API}/course-inscriptions?per_page=5"
+    tags = {}
+    for accept in ("application/json", "text/csv", "application/x-ndjson"):
+        response = await get(client, url, Accept=accept)
+        assert response.headers["Vary"] == "Accept, Accept-Encoding"
+        tags[accept] = response.headers["ETag"]
+        again = await get(client, url, Accept=accept, **{"If-None-Match": tags[accept]})
+        assert again.status == 304 and again.headers["Vary"] == "Accept, Accept-Encoding"
+    assert len(set(tags.values())) == 3
+    other = await get(client, url, Accept="text/csv", **{"If-None-Match": tags["application/json"]})
+    assert other.status == 200 and other.headers["Content-Type"] == CSV_TYPE
+    named = await get(client, f"{url}&format=csv")
+    assert named.headers["ETag"] not in tags.values()  # another URL: another validator
+
+
+async def test_single_object_answers_are_json_only(aiohttp_client: Any, sample_db: Path) -> None:
+    """respond_record (the one-object answers) offers JSON alone: text/csv only is 406.
+
+    The record routes come with the discovery endpoints; here a route of this test answers
+    through the same responder with a real one-record listing (an employee's only event).
+    """
+    counts = Counter(e["employee_id"] for e in sample()["campaign_events"])
+    owner = {e["id"]: e["company_id"] for e in sample()["employees"]}
+    employee = next(i for i, n in sorted(counts.items()) if n == 1)
+    key = KEYS[owner[employee]]
+    app = create_app(Config(db=str(sample_db), rate_burst=10**6, rate_per_second=1e6))
+
+    async def only_event(request: web.Request) -> web.StreamResponse:
+        listing = events.employee_listing(request[CALLER].company_id, employee)
+        return await respond_record(request, listing)
+
+    app.router.add_get(f"{API}/test-record", only_event)
+    client = await aiohttp_client(ProblemTestServer(app))
+    url = f"{API}/test-record"
+    for accept in (None, "*/*", "application/json", "text/csv;q=0.9, application/json;q=0.1"):
+        response = await get(client, url, key, **({} if accept is None else {"Accept": accept}))
+        assert response.status == 200, await response.text()
+        assert response.headers["Content-Type"] == JSON_TYPE
+        assert isinstance(await response.json(), dict)
+        assert response.headers["Vary"] == "Accept, Accept-Encoding"
+    for accept in ("text/csv", "application/x-ndjson", "text/*"):
+        await assert_problem(await get(client, url, key, Accept=accept), 406)
+    await assert_problem(await get(client, f"{url}?format=csv", key), 406)
+
+
+@pytest.mark.parametrize("value", ["=1+2", "+1", "-x", "@me", "\tTab", "\rCR", -5])
+def test_each_formula_start_is_caught_alone(value: Any) -> None:
+    """A chunk whose only formula-looking cell starts with ``value``'s first character.
+
+    The CSV encoder looks at cells only when the chunk's JSON text holds a mark of one; a
+    chunk holding just this one must still be caught. The text is JSON as SQLite writes it.
+    """
+    victim = {"id": 2, "first_name": "Ana", "last_name": "Núñez", "email": "a@example.com"}
+    record = {"id": 1, "type": "open", "timestamp": "2026-03-01T08:00:00Z"}
+    if isinstance(value, str):
+        record["victim"] = victim | {"department": value}
+    else:
+        record |= {"id": value, "victim": victim | {"department": "Sales"}}
+    text = json.dumps(record, separators=(",", ":"), ensure_ascii=False).encode()
+    [header, row] = parse_csv(layout_of(CampaignEventSchema).header() + encode_one(text))
+    cells = dict(zip(header, row, strict=True))
+    assert cells["victim.department" if isinstance(value, str) else "id"] == f"'{value}"
+
+
+def encode_one(text: bytes) -> bytes:
+    return layout_of(CampaignEventSchema).encode([text], True)
