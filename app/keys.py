@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,6 +38,8 @@ COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 DATA_VERSION: web.AppKey[DataVersion] = web.AppKey("data_version")
+# Today's UTC date (the reports count overdue inscriptions): a clock tests can set.
+TODAY: web.AppKey[Callable[[], dt.date]] = web.AppKey("today")
 
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)

@@ -56,10 +56,14 @@ async def add_standard_headers(request: web.Request, response: web.StreamRespons
         headers.add("Vary", "Origin")
 
 
-def make_etag(token: str, company_id: int, request: web.Request) -> str:
-    """A weak validator for this company's view of this URL at this data version."""
+def make_etag(token: str, company_id: int, request: web.Request, variant: str = "") -> str:
+    """A weak validator for this company's view of this URL at this data version.
+
+    ``variant`` is whatever else the answer depends on (today's date for a report
+    that counts overdue inscriptions).
+    """
     digest = hashlib.blake2b(
-        f"{token}|{company_id}|{request.rel_url.raw_path_qs}".encode(), digest_size=12
+        f"{token}|{company_id}|{request.rel_url.raw_path_qs}|{variant}".encode(), digest_size=12
     ).hexdigest()
     return f'W/"{digest}"'
 

@@ -90,10 +90,14 @@ def encode_json_chunk(texts: list[bytes], first: bool) -> bytes:
 
 
 async def respond_listing(
-    request: web.Request, listing: Listing, paging: Paging | None
+    request: web.Request, listing: Listing, paging: Paging | None, variant: str = ""
 ) -> web.StreamResponse:
-    """Answer a listing: a page with its headers, or the whole array (streamed when long)."""
-    not_modified = await revalidate(request, listing)
+    """Answer a listing: a page with its headers, or the whole array (streamed when long).
+
+    ``variant`` goes into the ETag: what the answer depends on besides the data and
+    the URL (today's date, for the reports that count overdue inscriptions).
+    """
+    not_modified = await revalidate(request, listing, variant)
     if not_modified is not None:
         return not_modified
     app = request.app
@@ -102,26 +106,32 @@ async def respond_listing(
         key = count_key(request, request[CALLER].company_id)
         page = await pool.page(listing, paging, app[COUNTS].get(key, app[DATA_VERSION].token))
         app[COUNTS].put(key, page.token, page.total)
-        headers = snapshot_headers(request, page.token)
+        headers = snapshot_headers(request, page.token, variant)
         path, query = request.rel_url.raw_path, request.rel_url.raw_query_string
         headers.update(page_headers(path, query, paging, page.total))
         return json_array(request, page, headers)
 
     slot = app[STREAMS].hold(request[CALLER].company_id)
     async with pool.whole(listing, encode_json_chunk, slot) as result:
-        headers = snapshot_headers(request, result.token)
+        headers = snapshot_headers(request, result.token, variant)
         if isinstance(result, Records):
             return json_array(request, result, headers)
         return await json_stream(request, result, headers)
 
 
-async def respond_record(request: web.Request, listing: Listing) -> web.StreamResponse:
-    """Answer one JSON object: the listing's single record (404 when its guard fails)."""
-    not_modified = await revalidate(request, listing)
+async def respond_record(
+    request: web.Request, listing: Listing, variant: str = ""
+) -> web.StreamResponse:
+    """Answer one JSON object: the listing's single record (404 when its guard fails).
+
+    ``variant`` as for :func:`respond_listing`.
+    """
+    not_modified = await revalidate(request, listing, variant)
     if not_modified is not None:
         return not_modified
     records = await request.app[POOL].one(listing)
-    response = web.Response(body=records.texts[0], headers=snapshot_headers(request, records.token))
+    headers = snapshot_headers(request, records.token, variant)
+    response = web.Response(body=records.texts[0], headers=headers)
     response.content_type = JSON_TYPE
     response.charset = "utf-8"
     if len(records.texts[0]) > GZIP_MIN_BYTES and accepts_gzip(request):
@@ -129,7 +139,9 @@ async def respond_record(request: web.Request, listing: Listing) -> web.StreamRe
     return response
 
 
-async def revalidate(request: web.Request, listing: Listing) -> web.Response | None:
+async def revalidate(
+    request: web.Request, listing: Listing, variant: str = ""
+) -> web.Response | None:
     """A 304 when the client's If-None-Match holds the current ETag (no listing query runs).
 
     The data token is refreshed first (and the pool reopened if the file was replaced).
@@ -138,7 +150,8 @@ async def revalidate(request: web.Request, listing: Listing) -> web.Response | N
     """
     pool = request.app[POOL]
     await refresh_version(request.app)
-    etag = make_etag(request.app[DATA_VERSION].token, request[CALLER].company_id, request)
+    company_id = request[CALLER].company_id
+    etag = make_etag(request.app[DATA_VERSION].token, company_id, request, variant)
     if not etag_matches(request, etag):
         return None
     if listing.guard is not None:
@@ -155,12 +168,12 @@ async def refresh_version(app: web.Application) -> None:
         version.update(pool.token_now())
 
 
-def snapshot_headers(request: web.Request, token: str) -> dict[str, str]:
+def snapshot_headers(request: web.Request, token: str, variant: str = "") -> dict[str, str]:
     """The ETag of the snapshot the records came from (and remember a newer token)."""
     version = request.app[DATA_VERSION]
     if token != version.token:
         version.update(token)
-    etag = make_etag(token, request[CALLER].company_id, request)
+    etag = make_etag(token, request[CALLER].company_id, request, variant)
     return {hdrs.ETAG: etag, hdrs.VARY: "Accept-Encoding"}
 
 
