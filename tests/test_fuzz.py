@@ -1,7 +1,7 @@
 """Schema-driven fuzzing of the live OpenAPI document (contract.md 2, 5, 8; issue 7 item 1).
 
 schemathesis reads /api/docs/openapi.json from a real server process over a copy of the
-sample database and sends generated requests (valid and invalid) to all three endpoints,
+sample database and sends generated requests (valid and invalid) to every endpoint,
 with company 1's key and without a key: no 5xx, and every status code, content type,
 body and header is the one the document declares. Without a key every answer is 401
 (contract.md 2: the key is checked before any parameter).
@@ -47,6 +47,16 @@ PARAMETERS = {
     f"{API}/campaigns/{{id}}/events": {"id", "filter[with_captcha]", "filter[type]"} | PAGING,
     f"{API}/victimsapi/{{id}}/events": {"id"} | PAGING,
     f"{API}/course-inscriptions": {f"filter[{n}]" for n in LIST_FILTERS + DATE_FILTERS} | PAGING,
+    # The reports (contract.md 11, 12).
+    f"{API}/campaigns": {"filter[title]", "filter[from_launch_date]", "filter[to_launch_date]"}
+    | {"filter[with_captcha]"}
+    | PAGING,
+    f"{API}/campaigns/{{id}}": {"id", "filter[with_captcha]"},
+    f"{API}/victimsapi": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
+    | {"filter[min_clicked]", "filter[min_failed]"}
+    | PAGING,
+    f"{API}/victimsapi/{{id}}": {"id"},
+    f"{API}/courses": {"filter[title]"} | PAGING,
 }
 
 # Generated cases per test (one operation, one generation mode). CI: the same counts,
