@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,8 @@ STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 DATA_VERSION: web.AppKey[DataVersion] = web.AppKey("data_version")
 # Each listing view and the schema of its records (CSV columns come from it).
 RECORD_SCHEMAS: web.AppKey[dict[Handler, type[Schema]]] = web.AppKey("record_schemas")
+# Today's UTC date (the reports count overdue inscriptions): a clock tests can set.
+TODAY: web.AppKey[Callable[[], dt.date]] = web.AppKey("today")
 
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -10,7 +11,7 @@ from aiohttp.typedefs import Middleware
 from .config import Config
 from .data.pool import ReadPool
 from .data.version import DataVersion
-from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, STREAMS
+from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, STREAMS, TODAY
 from .web.auth import auth_middleware, setup_auth
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
@@ -39,6 +40,7 @@ def create_app(config: Config) -> web.Application:
     app[COUNTS] = CountCache()
     app[PARSERS] = QueryParsers()
     app[STREAMS] = StreamSlots(config.streams_per_company)
+    app[TODAY] = utc_today
     setup_auth(app)
     setup_ratelimit(app, config)
     app.cleanup_ctx.append(database_ctx)
@@ -47,6 +49,11 @@ def create_app(config: Config) -> web.Application:
     setup_routes(app)
     setup_openapi(app)
     return app
+
+
+def utc_today() -> dt.date:
+    """Today's date in UTC: the day against which inscriptions are overdue."""
+    return dt.datetime.now(dt.UTC).date()
 
 
 async def database_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -10,10 +11,11 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from app.config import Config
+from app.keys import TODAY
 from app.main import create_app
 
 from .support.clients import MakeClient, ProblemTestServer
-from .support.factories import make_sample_db
+from .support.factories import Day, make_sample_db
 from .support.servers import Launcher, ProcessGuard
 
 
@@ -53,6 +55,21 @@ def make_client(aiohttp_client: Any, sample_db: Path) -> MakeClient:
 async def client(make_client: MakeClient) -> TestClient:
     """The app over the sample data, limits raised."""
     return await make_client()
+
+
+@pytest.fixture
+async def dated(aiohttp_client: Any, sample_db: Path) -> tuple[TestClient, Day]:
+    """The app over the sample data, limits raised, its date set by the test (Day)."""
+    day = Day(date(2025, 9, 1))
+    config = Config(
+        db=str(sample_db),
+        rate_burst=100_000,
+        rate_per_second=100_000.0,
+        auth_failures_per_minute=100_000,
+    )
+    app = create_app(config)
+    app[TODAY] = day
+    return await aiohttp_client(ProblemTestServer(app)), day
 
 
 @pytest.fixture

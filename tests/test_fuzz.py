@@ -49,6 +49,16 @@ PARAMETERS = {
     f"{API}/course-inscriptions": {f"filter[{n}]" for n in LIST_FILTERS + DATE_FILTERS} | PAGING,
     f"{API}/events": {"filter[with_captcha]", "filter[type]", "filter[from_date]"}
     | {"filter[to_date]", "limit", "cursor", "format"},
+    # The reports (contract.md 11, 12).
+    f"{API}/campaigns": {"filter[title]", "filter[from_launch_date]", "filter[to_launch_date]"}
+    | {"filter[with_captcha]"}
+    | PAGING,
+    f"{API}/campaigns/{{id}}": {"id", "filter[with_captcha]"},
+    f"{API}/victimsapi": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
+    | {"filter[min_clicked]", "filter[min_failed]"}
+    | PAGING,
+    f"{API}/victimsapi/{{id}}": {"id"},
+    f"{API}/courses": {"filter[title]"} | PAGING,
 }
 
 # Generated cases per test (one operation, one generation mode). CI: the same counts,

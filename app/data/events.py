@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .listings import Guard, Listing, placeholders
+from .listings import Listing, owned, placeholders
 
 # JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
 CAMPAIGN_EVENT_JSON = """json_object(
@@ -34,9 +34,7 @@ def campaign_listing(
         "FROM campaign_events ev JOIN employees e ON e.id = ev.employee_id"
         f" WHERE {' AND '.join(where)}"
     )
-    guard = Guard(
-        "SELECT 1 FROM campaigns WHERE id = ? AND company_id = ?", (campaign_id, company_id)
-    )
+    guard = owned("campaigns", campaign_id, company_id)
     order = "ev.timestamp, ev.id"
     return Listing(CAMPAIGN_EVENT_JSON, rows_from, rows_from, order, tuple(params), guard)
 
@@ -48,5 +46,5 @@ def employee_listing(company_id: int, employee_id: int) -> Listing:
         " WHERE ev.employee_id = ? AND c.company_id = ?"
     )
     params = (employee_id, company_id)
-    guard = Guard("SELECT 1 FROM employees WHERE id = ? AND company_id = ?", params)
+    guard = owned("employees", employee_id, company_id)
     return Listing(EMPLOYEE_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", params, guard)

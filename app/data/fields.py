@@ -58,21 +58,26 @@ class UtcTimestamp(fields.DateTime):
 
 
 class DecimalId(fields.Integer):
-    """An identifier written as decimal digits, 1 to 2^63-1 (path ids, ``page``...)."""
+    """An identifier written as decimal digits, 1 to 2^63-1 (path ids, ``page``...).
 
-    def __init__(self, *, maximum: int = MAX_ID, **kwargs: Any) -> None:
+    ``minimum=0`` makes it a count (``filter[min_failed]``).
+    """
+
+    def __init__(self, *, minimum: int = 1, maximum: int = MAX_ID, **kwargs: Any) -> None:
         super().__init__(strict=True, **kwargs)
+        self.minimum = minimum
         self.maximum = maximum
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if isinstance(value, bool):
             raise ValidationError("Not an integer.")
+        wrong = f"Not a whole number from {self.minimum} to {self.maximum}."
         if isinstance(value, str):
             if not _DIGITS.fullmatch(value):
-                raise ValidationError(f"Not a whole number from 1 to {self.maximum}.")
+                raise ValidationError(wrong)
             value = int(value)
-        if not isinstance(value, int) or not 1 <= value <= self.maximum:
-            raise ValidationError(f"Not a whole number from 1 to {self.maximum}.")
+        if not isinstance(value, int) or not self.minimum <= value <= self.maximum:
+            raise ValidationError(wrong)
         return value
 
 

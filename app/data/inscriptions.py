@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .listings import Listing, placeholders
 
+# The teams of employee ``e``, by name: the ``groups`` of an inscription or an employee.
+GROUPS_JSON = """(SELECT json_group_array(json_object('name', name)) FROM (
+        SELECT t.name AS name FROM team_members tm JOIN teams t ON t.id = tm.team_id
+        WHERE tm.employee_id = e.id ORDER BY t.name, t.id))"""
+
 # JSON of one inscription, keys in the order of reporting-api.md 2.3; teams by name,
 # sections in course order (2.4).
-INSCRIPTION_JSON = """json_object(
+INSCRIPTION_JSON = f"""json_object(
     'victim_name', e.first_name || ' ' || e.last_name,
     'victim_department', e.department,
     'course_title', c.title,
@@ -18,9 +23,7 @@ INSCRIPTION_JSON = """json_object(
     'due_date', i.due_date,
     'status', i.status,
     'victim_email', e.email,
-    'groups', (SELECT json_group_array(json_object('name', name)) FROM (
-        SELECT t.name AS name FROM team_members tm JOIN teams t ON t.id = tm.team_id
-        WHERE tm.employee_id = e.id ORDER BY t.name, t.id)),
+    'groups', {GROUPS_JSON},
     'victim_country', e.country,
     'events', (SELECT json_group_array(json_object('title', title,
             'section_type', section_type, 'completed_at', completed_at,
@@ -30,7 +33,8 @@ INSCRIPTION_JSON = """json_object(
         LEFT JOIN section_results r ON r.section_id = s.id AND r.inscription_id = i.id
         WHERE s.course_id = i.course_id ORDER BY s.position, s.id)))"""
 
-# Employee columns matched by the list filters, in their case-folded form.
+# Employee columns matched by the person filters, in their case-folded form (the sixth
+# person filter, ``teams``, looks at the employee's teams).
 EMPLOYEE_FILTERS = {
     "name": "e.first_name_key",
     "last_name": "e.last_name_key",
@@ -44,11 +48,36 @@ EMPLOYEE_FILTERS = {
 class InscriptionFilters:
     """The endpoint's filters; list values are already case-folded."""
 
-    lists: dict[str, Sequence[str]] = field(default_factory=dict)
+    lists: Mapping[str, Sequence[str]] = field(default_factory=dict)
     from_inscription_date: dt.date | None = None
     to_inscription_date: dt.date | None = None
     from_due_date: dt.date | None = None
     to_due_date: dt.date | None = None
+
+
+def person_conditions(
+    lists: Mapping[str, Sequence[str]], employee_id: str
+) -> tuple[list[str], list[object]]:
+    """The six person filters on employee ``e`` (whose id is ``employee_id``), with params.
+
+    Whole case-folded values; values of one filter OR-ed, filters AND-ed (contract.md 3).
+    Shared by the inscriptions endpoint and the employee directory.
+    """
+    where: list[str] = []
+    params: list[object] = []
+    for name, column in EMPLOYEE_FILTERS.items():
+        values = list(lists.get(name, ()))
+        if values:
+            where.append(f"{column} IN ({placeholders(values)})")
+            params.extend(values)
+    teams = list(lists.get("teams", ()))
+    if teams:
+        where.append(
+            "EXISTS (SELECT 1 FROM team_members tm JOIN teams t ON t.id = tm.team_id"
+            f" WHERE tm.employee_id = {employee_id} AND t.name_key IN ({placeholders(teams)}))"
+        )
+        params.extend(teams)
+    return where, params
 
 
 def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object], bool]:
@@ -56,20 +85,9 @@ def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list
 
     Values are only ever bound parameters, never part of the SQL text.
     """
-    where = ["i.company_id = ?"]
-    params: list[object] = [company_id]
-    for name, column in EMPLOYEE_FILTERS.items():
-        values = list(filters.lists.get(name, ()))
-        if values:
-            where.append(f"{column} IN ({placeholders(values)})")
-            params.extend(values)
-    teams = list(filters.lists.get("teams", ()))
-    if teams:
-        where.append(
-            "EXISTS (SELECT 1 FROM team_members tm JOIN teams t ON t.id = tm.team_id"
-            f" WHERE tm.employee_id = i.employee_id AND t.name_key IN ({placeholders(teams)}))"
-        )
-        params.extend(teams)
+    person, person_params = person_conditions(filters.lists, "i.employee_id")
+    where = ["i.company_id = ?", *person]
+    params: list[object] = [company_id, *person_params]
     courses = list(filters.lists.get("courses", ()))
     if courses:
         where.append(f"c.title_key IN ({placeholders(courses)})")

@@ -37,12 +37,21 @@ class Guard:
     params: Params
 
 
+def owned(table: str, record_id: int, company_id: int) -> Guard:
+    """The guard of a campaign or employee id: found only when the company owns it."""
+    return Guard(f"SELECT 1 FROM {table} WHERE id = ? AND company_id = ?", (record_id, company_id))
+
+
 @dataclass(frozen=True, slots=True)
 class Listing:
     """One listing query: the JSON of a record, where rows come from, their order.
 
     ``counted_from`` is the cheapest FROM/WHERE that counts the same rows (it joins only
-    what the filters need and builds no JSON).
+    what the filters need and builds no JSON). ``params`` belong to the FROM/WHERE (both
+    of them); ``record_params`` to the record's JSON (today's date, for a report that
+    depends on it), bound before them in the statements that build records. A
+    ``heavy`` listing's records each aggregate many rows (the reports): even a short
+    page of them may take long.
     """
 
     record_json: str
@@ -51,8 +60,15 @@ class Listing:
     order_by: str
     params: Params
     guard: Guard | None = None
+    record_params: Params = ()
+    heavy: bool = False
     # The columns of a record's position, for keyset paging (the event feed).
     key: str = ""
+
+    @property
+    def select_params(self) -> Params:
+        """The parameters of :meth:`select` and :meth:`whole_array` (then ``LIMIT ?``)."""
+        return (*self.record_params, *self.params)
 
     def select(self) -> str:
         """One record's UTF-8 JSON a row, in the contract's order.
@@ -180,7 +196,7 @@ def read_page(
         texts: list[bytes] = []
         if paging.offset < total:
             sql = f"{listing.select()} LIMIT ? OFFSET ?"
-            params = (*listing.params, paging.per_page, paging.offset)
+            params = (*listing.select_params, paging.per_page, paging.offset)
             texts = [row[0] for row in conn.execute(sql, params)]
         return Page(token, texts, total)
     finally:
@@ -191,7 +207,7 @@ def read_window(conn: sqlite3.Connection, listing: Listing, limit: int) -> Windo
     """Up to ``limit`` records in one statement (the listing holds the position condition)."""
     token = _begin(conn, listing.guard)
     try:
-        rows = conn.execute(listing.select_keyed(), (*listing.params, limit)).fetchall()
+        rows = conn.execute(listing.select_keyed(), (*listing.select_params, limit)).fetchall()
         return Window(token, [row[0] for row in rows], tuple(rows[-1][1:]) if rows else None)
     finally:
         _finish(conn)
@@ -204,7 +220,7 @@ def read_small(conn: sqlite3.Connection, listing: Listing, below: int) -> Record
     """
     token = _begin(conn, listing.guard)
     try:
-        cursor = conn.execute(listing.select(), listing.params)
+        cursor = conn.execute(listing.select(), listing.select_params)
         texts = [row[0] for row in cursor.fetchmany(below)]
         cursor.close()
         return Records(token, texts) if len(texts) < below else None
@@ -224,7 +240,7 @@ def open_stream(conn: sqlite3.Connection, listing: Listing) -> StreamState:
     """Start reading a long listing: the snapshot stays open until the last chunk."""
     token = _begin(conn, listing.guard)
     try:
-        cursor = conn.execute(listing.select(), listing.params)
+        cursor = conn.execute(listing.select(), listing.select_params)
         state = StreamState(token, cursor)
         state.first = next_records(conn, state)
         return state

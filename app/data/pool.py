@@ -3,8 +3,8 @@
 The serving process only reads (``PRAGMA query_only``). Short reads run right on the
 event loop's own connection: on this kind of machine a hop to a thread costs more than
 a small query. Everything that may take long (a count not yet known, a deep page, a
-long array) runs on one of a few pooled connections, each with its own thread, so the
-loop is never blocked for more than a short read.
+long array, any page of reports) runs on one of a few pooled connections, each with
+its own thread, so the loop is never blocked for more than a short read.
 """
 
 from __future__ import annotations
@@ -55,6 +55,21 @@ READ_PRAGMAS = (
 )
 
 
+def configure_reader(conn: sqlite3.Connection) -> None:
+    """Make a connection a serving one: read-only settings and the SQL functions we use.
+
+    ``casefold(text)`` is Python's Unicode case folding, the one the loader stores in
+    the ``*_key`` columns, for the columns that have no such copy (campaign titles).
+    """
+    for pragma in READ_PRAGMAS:
+        conn.execute(pragma)
+    conn.create_function("casefold", 1, _casefold, deterministic=True)
+
+
+def _casefold(value: str | None) -> str | None:
+    return value.casefold() if isinstance(value, str) else value
+
+
 class ReadPool:
     """A few read-only connections, so concurrent requests do not queue on one thread.
 
@@ -88,12 +103,10 @@ class ReadPool:
         connections = []
         for _ in range(self._size):
             conn = await aiosqlite.connect(self._path, isolation_level=None)
-            for pragma in READ_PRAGMAS:
-                await conn.execute(pragma)
+            await run_in_thread(conn, configure_reader)
             connections.append(conn)
         inline = sqlite3.connect(self._path, isolation_level=None)
-        for pragma in READ_PRAGMAS:
-            inline.execute(pragma)
+        configure_reader(inline)
         old_idle, old_inline = self._idle, self._inline
         self._all, self._inline, self._identity = connections, inline, identity
         self._idle = asyncio.LifoQueue()
@@ -139,7 +152,8 @@ class ReadPool:
 
     async def page(self, listing: Listing, paging: Paging, known: tuple[str, int] | None) -> Page:
         """One page with its total; ``known`` is a total counted for the current token."""
-        if known is not None and paging.offset + paging.per_page <= INLINE_PAGE_ROWS:
+        short = paging.offset + paging.per_page <= INLINE_PAGE_ROWS
+        if known is not None and short and not listing.heavy:
             return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
@@ -174,7 +188,9 @@ class ReadPool:
         ``stream_slot`` (the caller's own limit, which may refuse), then waits for one of
         the pool's stream slots.
         """
-        small = self.run_inline(lambda conn: read_small(conn, listing, INLINE_ROWS))
+        small = None
+        if not listing.heavy:
+            small = self.run_inline(lambda conn: read_small(conn, listing, INLINE_ROWS))
         if small is not None:
             yield small
             return

@@ -143,6 +143,19 @@ CREATE INDEX IF NOT EXISTS campaign_events_by_seq ON campaign_events (seq, id);
 CREATE INDEX IF NOT EXISTS course_sections_by_course
     ON course_sections (course_id, position);
 CREATE INDEX IF NOT EXISTS api_keys_by_company ON api_keys (company_id);
+-- The reports (contract.md 11, 12): each list walked in its order (no sort of the
+-- company's whole list before the page is cut), figures from covering indexes.
+CREATE INDEX IF NOT EXISTS campaigns_by_company ON campaigns (company_id, launch_date, id);
+CREATE INDEX IF NOT EXISTS employees_by_company ON employees (company_id);
+CREATE INDEX IF NOT EXISTS courses_by_company ON courses (company_id);
+CREATE INDEX IF NOT EXISTS campaign_events_by_type
+    ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha);
+CREATE INDEX IF NOT EXISTS campaign_events_by_employee_type
+    ON campaign_events (employee_id, type, campaign_id, timestamp);
+CREATE INDEX IF NOT EXISTS inscriptions_by_employee
+    ON inscriptions (employee_id, status, due_date);
+CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
+CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 """
 
 # Rows that point across tenants would leak data through joins; refuse them here too,

@@ -60,8 +60,8 @@ async def add_standard_headers(request: web.Request, response: web.StreamRespons
 def make_etag(token: str, company_id: int, request: web.Request, variant: str = "") -> str:
     """A weak validator for this company's view of this URL at this data version.
 
-    ``variant`` tells apart answers of one URL that differ by a request header (the
-    format an Accept header chose).
+    ``variant`` is whatever else the answer depends on: the format an Accept header
+    chose, today's date for a report that counts overdue inscriptions.
     """
     digest = hashlib.blake2b(
         f"{token}|{company_id}|{request.rel_url.raw_path_qs}|{variant}".encode(), digest_size=12

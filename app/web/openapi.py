@@ -240,7 +240,7 @@ def record_schemas() -> dict[Handler, type[Schema]]:
 def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
     """apispec attribute function: the limits our strict fields check by hand."""
     if isinstance(field, DecimalId):
-        number = {"type": "integer", "minimum": 1, "maximum": field.maximum}
+        number = {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
         return number | {"format": "int64"} if field.maximum == MAX_ID else number
     if isinstance(field, CommaList):
         items: dict[str, Any] = {"type": "string", "minLength": 1}

@@ -1,179 +1,41 @@
 """What the OpenAPI document says about each endpoint: a description and a real example.
 
 OPERATIONS maps each documented handler to its Operation; openapi.py builds the rest
-(parameters, bodies, headers, errors) from the marshmallow schemas. Every example is the
-very answer the server gives to its request with company 1's sample key on a database
-made from fixtures/sample.json: tests/test_openapi_examples.py asks the server and fails,
-printing the actual answer, as soon as one goes stale. A new endpoint adds one entry to
-OPERATIONS and its example below.
+(parameters, bodies, headers, errors) from the marshmallow schemas. Every example (in
+examples.py) is the very answer the server gives to its request with company 1's sample
+key on a database made from fixtures/sample.json. A new endpoint adds one entry to
+OPERATIONS and its example.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from aiohttp.typedefs import Handler
 from marshmallow import Schema
 
-from . import views
-from .params import CampaignEventsQuery, EmployeeEventsQuery, FeedQuery, InscriptionsQuery
-from .routes import API
-from .schemas import CampaignEventSchema, EmployeeEventSchema, FeedEventSchema, InscriptionSchema
-
-
-@dataclass(frozen=True)
-class Example:
-    """A request (path and query) and the body the server answers it with."""
-
-    request: str
-    body: Any
-
-
-CAMPAIGN_EVENTS = Example(
-    f"{API}/campaigns/1/events?filter[type]=report&per_page=2",
-    [
-        {
-            "id": 312,
-            "type": "report",
-            "timestamp": "2025-02-11T14:39:10Z",
-            "victim": {
-                "id": 2,
-                "first_name": "Elena",
-                "last_name": "García",
-                "email": "elena.garcia@northwind.example",
-                "department": "HR",
-            },
-        },
-        {
-            "id": 96,
-            "type": "report",
-            "timestamp": "2025-02-12T03:22:01Z",
-            "victim": {
-                "id": 85,
-                "first_name": "Henrik",
-                "last_name": "Bauer",
-                "email": "henrik.bauer@northwind.example",
-                "department": "Research, Development",
-            },
-        },
-    ],
+from . import examples, views
+from .examples import Example
+from .params import (
+    CampaignEventsQuery,
+    CampaignQuery,
+    CampaignsQuery,
+    CoursesQuery,
+    EmployeeEventsQuery,
+    EmployeeQuery,
+    EmployeesQuery,
+    FeedQuery,
+    InscriptionsQuery,
 )
-
-
-EMPLOYEE_EVENTS = Example(
-    f"{API}/victimsapi/7/events?per_page=2",
-    [
-        {
-            "id": 35,
-            "type": "open",
-            "timestamp": "2025-02-13T01:21:41Z",
-            "campaign": {
-                "id": 1,
-                "title": "Overdue Invoice Reminder",
-                "launch_date": "2025-02-11T09:00:00Z",
-            },
-        },
-        {
-            "id": 406,
-            "type": "click",
-            "timestamp": "2025-02-13T02:20:57Z",
-            "campaign": {
-                "id": 1,
-                "title": "Overdue Invoice Reminder",
-                "launch_date": "2025-02-11T09:00:00Z",
-            },
-        },
-    ],
-)
-
-
-COURSE_INSCRIPTIONS = Example(
-    f"{API}/course-inscriptions?filter[email]=oliver.turner@northwind.example&filter[courses]=Password%20Hygiene",
-    [
-        {
-            "victim_name": "Oliver Turner",
-            "victim_department": "Engineering",
-            "course_title": "Password Hygiene",
-            "start_date": "2025-01-13",
-            "due_date": "2025-02-27",
-            "status": "completed",
-            "victim_email": "oliver.turner@northwind.example",
-            "groups": [{"name": "Finance Champions"}],
-            "victim_country": "United Kingdom",
-            "events": [
-                {
-                    "title": "Why Passwords Fail",
-                    "section_type": "lecture",
-                    "completed_at": "2025-01-16",
-                    "result": None,
-                    "status": None,
-                },
-                {
-                    "title": "Passphrases and Managers",
-                    "section_type": "video",
-                    "completed_at": "2025-01-21",
-                    "result": None,
-                    "status": None,
-                },
-                {
-                    "title": "Final Exam",
-                    "section_type": "exam",
-                    "completed_at": "2025-01-25",
-                    "result": 81.0,
-                    "status": "APPROVED",
-                },
-            ],
-        }
-    ],
-)
-
-
-OUTLOOK = "Microsoft Office/16.0 (Windows NT 10.0; Microsoft Outlook 16.0.17726; Pro)"
-EVENT_FEED = Example(
-    f"{API}/events?filter[type]=fail&limit=2",
-    [
-        {
-            "id": 47,
-            "type": "fail",
-            "timestamp": "2025-02-14T16:34:51Z",
-            "with_captcha": False,
-            "ip": "198.51.100.181",
-            "user_agent": OUTLOOK,
-            "campaign": {
-                "id": 1,
-                "title": "Overdue Invoice Reminder",
-                "launch_date": "2025-02-11T09:00:00Z",
-            },
-            "victim": {
-                "id": 32,
-                "first_name": "Mathieu",
-                "last_name": "Moreau",
-                "email": "mathieu.moreau@northwind.example",
-                "department": "Operations",
-            },
-        },
-        {
-            "id": 58,
-            "type": "fail",
-            "timestamp": "2025-02-13T16:09:43Z",
-            "with_captcha": False,
-            "ip": "192.0.2.203",
-            "user_agent": OUTLOOK,
-            "campaign": {
-                "id": 1,
-                "title": "Overdue Invoice Reminder",
-                "launch_date": "2025-02-11T09:00:00Z",
-            },
-            "victim": {
-                "id": 86,
-                "first_name": "Megan",
-                "last_name": "Taylor",
-                "email": "megan.taylor@northwind.example",
-                "department": "Finance",
-            },
-        },
-    ],
+from .schemas import (
+    CampaignEventSchema,
+    CampaignReportSchema,
+    CampaignSummarySchema,
+    CourseSchema,
+    EmployeeEventSchema,
+    EmployeeSchema,
+    FeedEventSchema,
+    InscriptionSchema,
 )
 
 
@@ -212,7 +74,7 @@ OPERATIONS: dict[Handler, Operation] = {
         ),
         query=CampaignEventsQuery,
         response=CampaignEventSchema,
-        example=CAMPAIGN_EVENTS,
+        example=examples.CAMPAIGN_EVENTS,
         path_id="The campaign's id, 1 to 2^63-1; " + _NOT_YOURS.format("campaign"),
     ),
     views.employee_events: Operation(
@@ -226,7 +88,7 @@ OPERATIONS: dict[Handler, Operation] = {
         ),
         query=EmployeeEventsQuery,
         response=EmployeeEventSchema,
-        example=EMPLOYEE_EVENTS,
+        example=examples.EMPLOYEE_EVENTS,
         path_id="The employee's id, 1 to 2^63-1; " + _NOT_YOURS.format("employee"),
     ),
     views.course_inscriptions: Operation(
@@ -244,7 +106,90 @@ OPERATIONS: dict[Handler, Operation] = {
         ),
         query=InscriptionsQuery,
         response=InscriptionSchema,
-        example=COURSE_INSCRIPTIONS,
+        example=examples.COURSE_INSCRIPTIONS,
+    ),
+    views.campaign_list: Operation(
+        operation_id="listCampaigns",
+        tag="reports",
+        summary="Campaigns with their funnel",
+        description=(
+            "The company's campaigns, ordered by `launch_date`, then `id`, always one page "
+            "at a time. Each gives its `targets` (the employees it was sent to) and how many "
+            "of them opened, clicked, reported and failed (distinct people with at least one "
+            "such event), each count's rate over the targets (4 decimals, null without "
+            "targets), and the median seconds from the launch to a person's first click and "
+            "first report (the lower middle value; an event before the launch counts 0; "
+            "null when nobody did). `filter[with_captcha]=false` leaves captcha-verified "
+            "events out of every count and median. `filter[title]` matches whole titles in "
+            "any letter case; the launch-date bounds compare the UTC date, inclusive."
+        ),
+        query=CampaignsQuery,
+        response=CampaignSummarySchema,
+        example=examples.CAMPAIGNS,
+    ),
+    views.campaign_report: Operation(
+        operation_id="getCampaign",
+        tag="reports",
+        summary="One campaign's funnel, by department",
+        description=(
+            "One campaign as a JSON object: the fields of the list, and `by_department`, "
+            "one entry per department of its targets (by name) with that department's "
+            "targets, counts and rates (no medians). `filter[with_captcha]=false` applies "
+            "to every figure, as on the list."
+        ),
+        query=CampaignQuery,
+        response=CampaignReportSchema,
+        example=examples.CAMPAIGN_REPORT,
+        path_id="The campaign's id, 1 to 2^63-1; " + _NOT_YOURS.format("campaign"),
+        many=False,
+    ),
+    views.employee_list: Operation(
+        operation_id="listEmployees",
+        tag="reports",
+        summary="The employee directory with people risk",
+        description=(
+            "The company's employees, ordered by `id`, always one page at a time, each with "
+            "their teams (`groups`, by name), a `phishing` block (campaigns they were a "
+            "target of; distinct campaigns in which they opened, clicked, reported, failed; "
+            "their latest event) and a `training` block (inscriptions by status, and those "
+            "`overdue`: not completed, due before today's UTC date). The person filters "
+            "match as on the course inscriptions; `filter[min_clicked]` and "
+            "`filter[min_failed]` keep the repeat offenders. The ETag changes with the UTC "
+            "date too."
+        ),
+        query=EmployeesQuery,
+        response=EmployeeSchema,
+        example=examples.EMPLOYEES,
+    ),
+    views.employee_report: Operation(
+        operation_id="getEmployee",
+        tag="reports",
+        summary="One employee with people risk",
+        description=(
+            "One employee as a JSON object, as in the directory. No query parameters. The "
+            "ETag changes with the UTC date too (`overdue` depends on it)."
+        ),
+        query=EmployeeQuery,
+        response=EmployeeSchema,
+        example=examples.EMPLOYEE_REPORT,
+        path_id="The employee's id, 1 to 2^63-1; " + _NOT_YOURS.format("employee"),
+        many=False,
+    ),
+    views.course_list: Operation(
+        operation_id="listCourses",
+        tag="training",
+        summary="Courses with their training coverage",
+        description=(
+            "The company's courses, ordered by `id`, always one page at a time: sections, "
+            "inscriptions by status, those `overdue` (not completed, due before today's UTC "
+            "date), `completion_rate` (completed over inscriptions, 4 decimals, null without "
+            "inscriptions) and `average_result` (the mean of every non-null section result, "
+            "1 decimal, or null). `filter[title]` matches whole titles in any letter case. "
+            "The ETag changes with the UTC date too."
+        ),
+        query=CoursesQuery,
+        response=CourseSchema,
+        example=examples.COURSES,
     ),
     views.event_feed: Operation(
         operation_id="listEventFeed",
@@ -266,7 +211,7 @@ OPERATIONS: dict[Handler, Operation] = {
         ),
         query=FeedQuery,
         response=FeedEventSchema,
-        example=EVENT_FEED,
+        example=examples.EVENT_FEED,
         cursor=True,
     ),
 }

@@ -6,7 +6,8 @@ are remembered per app (:class:`QueryParsers`): clients repeat the same ones.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 from aiohttp import web
 from marshmallow import Schema, ValidationError, fields, validates_schema
@@ -24,6 +25,20 @@ MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 
 
+class Query(Schema):
+    """A query string's schema; ``RANGES`` names the (from, to) date pairs it checks."""
+
+    RANGES: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    @validates_schema
+    def ranges_in_order(self, data: dict[str, Any], **kwargs: Any) -> None:
+        for low, high in self.RANGES:
+            if low in data and high in data and data[low] > data[high]:
+                raise ValidationError(
+                    f"filter[{low}] is later than filter[{high}].", f"filter[{low}]"
+                )
+
+
 class Choice(fields.String):
     """One of a few names, in any letter case (given as the lower-case name)."""
 
@@ -37,7 +52,7 @@ class Choice(fields.String):
         raise ValidationError(f"Must be one of: {', '.join(self.choices)}.")
 
 
-class FormatQuery(Schema):
+class FormatQuery(Query):
     """What every listing accepts: the format of its answer (contract.md 14)."""
 
     format = Choice(
@@ -62,11 +77,15 @@ class PagingQuery(FormatQuery):
     )
 
 
-def _captcha_filter() -> StrictBool:
-    return StrictBool(
-        data_key="filter[with_captcha]",
-        metadata={"description": "false excludes events with captcha verification."},
-    )
+def _captcha_filter(description: str) -> StrictBool:
+    return StrictBool(data_key="filter[with_captcha]", metadata={"description": description})
+
+
+EXCLUDES_CAPTCHA = "false excludes events with captcha verification."
+REPORTS_WITHOUT_CAPTCHA = (
+    "false leaves events with captcha verification out of every count and median "
+    "(targets stay); true or absent counts them."
+)
 
 
 def _type_filter() -> CommaList:
@@ -78,7 +97,7 @@ def _type_filter() -> CommaList:
 
 
 class CampaignEventsQuery(PagingQuery):
-    with_captcha = _captcha_filter()
+    with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
     type = _type_filter()
 
 
@@ -103,32 +122,73 @@ def _date_filter(name: str, what: str) -> StrictDate:
     )
 
 
-class InscriptionsQuery(PagingQuery):
+class PersonQuery(PagingQuery):
+    """The six person filters, shared by the inscriptions and the employee directory."""
+
     name = _list_filter("name", "employee first names")
     last_name = _list_filter("last_name", "employee last names")
     email = _list_filter("email", "employee email addresses")
     department = _list_filter("department", "departments")
     country = _list_filter("country", "countries")
     teams = _list_filter("teams", "team names (the employee is in any of them)")
+
+
+PERSON_FILTERS = ("name", "last_name", "email", "department", "country", "teams")
+
+
+class InscriptionsQuery(PersonQuery):
+    RANGES = (
+        ("from_inscription_date", "to_inscription_date"),
+        ("from_due_date", "to_due_date"),
+    )
+
     courses = _list_filter("courses", "course titles")
     from_inscription_date = _date_filter("from_inscription_date", "Inscriptions on or after")
     to_inscription_date = _date_filter("to_inscription_date", "Inscriptions on or before")
     from_due_date = _date_filter("from_due_date", "Due on or after")
     to_due_date = _date_filter("to_due_date", "Due on or before")
 
-    @validates_schema
-    def ranges_in_order(self, data: dict[str, Any], **kwargs: Any) -> None:
-        for low, high in (
-            ("from_inscription_date", "to_inscription_date"),
-            ("from_due_date", "to_due_date"),
-        ):
-            if low in data and high in data and data[low] > data[high]:
-                raise ValidationError(
-                    f"filter[{low}] is later than filter[{high}].", f"filter[{low}]"
-                )
+
+def _minimum_filter(name: str, what: str) -> DecimalId:
+    return DecimalId(
+        minimum=0,
+        data_key=f"filter[{name}]",
+        metadata={
+            "description": f"Only employees who {what} in at least this many distinct "
+            "campaigns (0 to 2^63-1; 0 keeps everybody)."
+        },
+    )
+
+
+class EmployeesQuery(PersonQuery):
+    min_clicked = _minimum_filter("min_clicked", "clicked")
+    min_failed = _minimum_filter("min_failed", "failed")
+
+
+class EmployeeQuery(Query):
+    pass
+
+
+class CampaignsQuery(PagingQuery):
+    RANGES = (("from_launch_date", "to_launch_date"),)
+
+    title = _list_filter("title", "campaign titles")
+    from_launch_date = _date_filter("from_launch_date", "Launched on or after this UTC date")
+    to_launch_date = _date_filter("to_launch_date", "Launched on or before this UTC date")
+    with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+
+
+class CampaignQuery(Query):
+    with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+
+
+class CoursesQuery(PagingQuery):
+    title = _list_filter("title", "course titles")
 
 
 class FeedQuery(FormatQuery):
+    RANGES = (("from_date", "to_date"),)
+
     limit = DecimalId(
         maximum=MAX_LIMIT,
         metadata={"description": f"Events per answer, 1 to {MAX_LIMIT}. Default 100."},
@@ -139,16 +199,15 @@ class FeedQuery(FormatQuery):
             " start. Bound to the key's company and to the filters it was given with."
         },
     )
-    with_captcha = _captcha_filter()
+    with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
     type = _type_filter()
     from_date = _date_filter("from_date", "Events on or after this UTC date")
     to_date = _date_filter("to_date", "Events on or before this UTC date")
 
-    @validates_schema
-    def range_in_order(self, data: dict[str, Any], **kwargs: Any) -> None:
-        if "from_date" in data and "to_date" in data and data["from_date"] > data["to_date"]:
-            message = "filter[from_date] is later than filter[to_date]."
-            raise ValidationError(message, "filter[from_date]")
+
+def folded_lists(query: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:
+    """The given list filters of a parsed query, case-folded (the form they match in)."""
+    return {name: [value.casefold() for value in query[name]] for name in names if name in query}
 
 
 class PathId(Schema):

@@ -86,12 +86,19 @@ class StreamSlots:
 
 
 async def respond_listing(
-    request: web.Request, listing: Listing, paging: Paging | CursorPage | None
+    request: web.Request,
+    listing: Listing,
+    paging: Paging | CursorPage | None,
+    variant: str = "",
 ) -> web.StreamResponse:
-    """Answer a listing in the format asked for: a page, a feed window or the whole array."""
+    """Answer a listing in the format asked for: a page, a feed window or the whole array.
+
+    ``variant`` goes into the ETag: what the answer depends on besides the data, the URL
+    and the format (today's date, for the reports that count overdue inscriptions).
+    """
     fmt = negotiate(request)
     body = body_of(fmt, request.app.get(RECORD_SCHEMAS, {}).get(request.match_info.handler))
-    not_modified = await revalidate(request, listing, fmt)
+    not_modified = await revalidate(request, listing, fmt, variant)
     if not_modified is not None:
         return not_modified
     app = request.app
@@ -106,30 +113,34 @@ async def respond_listing(
         key = count_key(request, request[CALLER].company_id)
         page = await pool.page(listing, paging, app[COUNTS].get(key, app[DATA_VERSION].token))
         app[COUNTS].put(key, page.token, page.total)
-        headers = snapshot_headers(request, page.token, fmt)
+        headers = snapshot_headers(request, page.token, fmt, variant)
         headers.update(page_headers(path, query, paging, page.total))
         return whole_response(request, body, page.texts, headers)
 
     slot = app[STREAMS].hold(request[CALLER].company_id)
     async with pool.whole(listing, body.encode, slot) as result:
-        headers = snapshot_headers(request, result.token, fmt)
+        headers = snapshot_headers(request, result.token, fmt, variant)
         if isinstance(result, Records):
             return whole_response(request, body, result.texts, headers)
         return await stream_response(request, body, result, headers)
 
 
-async def respond_record(request: web.Request, listing: Listing) -> web.StreamResponse:
+async def respond_record(
+    request: web.Request, listing: Listing, variant: str = ""
+) -> web.StreamResponse:
     """Answer one JSON object: the listing's single record (404 when its guard fails)."""
     fmt = negotiate(request, RECORD_FORMATS)
-    not_modified = await revalidate(request, listing, fmt)
+    not_modified = await revalidate(request, listing, fmt, variant)
     if not_modified is not None:
         return not_modified
     records = await request.app[POOL].one(listing)
-    headers = snapshot_headers(request, records.token, fmt)
+    headers = snapshot_headers(request, records.token, fmt, variant)
     return finish(request, web.Response(body=records.texts[0], headers=headers), fmt)
 
 
-async def revalidate(request: web.Request, listing: Listing, fmt: Format) -> web.Response | None:
+async def revalidate(
+    request: web.Request, listing: Listing, fmt: Format, variant: str = ""
+) -> web.Response | None:
     """A 304 when the client's If-None-Match holds the current ETag (no listing query runs).
 
     The data token is refreshed first (and the pool reopened if the file was replaced).
@@ -138,7 +149,8 @@ async def revalidate(request: web.Request, listing: Listing, fmt: Format) -> web
     """
     pool = request.app[POOL]
     await refresh_version(request.app)
-    etag = make_etag(request.app[DATA_VERSION].token, request[CALLER].company_id, request, fmt.name)
+    company_id = request[CALLER].company_id
+    etag = make_etag(request.app[DATA_VERSION].token, company_id, request, f"{fmt.name}|{variant}")
     if not etag_matches(request, etag):
         return None
     if listing.guard is not None:
@@ -155,12 +167,14 @@ async def refresh_version(app: web.Application) -> None:
         version.update(pool.token_now())
 
 
-def snapshot_headers(request: web.Request, token: str, fmt: Format) -> dict[str, str]:
+def snapshot_headers(
+    request: web.Request, token: str, fmt: Format, variant: str = ""
+) -> dict[str, str]:
     """The ETag of the snapshot the records came from (and remember a newer token)."""
     version = request.app[DATA_VERSION]
     if token != version.token:
         version.update(token)
-    etag = make_etag(token, request[CALLER].company_id, request, fmt.name)
+    etag = make_etag(token, request[CALLER].company_id, request, f"{fmt.name}|{variant}")
     headers: dict[str, str] = {hdrs.ETAG: etag, hdrs.VARY: VARY}
     if fmt is CSV:
         headers[hdrs.CONTENT_DISPOSITION] = f'attachment; filename="{csv_name(request)}"'

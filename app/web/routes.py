@@ -10,10 +10,19 @@ API = "/api/companies/v1"
 
 
 def setup_routes(app: web.Application) -> None:
-    """Register the endpoints and the health checks (GET routes also answer HEAD)."""
+    """Register the endpoints and the health checks (GET routes also answer HEAD).
+
+    ``{id}`` never matches a ``/``: ``/campaigns/{id}`` and ``/campaigns/{id}/events``
+    are distinct resources whatever their order.
+    """
+    app.router.add_get(f"{API}/campaigns", views.campaign_list)
+    app.router.add_get(f"{API}/campaigns/{{id}}", views.campaign_report)
     app.router.add_get(f"{API}/campaigns/{{id}}/events", views.campaign_events)
+    app.router.add_get(f"{API}/victimsapi", views.employee_list)
+    app.router.add_get(f"{API}/victimsapi/{{id}}", views.employee_report)
     app.router.add_get(f"{API}/victimsapi/{{id}}/events", views.employee_events)
     app.router.add_get(f"{API}/course-inscriptions", views.course_inscriptions)
     app.router.add_get(f"{API}/events", views.event_feed)
+    app.router.add_get(f"{API}/courses", views.course_list)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

@@ -78,6 +78,155 @@ class InscriptionSchema(Schema):
     events = fields.List(fields.Nested(SectionSchema), required=True)
 
 
+def _count(description: str, example: int) -> fields.Integer:
+    return fields.Integer(
+        required=True,
+        validate=validate.Range(min=0),
+        metadata={"description": description, "example": example},
+    )
+
+
+def _rate(of: str, over: str, example: float) -> fields.Float:
+    return fields.Float(
+        required=True,
+        allow_none=True,
+        validate=validate.Range(0, 1),
+        metadata={
+            "description": f"{of} / {over}, rounded half up to 4 decimals; null when {over} is 0.",
+            "example": example,
+        },
+    )
+
+
+class FunnelSchema(Schema):
+    """Targets, the four counts of people and their rates (contract.md 11)."""
+
+    targets = _count("Employees the campaign was sent to.", 40)
+    opened = _count("Targets with at least one open event.", 30)
+    clicked = _count("Targets with at least one click event.", 12)
+    reported = _count("Targets with at least one report event.", 8)
+    failed = _count("Targets with at least one fail event.", 3)
+    open_rate = _rate("opened", "targets", 0.75)
+    click_rate = _rate("clicked", "targets", 0.3)
+    report_rate = _rate("reported", "targets", 0.2)
+    fail_rate = _rate("failed", "targets", 0.075)
+
+
+# The funnel's fields in their order (Meta.fields below puts them between others).
+FUNNEL: tuple[str, ...] = ("targets", "opened", "clicked", "reported", "failed")
+FUNNEL += ("open_rate", "click_rate", "report_rate", "fail_rate")
+
+
+def _median(kind: str, example: int) -> fields.Integer:
+    return fields.Integer(
+        required=True,
+        allow_none=True,
+        validate=validate.Range(min=0),
+        metadata={
+            "description": f"Median over the targets who {kind} of the seconds from "
+            f"launch_date to their first {kind} event (the lower middle value of an even "
+            "count; an event before the launch counts 0); null when nobody did.",
+            "example": example,
+        },
+    )
+
+
+class CampaignSummarySchema(FunnelSchema):
+    """A campaign of the list (contract.md 11); the funnel's fields follow ``launch_date``."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    title = fields.String(required=True, metadata={"example": "Overdue Invoice Reminder"})
+    launch_date = UtcTimestamp(required=True, metadata={"example": "2025-02-11T09:00:00Z"})
+    median_seconds_to_first_click = _median("click", 5400)
+    median_seconds_to_first_report = _median("report", 900)
+
+    class Meta:
+        fields = (
+            "id", "title", "launch_date", *FUNNEL,
+            "median_seconds_to_first_click", "median_seconds_to_first_report",
+        )  # fmt: skip
+
+
+class DepartmentSchema(FunnelSchema):
+    """One department of a campaign's targets: the funnel without medians."""
+
+    department = fields.String(required=True, metadata={"example": "Finance"})
+
+    class Meta:
+        fields = ("department", *FUNNEL)
+
+
+class CampaignReportSchema(CampaignSummarySchema):
+    """One campaign: the list's fields and ``by_department``, ordered by department."""
+
+    by_department = fields.List(fields.Nested(DepartmentSchema), required=True)
+
+    class Meta:
+        fields = (*CampaignSummarySchema.Meta.fields, "by_department")
+
+
+class PhishingSchema(Schema):
+    campaigns = _count("Campaigns the employee was a target of.", 5)
+    opened = _count("Distinct campaigns with an open event of the employee.", 4)
+    clicked = _count("Distinct campaigns with a click event of the employee.", 2)
+    reported = _count("Distinct campaigns with a report event of the employee.", 1)
+    failed = _count("Distinct campaigns with a fail event of the employee.", 1)
+    last_event_at = UtcTimestamp(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The employee's latest event, or null.",
+                  "example": "2025-06-02T10:11:12Z"},
+    )  # fmt: skip
+
+
+class TrainingSchema(Schema):
+    inscriptions = _count("The employee's course inscriptions.", 3)
+    not_started = _count("Inscriptions not started.", 1)
+    in_progress = _count("Inscriptions in progress.", 1)
+    completed = _count("Inscriptions completed.", 1)
+    overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 1)
+
+
+class EmployeeSchema(Schema):
+    """An employee of the directory with their people risk (contract.md 12)."""
+
+    id = fields.Integer(required=True, metadata={"example": 7})
+    first_name = fields.String(required=True, metadata={"example": "José"})
+    last_name = fields.String(required=True, metadata={"example": "Núñez"})
+    email = fields.String(required=True, metadata={"example": "jose.nunez@northwind.example"})
+    department = fields.String(required=True, metadata={"example": "Finance"})
+    country = fields.String(required=True, metadata={"example": "Spain"})
+    groups = fields.List(
+        fields.Nested(GroupSchema), required=True, metadata={"description": "Teams, by name."}
+    )
+    phishing = fields.Nested(PhishingSchema, required=True)
+    training = fields.Nested(TrainingSchema, required=True)
+
+
+class CourseSchema(Schema):
+    """A course with its training coverage (contract.md 12)."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    title = fields.String(required=True, metadata={"example": "Phishing Fundamentals"})
+    sections = _count("Sections of the course.", 4)
+    inscriptions = _count("Inscriptions in the course.", 60)
+    not_started = _count("Inscriptions not started.", 10)
+    in_progress = _count("Inscriptions in progress.", 20)
+    completed = _count("Inscriptions completed.", 30)
+    overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 5)
+    completion_rate = _rate("completed", "inscriptions", 0.5)
+    average_result = fields.Float(
+        required=True,
+        allow_none=True,
+        validate=validate.Range(0, 100),
+        metadata={
+            "description": "Mean of every non-null section result of the course's "
+            "inscriptions, rounded half up to 1 decimal; null when there is none.",
+            "example": 81.3,
+        },
+    )
+
+
 class ProblemSchema(Schema):
     type = fields.String(required=True, metadata={"example": "about:blank"})
     title = fields.String(required=True, metadata={"example": "Bad Request"})

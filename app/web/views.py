@@ -8,20 +8,27 @@ import sqlite3
 
 from aiohttp import web
 
-from ..data import events, feed, inscriptions
+from ..data import campaigns, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError, check_readable
-from ..keys import CALLER, CONFIG, PARSERS, POOL
+from ..keys import CALLER, CONFIG, PARSERS, POOL, TODAY
 from .cursor import CursorPage, CursorSigner
 from .params import (
     DEFAULT_LIMIT,
+    PERSON_FILTERS,
     CampaignEventsQuery,
+    CampaignQuery,
+    CampaignsQuery,
+    CoursesQuery,
     EmployeeEventsQuery,
+    EmployeeQuery,
+    EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    folded_lists,
     parse_path_id,
     requested_paging,
 )
-from .responder import refresh_version, respond_listing
+from .responder import refresh_version, respond_listing, respond_record
 
 log = logging.getLogger("app.views")
 
@@ -29,7 +36,11 @@ CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
 EMPLOYEE_EVENTS_QUERY = EmployeeEventsQuery()
 INSCRIPTIONS_QUERY = InscriptionsQuery()
 FEED_QUERY = FeedQuery()
-PERSON_FILTERS = ("name", "last_name", "email", "department", "country", "teams", "courses")
+CAMPAIGNS_QUERY = CampaignsQuery()
+CAMPAIGN_QUERY = CampaignQuery()
+EMPLOYEES_QUERY = EmployeesQuery()
+EMPLOYEE_QUERY = EmployeeQuery()
+COURSES_QUERY = CoursesQuery()
 
 
 async def campaign_events(request: web.Request) -> web.StreamResponse:
@@ -57,11 +68,7 @@ async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
     query = request.app[PARSERS].parse(INSCRIPTIONS_QUERY, request)
     filters = inscriptions.InscriptionFilters(
-        lists={
-            name: [value.casefold() for value in query[name]]
-            for name in PERSON_FILTERS
-            if name in query
-        },
+        lists=folded_lists(query, (*PERSON_FILTERS, "courses")),
         from_inscription_date=query.get("from_inscription_date"),
         to_inscription_date=query.get("to_inscription_date"),
         from_due_date=query.get("from_due_date"),
@@ -88,6 +95,61 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     after = feed.START if given is None else signer.open(company_id, scope, given)
     page = CursorPage(after, query.get("limit", DEFAULT_LIMIT), company_id, scope, signer)
     return await respond_listing(request, feed.feed_listing(company_id, filters, after), page)
+
+
+async def campaign_list(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/campaigns: the campaigns with their funnel (contract.md 11)."""
+    query = request.app[PARSERS].parse(CAMPAIGNS_QUERY, request)
+    filters = campaigns.CampaignFilters(
+        titles=folded_lists(query, ("title",)).get("title", ()),
+        from_launch_date=query.get("from_launch_date"),
+        to_launch_date=query.get("to_launch_date"),
+        without_captcha=query.get("with_captcha") is False,
+    )
+    listing = campaigns.campaigns_listing(request[CALLER].company_id, filters)
+    return await respond_listing(request, listing, requested_paging(query, always=True))
+
+
+async def campaign_report(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/campaigns/{id}: one campaign with by_department (contract.md 11)."""
+    campaign_id = parse_path_id(request.match_info["id"])
+    query = request.app[PARSERS].parse(CAMPAIGN_QUERY, request)
+    without_captcha = query.get("with_captcha") is False
+    listing = campaigns.campaign_report(request[CALLER].company_id, campaign_id, without_captcha)
+    return await respond_record(request, listing)
+
+
+async def employee_list(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/victimsapi: the employee directory (contract.md 12)."""
+    query = request.app[PARSERS].parse(EMPLOYEES_QUERY, request)
+    filters = employees.EmployeeFilters(
+        lists=folded_lists(query, PERSON_FILTERS),
+        min_clicked=query.get("min_clicked", 0),
+        min_failed=query.get("min_failed", 0),
+    )
+    today = request.app[TODAY]()
+    listing = employees.employees_listing(request[CALLER].company_id, filters, today)
+    paging = requested_paging(query, always=True)
+    return await respond_listing(request, listing, paging, variant=today.isoformat())
+
+
+async def employee_report(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/victimsapi/{id}: one employee (contract.md 12)."""
+    employee_id = parse_path_id(request.match_info["id"])
+    request.app[PARSERS].parse(EMPLOYEE_QUERY, request)
+    today = request.app[TODAY]()
+    listing = employees.employee_report(request[CALLER].company_id, employee_id, today)
+    return await respond_record(request, listing, variant=today.isoformat())
+
+
+async def course_list(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/courses: the courses with their coverage (contract.md 12)."""
+    query = request.app[PARSERS].parse(COURSES_QUERY, request)
+    titles = folded_lists(query, ("title",)).get("title", ())
+    today = request.app[TODAY]()
+    listing = courses.courses_listing(request[CALLER].company_id, titles, today)
+    paging = requested_paging(query, always=True)
+    return await respond_listing(request, listing, paging, variant=today.isoformat())
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -12,7 +12,7 @@ import contextlib
 import datetime as dt
 import json
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from hypothesis import note
 from hypothesis import strategies as st
 
 from app.config import Config
+from app.keys import TODAY
 from app.main import create_app
 from app.tools.loader import load_files
 
@@ -116,9 +117,23 @@ def datasets(draw: st.DrawFn) -> Data:
 
 
 @contextlib.asynccontextmanager
-async def serving(aiohttp_client: Any, data: Data) -> AsyncIterator[TestClient]:
-    """The real app over a fresh database holding `data`, written by the real loader."""
+async def serving(
+    aiohttp_client: Any, data: Data, today: Callable[[], dt.date] | None = None
+) -> AsyncIterator[TestClient]:
+    """In a hypothesis example: :func:`serving_fixture`, the dataset noted for a failure."""
     note(f"dataset: {json.dumps(data, ensure_ascii=False)}")
+    async with serving_fixture(aiohttp_client, data, today) as client:
+        yield client
+
+
+@contextlib.asynccontextmanager
+async def serving_fixture(
+    aiohttp_client: Any, data: Data, today: Callable[[], dt.date] | None = None
+) -> AsyncIterator[TestClient]:
+    """The real app over a fresh database holding `data`, written by the real loader.
+
+    ``today`` replaces the app's clock (the reports count overdue inscriptions).
+    """
     with tempfile.TemporaryDirectory() as tmp:
         fixture, db = Path(tmp) / "data.json", Path(tmp) / "data.sqlite3"
         fixture.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
@@ -126,7 +141,10 @@ async def serving(aiohttp_client: Any, data: Data) -> AsyncIterator[TestClient]:
         config = Config(
             db=str(db), rate_burst=10**9, rate_per_second=1e9, auth_failures_per_minute=10**9
         )
-        client = await aiohttp_client(ProblemTestServer(create_app(config)))
+        app = create_app(config)
+        if today is not None:
+            app[TODAY] = today
+        client = await aiohttp_client(ProblemTestServer(app))
         try:
             yield client
         finally:

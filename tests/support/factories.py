@@ -7,7 +7,7 @@ import random
 import shutil
 import sqlite3
 from collections.abc import Iterable, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -138,6 +138,16 @@ def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list
         conn.close()
 
 
+class Day:
+    """A clock the test sets, for app[TODAY]: overdue inscriptions depend on the date."""
+
+    def __init__(self, day: date) -> None:
+        self.day = day
+
+    def __call__(self) -> date:
+        return self.day
+
+
 async def get(
     client: TestClient, path: str, key: str | None = KEY_1, **headers: str
 ) -> ClientResponse:
@@ -147,6 +157,22 @@ async def get(
     response = await client.get(path, headers=headers)
     await response.read()
     return response
+
+
+async def comparable(
+    client: TestClient, path: str, key: str | None = KEY_1, **headers: str
+) -> tuple[int, list[tuple[str, str]], Any]:
+    """Status, headers and body of an answer, minus what differs between any two requests.
+
+    Two answers equal in this form are indistinguishable to a client (contract.md 1).
+    """
+    response = await get(client, path, key, **headers)
+    body = await response.json(content_type=None)
+    if isinstance(body, dict):
+        assert body.pop("request_id", None) in (None, response.headers["X-Request-ID"])
+    moving = ("Date", "X-Request-ID", "RateLimit-Remaining", "RateLimit", "RateLimit-Reset")
+    kept = sorted((k, v) for k, v in response.headers.items() if k not in moving)
+    return response.status, kept, body
 
 
 async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any]:

@@ -1,0 +1,127 @@
+"""Campaigns with their funnel: the list and the report on one (contract.md 11).
+
+Every figure is computed by SQLite in the statement that reads the page. For each
+campaign ``c`` of the page, the events of each type are one range of the index
+``campaign_events_by_type`` (campaign, type, person, instant): a count of distinct
+people is a walk along it, and a person's first event of a type is where their run
+of that range starts.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .aggregates import COUNT_NAMES, lower_median, rate, seconds_after
+from .listings import Listing, owned, placeholders
+
+
+@dataclass(frozen=True)
+class CampaignFilters:
+    """The list's filters; titles are already case-folded."""
+
+    titles: Sequence[str] = ()
+    from_launch_date: dt.date | None = None
+    to_launch_date: dt.date | None = None
+    without_captcha: bool = False
+
+
+def _events(kind: str, captcha: str) -> str:
+    """Campaign ``c``'s events of one type (``captcha``: the with_captcha condition)."""
+    return f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
+
+
+def _figures(captcha: str) -> str:
+    """One row: campaign ``c``'s targets and the four counts of people."""
+    counts = ", ".join(
+        f"(SELECT count(DISTINCT ev.employee_id) {_events(kind, captcha)}) AS {name}"
+        for kind, name in COUNT_NAMES.items()
+    )
+    targets = "(SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id)"
+    return f"SELECT {targets} AS targets, {counts}"
+
+
+def _median_seconds(kind: str, captcha: str) -> str:
+    """Seconds from launch to the lower-middle person's first event of ``kind``."""
+    firsts = f"SELECT min(ev.timestamp) AS v {_events(kind, captcha)} GROUP BY ev.employee_id"
+    first = lower_median(firsts, f"s.{COUNT_NAMES[kind]}")
+    return seconds_after(first, "c.launch_date")
+
+
+def _counts_and_rates(row: str) -> str:
+    """``targets``, the four counts and the four rates of ``row``, as json_object pairs."""
+    counts = [f"'{name}', {row}.{name}" for name in COUNT_NAMES.values()]
+    rates = [
+        f"'{kind}_rate', {rate(f'{row}.{name}', f'{row}.targets')}"
+        for kind, name in COUNT_NAMES.items()
+    ]
+    return ", ".join([f"'targets', {row}.targets", *counts, *rates])
+
+
+def _departments(captcha: str) -> str:
+    """Campaign ``c``'s ``by_department`` array: targets and people per department.
+
+    One row per target and one per (type, person) with such an event, grouped by
+    the person's department; the distinct pairs come straight from the index.
+    """
+    counts = ", ".join(
+        f"count(CASE WHEN type = '{kind}' THEN 1 END) AS {name}"
+        for kind, name in COUNT_NAMES.items()
+    )
+    return f"""(SELECT json_group_array(json_object(
+            'department', d.department, {_counts_and_rates("d")})) FROM (
+        SELECT department, sum(target) AS targets, {counts} FROM (
+            SELECT e.department AS department, 1 AS target, NULL AS type
+            FROM campaign_targets t JOIN employees e ON e.id = t.employee_id
+            WHERE t.campaign_id = c.id
+            UNION ALL
+            SELECT e.department, 0, p.type FROM (
+                SELECT DISTINCT ev.type AS type, ev.employee_id AS employee_id
+                FROM campaign_events ev WHERE ev.campaign_id = c.id{captcha}) p
+            JOIN employees e ON e.id = p.employee_id)
+        GROUP BY department ORDER BY department) d)"""
+
+
+def campaign_json(without_captcha: bool, by_department: bool) -> str:
+    """The JSON of campaign ``c``, keys in the order of contract.md 11.
+
+    The figures are computed once into ``s`` (MATERIALIZED: otherwise each use of a
+    count would run its query again).
+    """
+    captcha = " AND ev.with_captcha = 0" if without_captcha else ""
+    departments = f", 'by_department', {_departments(captcha)}" if by_department else ""
+    return f"""(WITH s AS MATERIALIZED ({_figures(captcha)})
+    SELECT json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date,
+        {_counts_and_rates("s")},
+        'median_seconds_to_first_click', {_median_seconds("click", captcha)},
+        'median_seconds_to_first_report', {_median_seconds("report", captcha)}
+        {departments}) FROM s)"""
+
+
+def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
+    """The company's campaigns matching the filters, by launch date then id."""
+    where = ["c.company_id = ?"]
+    params: list[object] = [company_id]
+    if filters.titles:
+        where.append(f"casefold(c.title) IN ({placeholders(list(filters.titles))})")
+        params.extend(filters.titles)
+    for value, condition in (
+        (filters.from_launch_date, "substr(c.launch_date, 1, 10) >= ?"),
+        (filters.to_launch_date, "substr(c.launch_date, 1, 10) <= ?"),
+    ):
+        if value is not None:
+            where.append(condition)
+            params.append(value.isoformat())
+    rows_from = f"FROM campaigns c WHERE {' AND '.join(where)}"
+    record = campaign_json(filters.without_captcha, by_department=False)
+    return Listing(record, rows_from, rows_from, "c.launch_date, c.id", tuple(params), heavy=True)
+
+
+def campaign_report(company_id: int, campaign_id: int, without_captcha: bool) -> Listing:
+    """One campaign of the company with its departments; RecordNotFound unless theirs."""
+    rows_from = "FROM campaigns c WHERE c.id = ? AND c.company_id = ?"
+    record = campaign_json(without_captcha, by_department=True)
+    guard = owned("campaigns", campaign_id, company_id)
+    params = (campaign_id, company_id)
+    return Listing(record, rows_from, rows_from, "c.id", params, guard, heavy=True)

@@ -1,0 +1,91 @@
+"""The employee directory with people risk: the list and one employee (contract.md 12).
+
+Each employee's ``phishing`` and ``training`` blocks are computed by SQLite in the
+statement that reads the page, from covering indexes on the employee's events,
+targets and inscriptions. ``overdue`` compares due dates with today's UTC date, which
+the caller passes (a bound parameter of the record, so the answer and its ETag agree).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from .aggregates import COUNT_NAMES
+from .inscriptions import GROUPS_JSON, person_conditions
+from .listings import Listing, owned
+from .schema import INSCRIPTION_STATUSES
+
+
+@dataclass(frozen=True)
+class EmployeeFilters:
+    """The directory's filters: the person filters (case-folded values) and the minimums."""
+
+    lists: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    min_clicked: int = 0
+    min_failed: int = 0
+
+
+def _phishing() -> str:
+    """Employee ``e``'s campaigns, distinct campaigns with each event type, latest event."""
+    counts = ", ".join(
+        f"'{name}', count(DISTINCT CASE WHEN ev.type = '{kind}' THEN ev.campaign_id END)"
+        for kind, name in COUNT_NAMES.items()
+    )
+    campaigns = "(SELECT count(*) FROM campaign_targets t WHERE t.employee_id = e.id)"
+    return f"""(SELECT json_object('campaigns', {campaigns}, {counts},
+            'last_event_at', max(ev.timestamp))
+        FROM campaign_events ev WHERE ev.employee_id = e.id)"""
+
+
+def _training() -> str:
+    """Employee ``e``'s inscriptions by status, and those overdue on the date ``?``."""
+    statuses = ", ".join(
+        f"'{status}', count(CASE WHEN i.status = '{status}' THEN 1 END)"
+        for status in INSCRIPTION_STATUSES
+    )
+    overdue = "count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END)"
+    return f"""(SELECT json_object('inscriptions', count(*), {statuses}, 'overdue', {overdue})
+        FROM inscriptions i WHERE i.employee_id = e.id)"""
+
+
+# JSON of one employee, keys in the order of contract.md 12; one ``?``: today's date.
+EMPLOYEE_JSON = f"""json_object('id', e.id, 'first_name', e.first_name,
+    'last_name', e.last_name, 'email', e.email, 'department', e.department,
+    'country', e.country, 'groups', {GROUPS_JSON},
+    'phishing', {_phishing()}, 'training', {_training()})"""
+
+
+def _campaigns_with(kind: str) -> str:
+    """How many distinct campaigns employee ``e`` had an event of ``kind`` in."""
+    return (
+        "(SELECT count(DISTINCT ev.campaign_id) FROM campaign_events ev"
+        f" WHERE ev.employee_id = e.id AND ev.type = '{kind}')"
+    )
+
+
+def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date) -> Listing:
+    """The company's employees matching the filters, by id."""
+    person, person_params = person_conditions(filters.lists, "e.id")
+    where = ["e.company_id = ?", *person]
+    params: list[object] = [company_id, *person_params]
+    # A minimum of 0 holds for everybody: no condition to evaluate.
+    for kind, minimum in (("click", filters.min_clicked), ("fail", filters.min_failed)):
+        if minimum > 0:
+            where.append(f"{_campaigns_with(kind)} >= ?")
+            params.append(minimum)
+    rows_from = f"FROM employees e WHERE {' AND '.join(where)}"
+    # Not heavy: an employee's figures are a few short index ranges, so a page of them
+    # is a short read, like a filtered page of inscriptions.
+    today_param = (today.isoformat(),)
+    return Listing(EMPLOYEE_JSON, rows_from, rows_from, "e.id", tuple(params), None, today_param)
+
+
+def employee_report(company_id: int, employee_id: int, today: dt.date) -> Listing:
+    """One employee of the company; RecordNotFound unless theirs."""
+    rows_from = "FROM employees e WHERE e.id = ? AND e.company_id = ?"
+    params = (employee_id, company_id)
+    guard = owned("employees", employee_id, company_id)
+    today_param = (today.isoformat(),)
+    return Listing(EMPLOYEE_JSON, rows_from, rows_from, "e.id", params, guard, today_param)

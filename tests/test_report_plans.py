@@ -1,0 +1,85 @@
+"""The reports' query plans (contract.md 11, 12; issue 13 item 6): indexes, no early sort.
+
+A page of reports is fast when SQLite walks the list in its order (before a sort it
+reads the company's whole list, and whether it builds every record first depends on
+its version and plan) and reads each record's figures from covering indexes, never
+scanning a table of events, inscriptions or results.
+Checked with EXPLAIN QUERY PLAN on the schema's own indexes; speed itself is measured
+by make bench, not here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.data import campaigns, courses, employees
+from app.data.listings import Listing
+from app.data.pool import configure_reader
+
+TODAY = dt.date(2025, 9, 1)
+BIG_TABLES = ("campaign_events", "inscriptions", "section_results", "campaign_targets")
+LISTINGS = {
+    "campaigns": campaigns.campaigns_listing(1, campaigns.CampaignFilters()),
+    "campaigns without captcha": campaigns.campaigns_listing(
+        1, campaigns.CampaignFilters(titles=["x"], without_captcha=True)
+    ),
+    "campaign report": campaigns.campaign_report(1, 1, without_captcha=False),
+    "employees": employees.employees_listing(1, employees.EmployeeFilters(), TODAY),
+    "repeat offenders": employees.employees_listing(
+        1, employees.EmployeeFilters(lists={"teams": ["blue team"]}, min_failed=2), TODAY
+    ),
+    "employee report": employees.employee_report(1, 7, TODAY),
+    "courses": courses.courses_listing(1, ["password hygiene"], TODAY),
+}
+EXPECTED_INDEXES = {
+    "campaigns": {"campaigns_by_company", "campaign_events_by_type"},
+    "campaign report": {"campaign_events_by_type"},
+    "employees": {"employees_by_company", "campaign_events_by_employee_type"},
+    "repeat offenders": {"campaign_events_by_employee_type", "inscriptions_by_employee"},
+    "courses": {"courses_by_company", "inscriptions_by_course", "section_results_by_section"},
+}
+ALIASES = {"ev": "campaign_events", "i": "inscriptions", "r": "section_results"}
+ALIASES |= {"t": "campaign_targets"}
+
+
+@pytest.fixture
+def conn(sample_db: Path) -> Iterator[sqlite3.Connection]:
+    connection = sqlite3.connect(sample_db, isolation_level=None)
+    configure_reader(connection)
+    yield connection
+    connection.close()
+
+
+def plan(conn: sqlite3.Connection, listing: Listing) -> list[tuple[int, str]]:
+    """(parent, detail) of each step of the page statement's plan."""
+    sql = f"EXPLAIN QUERY PLAN {listing.select()} LIMIT ? OFFSET ?"
+    return [(row[1], row[3]) for row in conn.execute(sql, (*listing.select_params, 25, 0))]
+
+
+@pytest.mark.parametrize("name", list(LISTINGS))
+def test_pages_are_cut_before_records_are_built(conn: sqlite3.Connection, name: str) -> None:
+    """The outer query walks an index in the list's order: no sort of its own."""
+    steps = plan(conn, LISTINGS[name])
+    assert not [d for parent, d in steps if parent == 0 and "TEMP B-TREE" in d], steps
+
+
+@pytest.mark.parametrize("name", list(LISTINGS))
+def test_figures_come_from_indexes(conn: sqlite3.Connection, name: str) -> None:
+    """No full scan of a big table; the indexes made for the reports are used."""
+    details = [d for _, d in plan(conn, LISTINGS[name])]
+    scans = [d for d in details if d.startswith("SCAN ")]
+    for detail in scans:
+        table = detail.split()[1]
+        assert ALIASES.get(table, table) not in BIG_TABLES, details
+    used = {d.split(" INDEX ")[1].split()[0] for d in details if " INDEX " in d}
+    assert EXPECTED_INDEXES.get(name, set()) <= used, details
+
+
+def test_the_schema_has_the_report_indexes(conn: sqlite3.Connection) -> None:
+    names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
+    assert set().union(*EXPECTED_INDEXES.values()) <= names

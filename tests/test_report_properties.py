@@ -1,0 +1,189 @@
+"""Properties of the reports over generated data (contract.md 11, 12; and 1, 3, 4 on them).
+
+Each example takes a random two-company dataset (datasets.py) and adds what the reports
+read: campaign targets who may have done nothing, launch dates around the events (so
+some come before the launch), course sections and results on a 0.05 grid (so that means
+land on rounding ties), and a random date for ``overdue``. The real loader writes it,
+the real app serves it, and the plain-Python oracle (reports_oracle.py) says what every
+campaign, employee and course must be.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from decimal import Decimal
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, event, given, settings
+from hypothesis import strategies as st
+
+from .support import reports as oracle
+from .support.datasets import DAY0, FREE_ID, Data, datasets, serving
+from .support.factories import API, KEYS, Day, comparable
+
+PROFILE = settings(
+    max_examples=40,
+    deadline=None,
+    phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
+    suppress_health_check=[
+        HealthCheck.function_scoped_fixture,
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+    ],
+    derandomize=bool(os.environ.get("CI")),
+    database=None if os.environ.get("CI") else settings.default.database,
+)
+SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
+PERSON = ("name", "last_name", "email", "department", "country", "teams")
+
+
+@st.composite
+def report_datasets(draw: st.DrawFn) -> Data:
+    """A dataset of datasets.py with targets, varied launches, sections and results."""
+    data = draw(datasets())
+    staff: dict[int, list[int]] = {}
+    for person in data["employees"]:
+        staff.setdefault(person["company_id"], []).append(person["id"])
+    targets = []
+    for campaign in data["campaigns"]:
+        minute = draw(st.integers(0, 9))  # events are at 09:00 to 09:09
+        campaign["launch_date"] = f"2026-03-01T09:0{minute}:00Z"
+        people = staff[campaign["company_id"]]
+        for person in draw(st.lists(st.sampled_from(people), unique=True)):
+            sent = draw(st.none() | st.just(campaign["launch_date"]))
+            targets.append({"campaign_id": campaign["id"], "employee_id": person, "sent_at": sent})
+    data["campaign_targets"] = targets
+    ids = iter(draw(st.randoms(use_true_random=False)).sample(range(1, FREE_ID), 12))
+    sections: dict[int, list[int]] = {}
+    data["course_sections"] = []
+    for course in data["courses"]:
+        for position in range(1, draw(st.integers(0, 3)) + 1):
+            section = {"id": next(ids), "course_id": course["id"], "title": f"S{position}"}
+            section |= {"section_type": draw(st.sampled_from(SECTION_TYPES)), "position": position}
+            data["course_sections"].append(section)
+            sections.setdefault(course["id"], []).append(section["id"])
+    results = []
+    for inscription in data["inscriptions"]:
+        for section in sections.get(inscription["course_id"], []):
+            if draw(st.booleans()):
+                value = draw(st.none() | st.integers(0, 2000).map(lambda n: n / 20))
+                status = None if value is None else ("APPROVED" if value >= 70 else "DISAPPROVED")
+                results.append(
+                    {"inscription_id": inscription["id"], "section_id": section}
+                    | {"completed_at": None, "result": value, "status": status}
+                )
+    data["section_results"] = results
+    return data
+
+
+def days() -> st.SearchStrategy[dt.date]:
+    return st.integers(-3, 40).map(lambda d: DAY0 + dt.timedelta(days=d))
+
+
+async def body_of(client: Any, url: str, company: int, **params: str) -> Any:
+    response = await client.get(url, params=params, headers={"X-API-KEY": KEYS[company]})
+    assert response.status == 200, await response.text()
+    return await response.json()
+
+
+@PROFILE
+@given(data=report_datasets(), today=days(), more=st.data())
+async def test_every_report_is_the_oracles(
+    aiohttp_client: Any, data: Data, today: dt.date, more: st.DataObject
+) -> None:
+    """Campaigns (listed and one by one, with and without captcha), employees, courses."""
+    async with serving(aiohttp_client, data, Day(today)) as client:
+        for company in (1, 2):
+            for captcha in (False, True):
+                params = {"filter[with_captcha]": "false"} if captcha else {}
+                listed = await body_of(client, f"{API}/campaigns", company, **params)
+                assert listed == oracle.campaigns(data, company, captcha)
+                for campaign in listed:
+                    url = f"{API}/campaigns/{campaign['id']}"
+                    report = await body_of(client, url, company, **params)
+                    assert report == oracle.campaign_report(data, campaign["id"], captcha)
+                    event(f"a median over an {('even', 'odd')[campaign['clicked'] % 2]} count")
+            people = await body_of(client, f"{API}/victimsapi", company, per_page="500")
+            assert people == oracle.employees(data, company, today)
+            person = more.draw(st.sampled_from(people))
+            single = await body_of(client, f"{API}/victimsapi/{person['id']}", company)
+            assert single == person
+            coverage = await body_of(client, f"{API}/courses", company, per_page="500")
+            assert coverage == oracle.courses(data, company, today)
+            ties = any(tied(data, c["id"]) for c in coverage)
+            event("a mean halfway between two tenths" if ties else "no tie")
+
+
+def tied(data: Data, course_id: int) -> bool:
+    """Whether the course's exact mean of results lies halfway between two tenths."""
+    own = {i["id"] for i in data["inscriptions"] if i["course_id"] == course_id}
+    results = [
+        Decimal(str(r["result"]))
+        for r in data["section_results"]
+        if r["inscription_id"] in own and r["result"] is not None
+    ]
+    return bool(results) and (sum(results) * 10 / len(results)) % 1 == Decimal("0.5")
+
+
+@PROFILE
+@given(data=report_datasets(), more=st.data())
+async def test_directory_filters_keep_exactly_the_matching_people(
+    aiohttp_client: Any, data: Data, more: st.DataObject
+) -> None:
+    """Person filters as on the inscriptions, and the two minimums, AND-ed (contract.md 12)."""
+    day = DAY0
+    async with serving(aiohttp_client, data, Day(day)) as client:
+        for _ in range(4):
+            company = more.draw(st.sampled_from((1, 2)))
+            everybody = oracle.employees(data, company, day)
+            sample_person = more.draw(st.sampled_from(everybody))
+            lists: dict[str, list[str]] = {}
+            for name in more.draw(st.lists(st.sampled_from(PERSON), unique=True, max_size=2)):
+                facts = person_facts(sample_person, name)
+                if facts:
+                    value = more.draw(st.sampled_from(facts))
+                    lists[name] = [more.draw(st.sampled_from((str.upper, str.lower, str)))(value)]
+            params = {f"filter[{n}]": quoted(v) for n, v in lists.items()}
+            minimums = {}
+            for name, count in (("min_clicked", "clicked"), ("min_failed", "failed")):
+                if more.draw(st.booleans()):
+                    minimums[count] = more.draw(st.integers(0, 3))
+                    params[f"filter[{name}]"] = str(minimums[count])
+            body = await body_of(client, f"{API}/victimsapi", company, per_page="500", **params)
+            people = {e["id"]: e for e in data["employees"]}
+            expected = [
+                p
+                for p in everybody
+                if oracle.person_matches(data, people[p["id"]], lists)
+                and all(p["phishing"][c] >= m for c, m in minimums.items())
+            ]
+            assert body == expected
+            event("someone matched" if expected else "nobody matched")
+
+
+def person_facts(person: dict[str, Any], name: str) -> list[str]:
+    if name == "teams":
+        return [g["name"] for g in person["groups"]]
+    return [person["first_name" if name == "name" else name]]
+
+
+def quoted(values: list[str]) -> str:
+    return ",".join(f'"{v}"' if "," in v else v for v in values)
+
+
+@PROFILE
+@given(data=report_datasets(), more=st.data())
+async def test_another_companys_ids_look_free_on_the_reports(
+    aiohttp_client: Any, data: Data, more: st.DataObject
+) -> None:
+    """contract.md 1 on /campaigns/{id} and /victimsapi/{id}: the same 404 as a free id."""
+    async with serving(aiohttp_client, data) as client:
+        company = more.draw(st.sampled_from((1, 2)))
+        key = KEYS[company]
+        for kind, table in (("campaigns", "campaigns"), ("victimsapi", "employees")):
+            free = await comparable(client, f"{API}/{kind}/{FREE_ID}", key)
+            assert free[0] == 404
+            theirs = [r["id"] for r in data[table] if r["company_id"] != company]
+            for record_id in theirs:
+                assert await comparable(client, f"{API}/{kind}/{record_id}", key) == free
