@@ -214,9 +214,8 @@ def read_export(path: Path) -> list[Campaign]:
             continue
         gophish_id = campaign.head["id"]
         if gophish_id in first_at:
-            problems.add(
-                f"{child(where, 'id')}: campaign {gophish_id} repeats {first_at[gophish_id]}"
-            )
+            first = first_at[gophish_id]
+            problems.add(f"{child(where, 'id')}: campaign {gophish_id} is also at {first}")
         first_at.setdefault(gophish_id, where)
         campaigns.append(campaign)
     problems.raise_any()
@@ -278,6 +277,6 @@ def read_people(path: Path) -> dict[str, tuple[str | None, str | None]]:
             first_line.setdefault(key, line)
             people[key] = (person["department"] or None, person["country"] or None)
     except csv.Error as exc:
-        raise LoadError([f"{path}: line {reader.line_num}: not CSV: {exc}"]) from None
+        raise LoadError([f"{path}: line {reader.reader.line_num}: not CSV: {exc}"]) from None
     problems.raise_any()
     return people
