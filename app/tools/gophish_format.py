@@ -89,6 +89,15 @@ def _offset(zone: str) -> dt.timedelta:
     return sign * dt.timedelta(hours=hours, minutes=minutes)
 
 
+class Entries(fields.Field):
+    """A JSON array kept as it is: its entries are checked one by one, with a bound."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValidationError("Not a valid list.")
+        return value
+
+
 class _GoObject(Schema):
     class Meta:
         unknown = EXCLUDE
@@ -101,8 +110,8 @@ class CampaignHead(_GoObject):
     name = fields.String(required=True, validate=validate.Length(min=1, max=500))
     created_date = GoInstant(required=True)
     launch_date = GoInstant(required=True)
-    results = fields.List(fields.Raw(), load_default=list)
-    timeline = fields.List(fields.Raw(), load_default=list)
+    results = Entries(load_default=list)
+    timeline = Entries(load_default=list)
 
 
 class ResultEntry(_GoObject):
