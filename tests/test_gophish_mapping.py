@@ -120,6 +120,10 @@ def test_other_instants_are_refused(text: Any) -> None:
         ("{not json", (None, None)),
         ("[1, 2]", (None, None)),
         ("[" * 100_000, (None, None)),
+        (
+            '{"browser":{"address":"' + "1" * 46 + '","user-agent":"' + "U" * 1001 + '"}}',
+            (None, "U" * 1000),
+        ),
     ],
 )
 def test_details_give_ip_and_user_agent_or_nulls(details: Any, expected: Any) -> None:

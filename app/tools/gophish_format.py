@@ -26,6 +26,8 @@ from .loader import LoadError
 MAX_EXPORT_BYTES = 512 * 2**20
 MAX_PEOPLE_BYTES = 64 * 2**20
 MAX_PROBLEMS = 20
+MAX_IP = 45  # the fixture format's bounds (contract.md 10)
+MAX_USER_AGENT = 1000
 
 # The messages GoPhish writes to a campaign's timeline, and what each becomes here.
 EVENT_OF_MESSAGE = {
@@ -144,7 +146,10 @@ def browser_of(details: str | None) -> tuple[str | None, str | None]:
     browser = parsed.get("browser") if isinstance(parsed, dict) else None
     if not isinstance(browser, dict):
         return None, None
-    return _text(browser.get("address")), _text(browser.get("user-agent"))
+    address, agent = _text(browser.get("address")), _text(browser.get("user-agent"))
+    # Longer than any textual IP address is not one; a user agent is cut to what we keep.
+    ip = address if address is not None and len(address) <= MAX_IP else None
+    return ip, None if agent is None else agent[:MAX_USER_AGENT]
 
 
 def _text(value: Any) -> str | None:
