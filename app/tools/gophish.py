@@ -28,12 +28,14 @@ _SOURCE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")
 
 
 def read_company(db: Path, company: int, source: str) -> tuple[str | None, Context]:
-    """The company's name (None when absent) and its employees by email, read-only."""
+    """The company's name (None when absent) and its employees by email; writes nothing."""
     ctx = Context(company, source)
     if not db.exists():
         return None, ctx
     try:
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        # Read-write but only reading: closing the last connection then removes the WAL
+        # file, where a read-only one would leave an empty one behind.
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=rw", uri=True)
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
                 return None, ctx  # an empty file: the loader will create the schema
