@@ -95,9 +95,14 @@ class _Mapping:
         if launch is None:
             self.problems.add(f"{child(campaign.path, 'launch_date')}: unset, as is created_date")
             return
+        title, launch_date = head["name"], _ts(launch)
         self.doc["campaigns"].append(
-            {"id": campaign_id, "company_id": ctx.company, "title": head["name"]}
-            | {"launch_date": _ts(launch)}
+            {
+                "id": campaign_id,
+                "company_id": ctx.company,
+                "title": title,
+                "launch_date": launch_date,
+            }
         )
         targets: dict[str, dict[str, Any]] = {}
         for result in campaign.results:
