@@ -133,6 +133,9 @@ class TimelineEntry(_GoObject):
     details = fields.String(load_default="", allow_none=True)
 
 
+_HEAD, _RESULT, _ENTRY = CampaignHead(), ResultEntry(), TimelineEntry()
+
+
 def browser_of(details: str | None) -> tuple[str | None, str | None]:
     """``(ip, user_agent)`` from an entry's details JSON; nulls when it has none.
 
@@ -237,15 +240,15 @@ def read_export(path: Path) -> list[Campaign]:
 
 
 def _read_campaign(problems: Problems, where: str, item: Any) -> Campaign | None:
-    head = problems.check(CampaignHead(), item, where)
+    head = problems.check(_HEAD, item, where)
     if head is None:
         return None
     results = [
-        problems.check(ResultEntry(), raw, child(where, f"results[{i}]"))
+        problems.check(_RESULT, raw, child(where, f"results[{i}]"))
         for i, raw in enumerate(head["results"])
     ]
     timeline = [
-        (i, problems.check(TimelineEntry(), raw, child(where, f"timeline[{i}]")))
+        (i, problems.check(_ENTRY, raw, child(where, f"timeline[{i}]")))
         for i, raw in enumerate(head["timeline"])
     ]
     return Campaign(
