@@ -1,12 +1,9 @@
-"""Import GoPhish campaigns: ``import_gophish.py export.json --company 1 --db PATH``."""
-
-from __future__ import annotations
+"""Import GoPhish campaigns, all or nothing (installed as reporting-import-gophish)."""
 
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
 from app.tools.gophish import main
 
 if __name__ == "__main__":

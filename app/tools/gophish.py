@@ -16,8 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..config import OneLineParser
 from ..data.fields import MAX_ID
 from ..data.schema import DatabaseError
+from .cli import command
 from .gophish_format import read_export, read_people
 from .gophish_mapping import Context, Summary, to_fixture
 from .fixture_reader import Item
@@ -96,10 +98,9 @@ def _source(text: str) -> str:
     return text.lower()
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
     """The command line."""
-    parser = argparse.ArgumentParser(
-        prog="import_gophish.py",
+    parser = OneLineParser(
         description="Import GoPhish campaigns (JSON of /api/campaigns/ or /api/campaigns/{id}).",
     )
     parser.add_argument("export", type=Path, help="the JSON GoPhish's API returned")
@@ -116,23 +117,18 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@command("import refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one import; print the summary line, or each problem and exit 1."""
+    """Run one import; print the summary line (a refusal names each problem)."""
     args = build_parser().parse_args(argv)
-    try:
-        summary = import_export(
-            args.db,
-            args.export,
-            args.company,
-            source=args.source,
-            people=args.people,
-            company_name=args.company_name,
-        )
-    except (LoadError, DatabaseError, sqlite3.Error) as exc:
-        print("import refused, database unchanged:", file=sys.stderr)
-        for line in getattr(exc, "problems", [f"{args.db}: {exc}"]):
-            print(f"  {line}", file=sys.stderr)
-        return 1
+    summary = import_export(
+        args.db,
+        args.export,
+        args.company,
+        source=args.source,
+        people=args.people,
+        company_name=args.company_name,
+    )
     print(f"imported {args.export} into company {args.company} ({args.source}): {summary.line()}")
     return 0
 
