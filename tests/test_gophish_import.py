@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from .support.factories import (
     make_sample_db,
     query,
 )
-from .support.servers import run_python
+from .support.servers import ROOT, run_python
 
 EXPORT = Path(__file__).parent / "data" / "gophish_export.json"
 TABLES = ("companies", "employees", "campaigns", "campaign_targets", "campaign_events")
@@ -287,3 +288,19 @@ async def test_the_api_serves_what_was_imported(
     assert imported[0]["campaign"]["title"] == "Password expiry"
     # Another company's key sees nothing of it.
     await assert_problem(await get(client, f"{API}/campaigns/{payroll}/events", key=KEY_2), 404)
+
+
+@pytest.mark.system
+def test_the_readme_example_prints_what_the_readme_says(sample_db: Path, tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Coming from GoPhish", 1)[1].split("```sh\n")[2].split("```")[0]
+    command, shown = block.split("\n", 1)
+    words = command.split()
+    assert words[0] == "reporting-import-gophish"
+    words = [str(EXPORT) if w == "export.json" else w for w in words[1:]]
+    words = [str(sample_db) if w == "reporting.sqlite3" else w for w in words]
+    # The installed console script (a Python file), run as a user's shell would run it.
+    done = run_python(str(Path(sys.executable).parent / "reporting-import-gophish"), *words)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(shown.split()).replace("export.json", str(EXPORT))
+    assert " ".join(done.stdout.split()) == said
