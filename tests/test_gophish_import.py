@@ -40,6 +40,7 @@ from .support.servers import ROOT, run_python
 
 EXPORT = Path(__file__).parent / "data" / "gophish_export.json"
 TABLES = ("companies", "employees", "campaigns", "campaign_targets", "campaign_events")
+EVENT_COLUMNS = "id, campaign_id, employee_id, type, timestamp, with_captcha, ip, user_agent"
 JOSE = 7  # José Núñez, an employee of company 1 in the sample
 
 
@@ -69,6 +70,20 @@ def fingerprint(db: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.exists()}
 
 
+def state(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows an import writes, events without their place in the feed (``seq``)."""
+    tables = dump_tables(db, TABLES)
+    tables["campaign_events"] = query(
+        db, f"SELECT {EVENT_COLUMNS} FROM campaign_events ORDER BY id"
+    )
+    return tables
+
+
+def feed_places(db: Path) -> dict[int, int]:
+    """Each event's place in the feed."""
+    return dict(query(db, "SELECT id, seq FROM campaign_events"))
+
+
 def campaign_id(gophish_id: int, source: str = "gophish", company: int = 1) -> int:
     return stable_id("campaign", company, source, gophish_id)
 
@@ -77,9 +92,9 @@ def test_an_export_loads_and_loading_it_again_changes_nothing(
     sample_db: Path, tmp_path: Path
 ) -> None:
     path = write(tmp_path / "export.json", export())
-    before = dump_tables(sample_db, TABLES)
+    before = state(sample_db)
     summary = import_export(sample_db, path, 1)
-    after = dump_tables(sample_db, TABLES)
+    after = state(sample_db)
     source = export()
     mapped = [e for c in source for e in c["timeline"] if e["message"] in EVENT_OF_MESSAGE]
     assert len(after["campaign_events"]) - len(before["campaign_events"]) == len(mapped)
@@ -97,8 +112,10 @@ def test_an_export_loads_and_loading_it_again_changes_nothing(
         campaign_id(4),
     )
     assert reported == [("report", "2025-04-01T11:45:00Z")]
+    places = feed_places(sample_db)
     import_export(sample_db, path, 1)
-    assert dump_tables(sample_db, TABLES) == after
+    assert state(sample_db) == after
+    assert feed_places(sample_db) == places  # nothing moved in the event feed either
 
 
 def test_a_later_export_adds_only_what_is_new(sample_db: Path, tmp_path: Path) -> None:
@@ -108,9 +125,11 @@ def test_a_later_export_adds_only_what_is_new(sample_db: Path, tmp_path: Path) -
     early[1]["results"] = early[1]["results"][:1]
     early[1]["timeline"] = early[1]["timeline"][:2]
     import_export(sample_db, write(tmp_path / "early.json", early), 1)
-    first = dump_tables(sample_db, TABLES)
+    first, places = state(sample_db), feed_places(sample_db)
     import_export(sample_db, write(tmp_path / "full.json", full), 1)
-    later = dump_tables(sample_db, TABLES)
+    later = state(sample_db)
+    # Events already there keep their place in the feed: only the new ones are written.
+    assert {i: feed_places(sample_db)[i] for i in places} == places
     for table in ("employees", "campaigns", "campaign_events"):
         assert set(first[table]) <= set(later[table])
         assert (len(later[table]) > len(first[table])) == (table != "campaigns")
@@ -118,18 +137,18 @@ def test_a_later_export_adds_only_what_is_new(sample_db: Path, tmp_path: Path) -
     (tmp_path / "fresh").mkdir()
     alone = make_sample_db(tmp_path / "fresh")
     import_export(alone, write(tmp_path / "full.json", full), 1)
-    assert dump_tables(alone, TABLES) == later
+    assert state(alone) == later
 
 
 def test_two_servers_with_the_same_campaign_ids_do_not_collide(
     sample_db: Path, tmp_path: Path
 ) -> None:
     path = write(tmp_path / "export.json", export())
-    before = dump_tables(sample_db, TABLES)
+    before = state(sample_db)
     import_export(sample_db, path, 1, source="gophish-eu")
-    one = dump_tables(sample_db, TABLES)
+    one = state(sample_db)
     import_export(sample_db, path, 1, source="gophish-us")
-    two = dump_tables(sample_db, TABLES)
+    two = state(sample_db)
     for table in ("campaigns", "campaign_targets", "campaign_events"):
         added = len(one[table]) - len(before[table])
         assert added > 0 and len(two[table]) - len(one[table]) == added

@@ -20,9 +20,9 @@ from ..config import OneLineParser
 from ..data.fields import MAX_ID
 from ..data.schema import DatabaseError
 from .cli import command
+from .fixture_reader import Item
 from .gophish_format import read_export, read_people
 from .gophish_mapping import Context, Summary, to_fixture
-from .fixture_reader import Item
 from .loader import LoadError, load_items
 
 DEFAULT_SOURCE = "gophish"

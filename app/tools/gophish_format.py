@@ -20,14 +20,12 @@ from typing import Any
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from ..data.fields import MAX_ID
-from .fixture_format import flatten_errors
+from .fixture_format import MAX_IP, MAX_USER_AGENT, flatten_errors
 from .loader import LoadError
 
 MAX_EXPORT_BYTES = 512 * 2**20
 MAX_PEOPLE_BYTES = 64 * 2**20
 MAX_PROBLEMS = 20
-MAX_IP = 45  # the fixture format's bounds (contract.md 10)
-MAX_USER_AGENT = 1000
 
 # The messages GoPhish writes to a campaign's timeline, and what each becomes here.
 EVENT_OF_MESSAGE = {
