@@ -6,7 +6,8 @@ export twice changes nothing; a later export of the same campaign adds only what
 two sources with the same GoPhish campaign id do not collide; the people CSV fills
 department and country; a refused import leaves the database file byte for byte as it
 was and says why in a few lines with exit code 1; and the imported campaign, people and
-events are served by the API (contract.md 10 and the two events endpoints).
+events are served by the API: the two events endpoints, and the event feed with each
+event's ip and user agent (contract.md 10 and 13).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import pytest
 
 from app.tools.gophish import import_export
-from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant
+from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
 from app.tools.gophish_mapping import stable_id
 from app.tools.loader import LoadError
 
@@ -323,3 +324,46 @@ def test_the_readme_example_prints_what_the_readme_says(sample_db: Path, tmp_pat
     assert done.returncode == 0, done.stderr
     said = " ".join(shown.split()).replace("export.json", str(EXPORT))
     assert " ".join(done.stdout.split()) == said
+
+
+def served_row(event: dict[str, Any]) -> tuple[Any, ...]:
+    """What the feed says of an event, comparable with :func:`expected_row`."""
+    victim, campaign = event["victim"]["email"].casefold(), event["campaign"]["title"]
+    when, ip, agent = event["timestamp"], event["ip"], event["user_agent"]
+    return (campaign, victim, event["type"], when, ip, agent, event["with_captcha"])
+
+
+def expected_row(title: str, entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What the feed must say of a GoPhish timeline entry."""
+    when = GoInstant().deserialize(entry["time"]).utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ip, agent = browser_of(entry.get("details"))
+    kind = EVENT_OF_MESSAGE[entry["message"]]
+    return (title, entry["email"].casefold(), kind, when, ip, agent, False)
+
+
+async def test_the_event_feed_serves_addresses_and_user_agents(
+    sample_db: Path, tmp_path: Path, make_client: MakeClient
+) -> None:
+    source = export()
+    import_export(sample_db, write(tmp_path / "export.json", source), 1)
+    client = await make_client()
+    served: list[dict[str, Any]] = []
+    url = f"{API}/events?limit=1000"
+    while True:
+        response = await get(client, url)
+        assert response.status == 200, await response.text()
+        page = await response.json()
+        if not page:
+            break
+        served += page
+        url = f"{API}/events?limit=1000&cursor={response.headers['X-Next-Cursor']}"
+    ours = {campaign_id(c["id"]) for c in source}
+    got = [served_row(e) for e in served if e["campaign"]["id"] in ours]
+    expected = [
+        expected_row(campaign["name"], entry)
+        for campaign in source
+        for entry in campaign["timeline"]
+        if entry["message"] in EVENT_OF_MESSAGE
+    ]
+    assert sorted(got, key=str) == sorted(expected, key=str)
+    assert {row[4] is None for row in got} == {True, False}  # with and without an address
