@@ -1,11 +1,11 @@
 """Issue 10 item 5: a package that installs.
 
 The wheel built from this tree, installed into a fresh virtual environment, has the
-four console scripts (reporting-api, reporting-load, reporting-keys, reporting-generate),
-carries fixtures/sample.json inside it, and a first start of the installed server creates
-its database from that sample and answers with a sample key. The environment borrows
-this one's dependencies through a .pth line (no download), but imports ``app`` from the
-wheel, never from the source tree.
+five console scripts (reporting-api, reporting-load, reporting-keys, reporting-generate,
+reporting-import-gophish), carries fixtures/sample.json inside it, and a first start of
+the installed server creates its database from that sample and answers with a sample key.
+The environment borrows this one's dependencies through a .pth line (no download), but
+imports ``app`` from the wheel, never from the source tree.
 """
 
 from __future__ import annotations
@@ -34,7 +34,13 @@ from .support.servers import (
 
 pytestmark = pytest.mark.system  # builds a wheel, makes a venv, starts the installed server
 
-SCRIPTS = ("reporting-api", "reporting-load", "reporting-keys", "reporting-generate")
+SCRIPTS = (
+    "reporting-api",
+    "reporting-load",
+    "reporting-keys",
+    "reporting-generate",
+    "reporting-import-gophish",
+)
 
 
 def run(*command: str | Path, cwd: Path) -> str:

@@ -185,13 +185,14 @@ class ApiKeyRecord(Record):
 
 
 class EmployeeRecord(Record):
+    # Names, department and country may be empty: imported people can lack them (GoPhish).
     id = Id(required=True)
     company_id = Id(required=True)
-    first_name = Text(required=True)
-    last_name = Text(required=True)
+    first_name = Text(0, required=True)
+    last_name = Text(0, required=True)
     email = fields.Email(required=True)
-    department = Text(required=True)
-    country = Text(required=True)
+    department = Text(0, required=True)
+    country = Text(0, required=True)
 
 
 class TeamRecord(Record):

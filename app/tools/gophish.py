@@ -1,0 +1,137 @@
+"""Import GoPhish campaigns into one company (contract.md 16), all or nothing.
+
+``python -m app.tools.gophish export.json --company 1 --db PATH [--people people.csv]
+[--source NAME] [--company-name NAME]``: the export (and people file) are read and
+checked whole, mapped to one fixture document, and loaded by the ordinary loader in
+one transaction. Any problem refuses the whole import and the database is unchanged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sqlite3
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import OneLineParser
+from ..data.fields import MAX_ID
+from ..data.schema import DatabaseError
+from .cli import command
+from .fixture_reader import Item
+from .gophish_format import read_export, read_people
+from .gophish_mapping import Context, Summary, to_fixture
+from .loader import LoadError, load_items
+
+DEFAULT_SOURCE = "gophish"
+_SOURCE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")
+
+
+def read_company(db: Path, company: int, source: str) -> tuple[str | None, Context]:
+    """The company's name (None when absent) and its employees by email; writes nothing."""
+    ctx = Context(company, source)
+    if not db.exists():
+        return None, ctx
+    try:
+        # Read-write but only reading: closing the last connection then removes the WAL
+        # file, where a read-only one would leave an empty one behind.
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=rw", uri=True)
+        try:
+            if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
+                return None, ctx  # an empty file: the loader will create the schema
+            row = conn.execute("SELECT name FROM companies WHERE id = ?", (company,)).fetchone()
+            people = conn.execute(
+                "SELECT id, company_id, first_name, last_name, email, department, country"
+                " FROM employees WHERE company_id = ? ORDER BY id DESC",
+                (company,),
+            )
+            columns = [d[0] for d in people.description]
+            for values in people:
+                person = dict(zip(columns, values, strict=True))
+                ctx.existing[person["email"].casefold()] = person  # the lowest id wins
+            ctx.taken_ids = {r[0] for r in conn.execute("SELECT id FROM employees")}
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise DatabaseError(f"cannot read the database: {exc}") from None
+    return (None if row is None else str(row[0])), ctx
+
+
+def import_export(
+    db: Path,
+    export: Path,
+    company: int,
+    *,
+    source: str = DEFAULT_SOURCE,
+    people: Path | None = None,
+    company_name: str | None = None,
+) -> Summary:
+    """Check, map and load one export; raise LoadError (database unchanged) on any problem."""
+    campaigns = read_export(export)
+    name, ctx = read_company(db, company, source)
+    if people is not None:
+        ctx.people = read_people(people)
+    if name is None and company_name is None:
+        raise LoadError([f"--company {company}: no such company in {db} (--company-name adds it)"])
+    document: dict[str, Any]
+    document, summary = to_fixture(campaigns, ctx, str(export))
+    if name is None:
+        document["companies"] = [{"id": company, "name": company_name}]
+    items = (Item(t, i, record) for t, rows in document.items() for i, record in enumerate(rows))
+    load_items(db, [(f"{export} (mapped)", items)])
+    return summary
+
+
+def _company(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"not a company id from 1 to {MAX_ID}: {text!r}")
+    return int(text)
+
+
+def _source(text: str) -> str:
+    if not _SOURCE.fullmatch(text.lower()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: 1 to 100 letters, digits and . _ : - (starting with a letter or digit)"
+        )
+    return text.lower()
+
+
+def build_parser() -> OneLineParser:
+    """The command line."""
+    parser = OneLineParser(
+        description="Import GoPhish campaigns (JSON of /api/campaigns/ or /api/campaigns/{id}).",
+    )
+    parser.add_argument("export", type=Path, help="the JSON GoPhish's API returned")
+    parser.add_argument("--company", type=_company, required=True, help="our company id")
+    parser.add_argument("--db", type=Path, required=True, help="SQLite database file")
+    parser.add_argument("--people", type=Path, help="CSV with email,department,country")
+    parser.add_argument(
+        "--source",
+        type=_source,
+        default=DEFAULT_SOURCE,
+        help=f"name of the GoPhish server (default {DEFAULT_SOURCE}); one per server",
+    )
+    parser.add_argument("--company-name", help="create the company with this name if missing")
+    return parser
+
+
+@command("import refused, database unchanged")
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one import; print the summary line (a refusal names each problem)."""
+    args = build_parser().parse_args(argv)
+    summary = import_export(
+        args.db,
+        args.export,
+        args.company,
+        source=args.source,
+        people=args.people,
+        company_name=args.company_name,
+    )
+    print(f"imported {args.export} into company {args.company} ({args.source}): {summary.line()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""Import GoPhish campaigns, all or nothing (installed as reporting-import-gophish)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
+from app.tools.gophish import main
+
+if __name__ == "__main__":
+    sys.exit(main())

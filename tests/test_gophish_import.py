@@ -1,0 +1,369 @@
+"""contract.md 16 (importing from GoPhish) through the real loader, database and API.
+
+Pins: one command loads a GoPhish export into a company, all or nothing; employees are
+matched by email within the company (keeping their id and fields); importing the same
+export twice changes nothing; a later export of the same campaign adds only what is new;
+two sources with the same GoPhish campaign id do not collide; the people CSV fills
+department and country; a refused import leaves the database file byte for byte as it
+was and says why in a few lines with exit code 1; and the imported campaign, people and
+events are served by the API: the two events endpoints, and the event feed with each
+event's ip and user agent (contract.md 10 and 13).
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.tools.gophish import import_export
+from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
+from app.tools.gophish_mapping import stable_id
+from app.tools.loader import LoadError
+
+from .support.clients import MakeClient
+from .support.factories import (
+    API,
+    KEY_2,
+    assert_problem,
+    by_id,
+    dump_tables,
+    get,
+    make_sample_db,
+    query,
+)
+from .support.servers import ROOT, run_python
+
+EXPORT = Path(__file__).parent / "data" / "gophish_export.json"
+TABLES = ("companies", "employees", "campaigns", "campaign_targets", "campaign_events")
+EVENT_COLUMNS = "id, campaign_id, employee_id, type, timestamp, with_captcha, ip, user_agent"
+JOSE = 7  # José Núñez, an employee of company 1 in the sample
+
+
+def export() -> list[dict[str, Any]]:
+    """The fixture export, parsed afresh, with one result that is a sample employee."""
+    document: list[dict[str, Any]] = json.loads(EXPORT.read_text(encoding="utf-8"))
+    jose = by_id("employees")[JOSE]
+    shouting = jose["email"].upper()
+    document[1]["results"].append(
+        {"id": "Jn7", "email": shouting, "first_name": "J", "last_name": "N", "status": ""}
+    )
+    document[1]["timeline"] += [
+        {"email": shouting, "time": "2025-04-01T11:30:07Z", "message": "Email Sent"},
+        {"email": shouting, "time": "2025-04-01T11:45:00.5Z", "message": "Email Reported"},
+    ]
+    return document
+
+
+def write(path: Path, document: Any) -> Path:
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return path
+
+
+def fingerprint(db: Path) -> dict[str, str]:
+    """SHA-256 of the database file and of its WAL, if any."""
+    files = [db, Path(f"{db}-wal")]
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in files if p.exists()}
+
+
+def state(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    """The rows an import writes, events without their place in the feed (``seq``)."""
+    tables = dump_tables(db, TABLES)
+    tables["campaign_events"] = query(
+        db, f"SELECT {EVENT_COLUMNS} FROM campaign_events ORDER BY id"
+    )
+    return tables
+
+
+def feed_places(db: Path) -> dict[int, int]:
+    """Each event's place in the feed."""
+    return dict(query(db, "SELECT id, seq FROM campaign_events"))
+
+
+def campaign_id(gophish_id: int, source: str = "gophish", company: int = 1) -> int:
+    return stable_id("campaign", company, source, gophish_id)
+
+
+def test_an_export_loads_and_loading_it_again_changes_nothing(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "export.json", export())
+    before = state(sample_db)
+    summary = import_export(sample_db, path, 1)
+    after = state(sample_db)
+    source = export()
+    mapped = [e for c in source for e in c["timeline"] if e["message"] in EVENT_OF_MESSAGE]
+    assert len(after["campaign_events"]) - len(before["campaign_events"]) == len(mapped)
+    assert summary.events == len(mapped)
+    assert len(after["campaigns"]) - len(before["campaigns"]) == len(source)
+    # The sample employee was matched (upper-case email): five new people, José unchanged.
+    assert len(after["employees"]) - len(before["employees"]) == 5
+    assert [r for r in after["employees"] if r[0] == JOSE] == [
+        r for r in before["employees"] if r[0] == JOSE
+    ]
+    reported = query(
+        sample_db,
+        "SELECT type, timestamp FROM campaign_events WHERE employee_id = ? AND campaign_id = ?",
+        JOSE,
+        campaign_id(4),
+    )
+    assert reported == [("report", "2025-04-01T11:45:00Z")]
+    places = feed_places(sample_db)
+    import_export(sample_db, path, 1)
+    assert state(sample_db) == after
+    assert feed_places(sample_db) == places  # nothing moved in the event feed either
+
+
+def test_a_later_export_adds_only_what_is_new(sample_db: Path, tmp_path: Path) -> None:
+    full = export()
+    early = copy.deepcopy(full)
+    early[0]["timeline"] = early[0]["timeline"][:6]
+    early[1]["results"] = early[1]["results"][:1]
+    early[1]["timeline"] = early[1]["timeline"][:2]
+    import_export(sample_db, write(tmp_path / "early.json", early), 1)
+    first, places = state(sample_db), feed_places(sample_db)
+    import_export(sample_db, write(tmp_path / "full.json", full), 1)
+    later = state(sample_db)
+    # Events already there keep their place in the feed: only the new ones are written.
+    assert {i: feed_places(sample_db)[i] for i in places} == places
+    for table in ("employees", "campaigns", "campaign_events"):
+        assert set(first[table]) <= set(later[table])
+        assert (len(later[table]) > len(first[table])) == (table != "campaigns")
+    # The same state as importing the full export alone.
+    (tmp_path / "fresh").mkdir()
+    alone = make_sample_db(tmp_path / "fresh")
+    import_export(alone, write(tmp_path / "full.json", full), 1)
+    assert state(alone) == later
+
+
+def test_two_servers_with_the_same_campaign_ids_do_not_collide(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "export.json", export())
+    before = state(sample_db)
+    import_export(sample_db, path, 1, source="gophish-eu")
+    one = state(sample_db)
+    import_export(sample_db, path, 1, source="gophish-us")
+    two = state(sample_db)
+    for table in ("campaigns", "campaign_targets", "campaign_events"):
+        added = len(one[table]) - len(before[table])
+        assert added > 0 and len(two[table]) - len(one[table]) == added
+    assert two["employees"] == one["employees"]  # the same people, matched by email
+    titles = query(sample_db, "SELECT id FROM campaigns WHERE title = 'Payroll update'")
+    assert sorted(titles) == sorted(
+        [(campaign_id(3, "gophish-eu"),), (campaign_id(3, "gophish-us"),)]
+    )
+
+
+def test_the_people_file_fills_department_and_country(sample_db: Path, tmp_path: Path) -> None:
+    jose = by_id("employees")[JOSE]
+    people = tmp_path / "people.csv"
+    people.write_text(
+        "email,department,country\r\n"
+        "erin.novak@acme.example,Purchasing,Poland\r\n"
+        f"{jose['email']},Treasury,\r\n",
+        encoding="utf-8",
+    )
+    summary = import_export(sample_db, write(tmp_path / "e.json", export()), 1, people=people)
+    rows = query(sample_db, "SELECT email, department, country, first_name FROM employees")
+    found = {email: rest for email, *rest in rows}
+    assert found["erin.novak@acme.example"] == ["Purchasing", "Poland", "Erin"]
+    assert found[jose["email"]] == ["Treasury", jose["country"], jose["first_name"]]
+    assert found["carol.white@acme.example"] == ["", "", ""]
+    assert summary.updated_employees == 1
+
+
+def test_a_missing_company_is_refused_unless_named(sample_db: Path, tmp_path: Path) -> None:
+    path = write(tmp_path / "export.json", export()[:1])
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError, match="no such company"):
+        import_export(sample_db, path, 77)
+    assert fingerprint(sample_db) == before
+    import_export(sample_db, path, 77, company_name="Acme Freight")
+    assert query(sample_db, "SELECT name FROM companies WHERE id = 77") == [("Acme Freight",)]
+    assert query(sample_db, "SELECT count(*) FROM campaigns WHERE company_id = 77") == [(1,)]
+
+
+def test_a_new_database_file_is_created(tmp_path: Path) -> None:
+    db, document = tmp_path / "new.sqlite3", export()
+    import_export(db, write(tmp_path / "e.json", document), 3, company_name="Acme")
+    targets = sum(len(c["results"]) for c in document)
+    assert query(db, "SELECT count(*) FROM campaign_targets") == [(targets,)]
+
+
+HOSTILE: list[tuple[str, Any, str]] = [
+    ("wrong type", [{"id": "three"}], "[0].id: Not a valid integer."),
+    ("unknown message", "message", "[0].timeline[2].message: Must be one of"),
+    ("event for a stranger", "stranger", "is not among the results"),
+    ("a string", "all the campaigns", "not a GoPhish campaign object or a list of them"),
+]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(("case", "document", "expected"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_a_refused_import_leaves_the_file_unchanged_and_says_why(
+    sample_db: Path, tmp_path: Path, case: str, document: Any, expected: str
+) -> None:
+    if document == "message":
+        document = export()
+        document[0]["timeline"][2]["message"] = "Email Forwarded"
+    elif document == "stranger":
+        document = export()
+        document[0]["timeline"][6]["email"] = "stranger@elsewhere.example"
+    path = write(tmp_path / "export.json", document)
+    before = fingerprint(sample_db)
+    done = run_python(
+        "scripts/import_gophish.py", str(path), "--company", "1", "--db", str(sample_db)
+    )
+    assert done.returncode == 1, done
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    # One problem: one line after the prefix; several: one indented line each.
+    assert done.stderr.startswith("import refused, database unchanged:")
+    lines = done.stderr.removeprefix("import refused, database unchanged:").splitlines()
+    assert any(line.strip().startswith(f"{path}: ") and expected in line for line in lines)
+    assert fingerprint(sample_db) == before
+
+
+@pytest.mark.system
+def test_fifty_megabytes_of_junk_is_refused_in_a_few_lines(sample_db: Path, tmp_path: Path) -> None:
+    path = tmp_path / "export.json"
+    with path.open("w") as out:
+        out.write("[" + '{"id": true, "name": 5},' * 2_200_000 + "{}]")
+    assert path.stat().st_size > 50_000_000
+    before = fingerprint(sample_db)
+    done = run_python(
+        "-m", "app.tools.gophish", str(path), "--company", "1", "--db", str(sample_db)
+    )
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert 3 <= len(done.stderr.splitlines()) <= 22
+    assert fingerprint(sample_db) == before
+
+
+@pytest.mark.system
+def test_the_command_prints_one_summary_line(sample_db: Path, tmp_path: Path) -> None:
+    path = write(tmp_path / "export.json", export())
+    done = run_python(
+        "scripts/import_gophish.py",
+        str(path),
+        "--company",
+        "1",
+        "--db",
+        str(sample_db),
+        "--source",
+        "GoPhish-EU",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("\n") == 1
+    assert done.stdout.startswith(f"imported {path} into company 1 (gophish-eu): 2 campaigns,")
+    assert "skipped: 2 Campaign Created, 1 Error Sending Email, 1 Proxied request" in done.stdout
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--company", "0"],
+        ["--company", "one"],
+        ["--company", "1", "--source", ""],
+        ["--company", "1", "--source", "has space"],
+    ],
+)
+def test_bad_flags_are_refused_by_the_parser(sample_db: Path, flags: list[str]) -> None:
+    done = run_python("scripts/import_gophish.py", str(EXPORT), *flags, "--db", str(sample_db))
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
+async def test_the_api_serves_what_was_imported(
+    sample_db: Path, tmp_path: Path, make_client: MakeClient
+) -> None:
+    source = export()
+    import_export(sample_db, write(tmp_path / "export.json", source), 1)
+    client = await make_client()
+    payroll = campaign_id(3)
+    response = await get(client, f"{API}/campaigns/{payroll}/events")
+    assert response.status == 200
+    events = await response.json()
+    entries = [e for e in source[0]["timeline"] if e["message"] in EVENT_OF_MESSAGE]
+    expected = sorted(
+        (
+            GoInstant().deserialize(e["time"]).utc.strftime("%Y-%m-%dT%H:%M:%SZ"),
+            EVENT_OF_MESSAGE[e["message"]],
+            e["email"].casefold(),
+        )
+        for e in entries
+    )
+    served = [(e["timestamp"], e["type"], e["victim"]["email"].casefold()) for e in events]
+    assert served == expected
+    assert {e["victim"]["department"] for e in events} == {""}
+    # The sample employee's own events now include the imported report, with its campaign.
+    response = await get(client, f"{API}/victimsapi/{JOSE}/events")
+    mine = await response.json()
+    imported = [e for e in mine if e["campaign"]["id"] == campaign_id(4)]
+    assert [(e["type"], e["timestamp"]) for e in imported] == [("report", "2025-04-01T11:45:00Z")]
+    assert imported[0]["campaign"]["title"] == "Password expiry"
+    # Another company's key sees nothing of it.
+    await assert_problem(await get(client, f"{API}/campaigns/{payroll}/events", key=KEY_2), 404)
+
+
+@pytest.mark.system
+def test_the_readme_example_prints_what_the_readme_says(sample_db: Path, tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Coming from GoPhish", 1)[1].split("```sh\n")[2].split("```")[0]
+    command, shown = block.split("\n", 1)
+    words = command.split()
+    assert words[0] == "reporting-import-gophish"
+    words = [str(EXPORT) if w == "export.json" else w for w in words[1:]]
+    words = [str(sample_db) if w == "reporting.sqlite3" else w for w in words]
+    # The installed console script (a Python file), run as a user's shell would run it.
+    done = run_python(str(Path(sys.executable).parent / "reporting-import-gophish"), *words)
+    assert done.returncode == 0, done.stderr
+    said = " ".join(shown.split()).replace("export.json", str(EXPORT))
+    assert " ".join(done.stdout.split()) == said
+
+
+def served_row(event: dict[str, Any]) -> tuple[Any, ...]:
+    """What the feed says of an event, comparable with :func:`expected_row`."""
+    victim, campaign = event["victim"]["email"].casefold(), event["campaign"]["title"]
+    when, ip, agent = event["timestamp"], event["ip"], event["user_agent"]
+    return (campaign, victim, event["type"], when, ip, agent, event["with_captcha"])
+
+
+def expected_row(title: str, entry: dict[str, Any]) -> tuple[Any, ...]:
+    """What the feed must say of a GoPhish timeline entry."""
+    when = GoInstant().deserialize(entry["time"]).utc.strftime("%Y-%m-%dT%H:%M:%SZ")
+    ip, agent = browser_of(entry.get("details"))
+    kind = EVENT_OF_MESSAGE[entry["message"]]
+    return (title, entry["email"].casefold(), kind, when, ip, agent, False)
+
+
+async def test_the_event_feed_serves_addresses_and_user_agents(
+    sample_db: Path, tmp_path: Path, make_client: MakeClient
+) -> None:
+    source = export()
+    import_export(sample_db, write(tmp_path / "export.json", source), 1)
+    client = await make_client()
+    served: list[dict[str, Any]] = []
+    url = f"{API}/events?limit=1000"
+    while True:
+        response = await get(client, url)
+        assert response.status == 200, await response.text()
+        page = await response.json()
+        if not page:
+            break
+        served += page
+        url = f"{API}/events?limit=1000&cursor={response.headers['X-Next-Cursor']}"
+    ours = {campaign_id(c["id"]) for c in source}
+    got = [served_row(e) for e in served if e["campaign"]["id"] in ours]
+    expected = [
+        expected_row(campaign["name"], entry)
+        for campaign in source
+        for entry in campaign["timeline"]
+        if entry["message"] in EVENT_OF_MESSAGE
+    ]
+    assert sorted(got, key=str) == sorted(expected, key=str)
+    assert {row[4] is None for row in got} == {True, False}  # with and without an address
