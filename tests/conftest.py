@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from aiohttp.test_utils import TestClient
 
 from app.config import Config
@@ -14,7 +16,7 @@ from app.main import create_app
 
 from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import make_sample_db
-from .support.servers import Launcher, ProcessGuard
+from .support.servers import Launcher, ProcessGuard, RedisServer
 
 
 @pytest.fixture(scope="session")
@@ -70,3 +72,32 @@ def system_marker_guard(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         ProcessGuard.allowed = True
+
+
+def require_redis_server() -> None:
+    """Skip without redis-server, except in CI (CI=true), where its absence is a failure."""
+    if RedisServer.installed():
+        return
+    reason = "redis-server is not installed (make test installs it with apt-get)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the session, on a free port of 127.0.0.1."""
+    require_redis_server()
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    """The session's Redis, emptied for this test."""
+    with redis.Redis.from_url(redis_server.url) as client:
+        client.flushall()
+    yield redis_server.url
