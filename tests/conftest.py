@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from app.main import create_app
 
 from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import make_sample_db
-from .support.servers import Launcher, ProcessGuard, RedisServer
+from .support.servers import Launcher, ProcessGuard, RedisServer, require_redis_server
 
 
 @pytest.fixture(scope="session")
@@ -72,16 +71,6 @@ def system_marker_guard(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         ProcessGuard.allowed = True
-
-
-def require_redis_server() -> None:
-    """Skip without redis-server, except in CI (CI=true), where its absence is a failure."""
-    if RedisServer.installed():
-        return
-    reason = "redis-server is not installed (make test installs it with apt-get)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

@@ -37,7 +37,7 @@ STATE = re.compile(r'"default";r=(\d+);t=(\d+)')
 UNLIMITED = ("/healthz", "/readyz", "/api/docs", "/api/docs/openapi.json")
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.system)])
 def shared(request: pytest.FixtureRequest) -> str | None:
     """Where the limits live: None in this process, else the URL of a real Redis."""
     return None if request.param == "memory" else str(request.getfixturevalue("redis_url"))

@@ -16,6 +16,8 @@ from email.message import Message
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
 UNLIMITED = ("--rate-burst", "1000000", "--rate-per-second", "1000000")
@@ -175,6 +177,16 @@ class Launcher:
         """Stop every process started here."""
         for app in self.started:
             stop(app.proc)
+
+
+def require_redis_server() -> None:
+    """Skip without redis-server, except in CI (CI=true), where its absence is a failure."""
+    if RedisServer.installed():
+        return
+    reason = "redis-server is not installed (make test installs it with apt-get)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 class RedisServer:
