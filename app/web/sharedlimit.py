@@ -6,6 +6,9 @@ bucket, and every key expires when its bucket is full, so idle keys and addresse
 nothing behind. One Lua script checks the address's failure gate and spends a token,
 atomically and in one round trip; Python turns its answer into the very ``Decision``
 the in-process limiter gives (``ratelimit.decide``), so both send the same headers.
+The calls made during one turn of the event loop travel together in one pipeline
+(``ScriptBatch``): each stays its own atomic script run, but a busy worker pays one
+write and one read for many requests (redis-py has no automatic pipelining).
 
 While Redis does not answer, requests are served unlimited (fail open): a warning at
 most once a minute, ``/readyz`` says ``degraded``, and Redis is tried again every second.
@@ -13,17 +16,19 @@ most once a minute, ``/readyz`` says ``degraded``, and Redis is tried again ever
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from ..config import Config
 from ..keys import CONFIG, LIMITS
@@ -90,6 +95,59 @@ class Policy:
         return decide(allowed, max(0.0, level), self.capacity, self.per_second)
 
 
+class ScriptBatch:
+    """Runs the script for every call of one event-loop turn in one pipeline round trip."""
+
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self._sha = client.register_script(SCRIPT).sha
+        self._calls: list[tuple[Sequence[str], Sequence[float], asyncio.Future[Any]]] = []
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def run(self, keys: Sequence[str], args: Sequence[float]) -> Any:
+        """The script's reply for these keys; raises what Redis or the connection raised."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._calls.append((keys, args, future))
+        if len(self._calls) == 1:  # the first call of this turn sends them all after it
+            loop.call_soon(self._send_all)
+        return await future
+
+    def _send_all(self) -> None:
+        calls, self._calls = self._calls, []
+        task = asyncio.ensure_future(self._send(calls))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, calls: list[tuple[Sequence[str], Sequence[float], Any]]) -> None:
+        try:
+            replies = await self._pipeline(calls)
+            if any(isinstance(reply, NoScriptError) for reply in replies):
+                await self._client.script_load(SCRIPT)  # Redis restarted: its cache is empty
+                replies = await self._pipeline(calls)
+        except (RedisError, OSError) as exc:
+            replies = [exc] * len(calls)
+        for (_, _, future), reply in zip(calls, replies, strict=True):
+            if future.done():
+                continue
+            if isinstance(reply, BaseException):
+                future.set_exception(reply)
+            else:
+                future.set_result(reply)
+
+    async def _pipeline(self, calls: list[tuple[Sequence[str], Sequence[float], Any]]) -> list[Any]:
+        if len(calls) == 1:  # a lone call is cheaper without a pipeline
+            keys, args, _ = calls[0]
+            try:
+                return [await self._client.evalsha(self._sha, len(keys), *keys, *args)]
+            except NoScriptError as exc:
+                return [exc]
+        pipe = self._client.pipeline(transaction=False)
+        for keys, args, _ in calls:
+            pipe.evalsha(self._sha, len(keys), *keys, *args)
+        return list(await pipe.execute(raise_on_error=False))
+
+
 class SharedLimits:
     """The ``Limits`` of every process that uses the same Redis."""
 
@@ -100,7 +158,7 @@ class SharedLimits:
         self.keys = Policy(config.rate_burst, config.rate_per_second)
         self.gate = Policy(per_minute, per_minute / 60.0)
         self._client = client
-        self._script = client.register_script(SCRIPT)
+        self._batch = ScriptBatch(client)
         self._gate_args = self.gate.arguments()
         self._both_args = [*self._gate_args, *self.keys.arguments()]
         self._where = describe(config.redis_url)
@@ -142,7 +200,7 @@ class SharedLimits:
         if self._clock() < self._retry_at:
             return None
         try:
-            reply = await self._script(keys=keys, args=args)
+            reply = await self._batch.run(keys, args)
         except (RedisError, OSError) as exc:
             self._silent(exc)
             return None
