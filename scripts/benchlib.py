@@ -202,6 +202,16 @@ def process_tree(pid: int) -> list[int]:
     return found
 
 
+def wait_for_children(pid: int, count: int, timeout: float = 60.0) -> list[int]:
+    """``pid`` and its ``count`` children once all are there (gunicorn forks one by one)."""
+    deadline = time.monotonic() + timeout
+    while len(tree := process_tree(pid)) < 1 + count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {pid} has {len(tree) - 1} of {count} workers")
+        time.sleep(0.05)
+    return tree
+
+
 def cpu_seconds(pids: Sequence[int]) -> float:
     """User plus system CPU time the processes have used so far (/proc/PID/stat)."""
     ticks = 0

@@ -1,7 +1,8 @@
 """Several processes, one limit (contract.md 15, with the numbers of contract.md 6).
 
 Real ``python -m app`` processes over a real redis-server: two gunicorn workers on one
-port, each with its own listening socket, give exactly the one-process numbers (20 of
+port, each with its own listening socket and the app's own runner (parser errors stay
+problem+json), give exactly the one-process numbers (20 of
 60 quick requests with one key, RateLimit-Remaining counting down in order, the
 failed-authentication gate at exactly 10); so do two separate servers sharing one Redis,
 as two hosts would. Redis killed mid-run: requests are served unlimited, /readyz says
@@ -55,6 +56,18 @@ def listening_sockets(port: int) -> int:
     return sum(r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "0A" for r in rows)
 
 
+def serve_workers(launcher: Launcher, db: Path, *flags: str) -> AppProcess:
+    """Start the app with workers and wait until each listens (the first answers sooner)."""
+    app = launcher.serve(db, *flags)
+    expected = int(flags[flags.index("--workers") + 1])
+    port = int(app.base.rsplit(":", 1)[1])
+    deadline = time.monotonic() + GUARD_SECONDS
+    while len(worker_pids(app)) != expected or listening_sockets(port) != expected:
+        assert time.monotonic() < deadline and app.proc.poll() is None, app.output_text()
+        time.sleep(0.05)
+    return app
+
+
 def remaining(headers: Message) -> int | None:
     value = headers.get("RateLimit-Remaining")
     return None if value is None else int(value)
@@ -85,12 +98,29 @@ def assert_one_limit(bases: list[str]) -> None:
         assert status == 429 and 1 <= int(headers["Retry-After"]) <= 6
 
 
+def unparsable(port: int) -> tuple[bytes, bytes]:
+    """Send a request line too long for aiohttp's parser; return the answer's head and body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=GUARD_SECONDS) as sock:
+        sock.sendall(b"GET /" + b"a" * 20_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    return head, body
+
+
 def test_two_workers_share_one_limit(sample_db: Path, launcher: Launcher, redis_url: str) -> None:
-    app = launcher.serve(sample_db, *shared_flags(redis_url))
+    app = serve_workers(launcher, sample_db, *shared_flags(redis_url))
+    port = int(app.base.rsplit(":", 1)[1])
     workers = worker_pids(app)
     assert len(workers) == 2
-    assert listening_sockets(int(app.base.rsplit(":", 1)[1])) == 2
+    assert listening_sockets(port) == 2
     assert_one_limit([app.base])
+    # Each worker serves through the app's own runner: parser errors are problem+json.
+    for _ in range(6):
+        head, body = unparsable(port)
+        assert b"application/problem+json" in head, head
+        assert b'"request_id"' in body
     ready = fetch(f"{app.base}/readyz")
     assert ready[0] == 200 and b'"rate_limit": "ok"' in ready[2]
     assert stop(app.proc) == 0
@@ -112,7 +142,7 @@ def test_redis_killed_and_restarted_mid_run(
     store = RedisServer(tmp_path).start()
     try:
         flags = ("--workers", "2", "--redis-url", store.url, "--rate-burst", "5")
-        app = launcher.serve(sample_db, *flags, "--rate-per-second", "0.001")
+        app = serve_workers(launcher, sample_db, *flags, "--rate-per-second", "0.001")
         url = f"{app.base}{OWN}"
         before = [fetch(url, {"X-API-KEY": KEY_1}) for _ in range(3)]
         assert [remaining(h) for _, h, _ in before] == [4, 3, 2]
