@@ -112,6 +112,20 @@ async def test_state_is_namespaced_and_expires_when_full(
         assert store.keys() == [f"{PREFIX}auth:{THERE}".encode()]
 
 
+@pytest.mark.parametrize("together", [1, 8], ids=["alone", "pipelined"])
+async def test_script_loaded_again_when_redis_forgot_it(
+    make_limits: MakeLimits, redis_url: str, together: int
+) -> None:
+    limits = make_limits("redis", rate_burst=20)
+    assert (await limits.admit(HERE, 1)).bucket is not None
+    with redis.Redis.from_url(redis_url) as store:
+        store.script_flush()  # as after a restart
+    verdicts = await asyncio.gather(*(limits.admit(HERE, 1) for _ in range(together)))
+    assert sorted(v.bucket.remaining for v in verdicts if v.bucket) == list(
+        range(19 - together, 19)
+    )
+
+
 async def test_fails_open_while_nothing_listens_then_recovers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -84,10 +84,13 @@ class Policy:
     capacity: float
     per_second: float
 
-    def arguments(self) -> list[float]:
-        """Microseconds a token, and the longest wait a spend may leave (level >= 1)."""
+    def arguments(self) -> list[bytes]:
+        """Microseconds a token, and the longest wait a spend may leave (level >= 1).
+
+        Encoded once here, so that no request pays for turning floats into bytes.
+        """
         interval = MICROS / self.per_second
-        return [interval, (self.capacity + EPSILON) * interval]
+        return [repr(value).encode() for value in (interval, (self.capacity + EPSILON) * interval)]
 
     def decision(self, allowed: bool, wait_us: int) -> Decision:
         """The decision of a bucket that is full again in ``wait_us`` microseconds."""
@@ -95,16 +98,19 @@ class Policy:
         return decide(allowed, max(0.0, level), self.capacity, self.per_second)
 
 
+Call = tuple[Sequence[str], Sequence[bytes], "asyncio.Future[Any]"]  # keys, args, reply
+
+
 class ScriptBatch:
     """Runs the script for every call of one event-loop turn in one pipeline round trip."""
 
     def __init__(self, client: Redis) -> None:
         self._client = client
-        self._sha = client.register_script(SCRIPT).sha
-        self._calls: list[tuple[Sequence[str], Sequence[float], asyncio.Future[Any]]] = []
+        self._sha = client.register_script(SCRIPT).sha.encode()
+        self._calls: list[Call] = []
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def run(self, keys: Sequence[str], args: Sequence[float]) -> Any:
+    async def run(self, keys: Sequence[str], args: Sequence[bytes]) -> Any:
         """The script's reply for these keys; raises what Redis or the connection raised."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
@@ -119,12 +125,12 @@ class ScriptBatch:
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _send(self, calls: list[tuple[Sequence[str], Sequence[float], Any]]) -> None:
+    async def _send(self, calls: list[Call]) -> None:
         try:
-            replies = await self._pipeline(calls)
+            replies = await self._evalsha(calls)
             if any(isinstance(reply, NoScriptError) for reply in replies):
                 await self._client.script_load(SCRIPT)  # Redis restarted: its cache is empty
-                replies = await self._pipeline(calls)
+                replies = await self._evalsha(calls)
         except (RedisError, OSError) as exc:
             replies = [exc] * len(calls)
         for (_, _, future), reply in zip(calls, replies, strict=True):
@@ -135,16 +141,17 @@ class ScriptBatch:
             else:
                 future.set_result(reply)
 
-    async def _pipeline(self, calls: list[tuple[Sequence[str], Sequence[float], Any]]) -> list[Any]:
-        if len(calls) == 1:  # a lone call is cheaper without a pipeline
-            keys, args, _ = calls[0]
+    async def _evalsha(self, calls: list[Call]) -> list[Any]:
+        """One reply (or error) per call; a lone call goes without a pipeline (cheaper)."""
+        commands = [("EVALSHA", self._sha, len(keys), *keys, *args) for keys, args, _ in calls]
+        if len(commands) == 1:
             try:
-                return [await self._client.evalsha(self._sha, len(keys), *keys, *args)]
+                return [await self._client.execute_command(*commands[0])]
             except NoScriptError as exc:
                 return [exc]
         pipe = self._client.pipeline(transaction=False)
-        for keys, args, _ in calls:
-            pipe.evalsha(self._sha, len(keys), *keys, *args)
+        for command in commands:
+            pipe.execute_command(*command)
         return list(await pipe.execute(raise_on_error=False))
 
 
@@ -195,7 +202,7 @@ class SharedLimits:
         self._answered()
         return "ok"
 
-    async def _run(self, keys: Sequence[str], args: Sequence[float]) -> list[int] | None:
+    async def _run(self, keys: Sequence[str], args: Sequence[bytes]) -> list[int] | None:
         """The script's reply, or None to fail open while Redis does not answer."""
         if self._clock() < self._retry_at:
             return None
