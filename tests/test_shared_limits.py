@@ -203,3 +203,15 @@ async def test_readyz_says_the_limits_are_enforced(
     assert ready.status == 200
     assert await ready.json() == {"status": "ready", "rate_limit": "ok"}
     assert (await get(client, OWN, key=KEY_1)).status == 200
+
+
+async def test_the_redis_password_never_reaches_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+    url = f"redis://:s3cret-pass@127.0.0.1:{port}/3"
+    client = connect(url)
+    try:
+        assert await SharedLimits(client, settings(url)).admit(HERE, 1) == Verdict()
+    finally:
+        await client.aclose()
+    assert f"redis://127.0.0.1:{port}/3 does not answer" in caplog.text
+    assert "s3cret" not in caplog.text

@@ -237,6 +237,8 @@ class SharedLimits:
 def describe(url: str) -> str:
     """Where Redis is, for the log: the URL without its credentials."""
     parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
     host = parts.hostname or "localhost"
     return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
 
