@@ -23,16 +23,23 @@ from gunicorn.app.base import BaseApplication
 from ..config import Config
 from .server import SHUTDOWN_SECONDS, make_runner
 
+log = logging.getLogger("app.server")
 
-class Worker(GunicornWebWorker):  # type: ignore[misc]
+
+class Worker(GunicornWebWorker):
     """aiohttp's gunicorn worker, starting its graceful shutdown as soon as SIGTERM comes."""
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         """Like SIGQUIT/SIGINT here: stop now, not at the worker loop's next one-second tick."""
         self.handle_quit(sig, frame)
 
+    def handle_quit(self, sig: int, frame: Any) -> None:
+        """Stop serving; the runner then lets requests in flight finish (as ``serve`` does)."""
+        log.info("shutting down: finishing requests in flight")
+        super().handle_quit(sig, frame)
 
-class GunicornLogger(glogging.Logger):  # type: ignore[misc]
+
+class GunicornLogger(glogging.Logger):
     """gunicorn's own messages through the app's logging: one format, one stream."""
 
     def setup(self, cfg: Any) -> None:
@@ -42,7 +49,7 @@ class GunicornLogger(glogging.Logger):  # type: ignore[misc]
         self.error_log.propagate = True
 
 
-class Arbiter(BaseApplication):  # type: ignore[misc]
+class Arbiter(BaseApplication):
     """gunicorn, configured from our Config rather than from its command line."""
 
     def __init__(
@@ -80,8 +87,12 @@ class Arbiter(BaseApplication):  # type: ignore[misc]
         if worker.age == 1 and self.on_started is not None:
             self.on_started()
 
-    def load(self) -> Callable[[], Any]:
-        """What each worker serves: a coroutine function returning our runner."""
+    def load(self) -> Callable[[], Any]:  # type: ignore[override]
+        """What each worker serves: a coroutine function returning our runner.
+
+        aiohttp's worker accepts that (it then serves through this runner); gunicorn's
+        type stubs know only WSGI and ASGI applications.
+        """
         return self.runner
 
     async def runner(self) -> web.AppRunner:
@@ -107,7 +118,5 @@ def serve_workers(
     ``on_started`` runs once, in the first worker, once its socket is bound.
     """
     check_port(config.host, config.port)
-    logging.getLogger("app.server").info(
-        "starting %d workers on http://%s:%s", config.workers, config.host, config.port
-    )
+    log.info("starting %d workers on http://%s:%s", config.workers, config.host, config.port)
     Arbiter(config, factory, on_started).run()
