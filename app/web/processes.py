@@ -34,8 +34,13 @@ class Worker(GunicornWebWorker):
         self.handle_quit(sig, frame)
 
     def handle_quit(self, sig: int, frame: Any) -> None:
-        """Stop serving; the runner then lets requests in flight finish (as ``serve`` does)."""
-        log.info("shutting down: finishing requests in flight")
+        """Stop serving; the runner then lets requests in flight finish (as ``serve`` does).
+
+        Ctrl-C reaches the worker and the arbiter both, and the arbiter passes it on: the
+        line is written once.
+        """
+        if self.alive:
+            log.info("shutting down: finishing requests in flight")
         super().handle_quit(sig, frame)
 
 
