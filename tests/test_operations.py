@@ -181,7 +181,9 @@ def test_signal_lets_the_request_in_flight_finish_then_exits_0(
     # The request was still being answered when shutdown began, and it was logged as a 200.
     # Both lines are log records of the process that served it, and logs go to stderr.
     served = re.search(
-        r"\[(\d+)\] method=GET path=\S+/campaigns/1/events status=200 .*request_id=inflight", err
+        r"\[(\d+)\] INFO app\.access method=GET path=\S+/campaigns/1/events status=200 "
+        r".*request_id=inflight",
+        err,
     )
     assert served, err
     own = [line for line in err.splitlines() if f"[{served[1]}] " in line]

@@ -21,6 +21,7 @@ import pytest
 import redis
 from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
+from multidict import CIMultiDict
 
 from app.keys import KEY_CACHE, LIMITS
 from app.web.sharedlimit import PREFIX
@@ -160,6 +161,15 @@ async def test_failed_authentications_are_limited_per_address(make_client: MakeC
         await assert_problem(gated, 429)
         assert int(gated.headers["Retry-After"]) >= 1
     assert (await get(client, "/healthz", key=None)).status == 200
+
+
+async def test_two_keys_meet_the_gate_first_and_spend_nothing(make_client: MakeClient) -> None:
+    client = await make_client(auth_failures_per_minute=1)
+    twice = CIMultiDict((("X-API-KEY", KEY_1), ("X-API-KEY", KEY_2)))
+    for _ in range(3):  # a 400 where the 401 would be: no failure is counted
+        await assert_problem(await client.get(OWN, headers=twice), 400)
+    await assert_problem(await get(client, OWN, key=random_key()), 401)  # the one failure
+    await assert_problem(await client.get(OWN, headers=twice), 429)  # the gate comes first
 
 
 async def test_guessing_keys_meets_429_quickly_and_never_a_200(make_client: MakeClient) -> None:

@@ -66,6 +66,7 @@ async def scenario(limits: Limits) -> list[Verdict]:
     verdicts += [await limits.fail(THERE) for _ in range(12)]
     verdicts.append(await limits.admit(THERE, 3))  # gated, however good the key
     verdicts.append(await limits.admit(HERE, 3))  # another address is not
+    verdicts += [await limits.gate(THERE), await limits.gate(HERE)]  # looking spends nothing
     return verdicts
 
 
@@ -85,6 +86,7 @@ async def test_redis_gives_the_in_process_decisions(make_limits: MakeLimits) -> 
     assert all(v.gate is not None and v.gate.retry_after == 6 for v in failures[10:])
     assert memory[40].gate is not None and memory[40].bucket is None
     assert memory[41].gate is None and memory[41].bucket is not None
+    assert memory[42].gate == memory[40].gate and memory[43] == Verdict()
 
 
 @pytest.mark.parametrize("kind", ["memory", "redis"])

@@ -79,7 +79,7 @@ def guess() -> dict[str, str]:
 
 def access_pids(app: AppProcess) -> set[int]:
     """The processes that wrote access lines (read once the server stopped)."""
-    return {int(p) for p in re.findall(r"app\.access\[(\d+)\]", app.output_text()[1])}
+    return {int(p) for p in re.findall(r"\[(\d+)\] INFO app\.access ", app.output_text()[1])}
 
 
 def assert_one_limit(bases: list[str]) -> None:

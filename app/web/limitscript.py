@@ -20,12 +20,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError, RedisError
 
-GATED, SPENT, EMPTY = 0, 1, 2  # the outcomes the script reports per request
+GATED, PASSED, EMPTY = 0, 1, 2  # the outcomes the script reports per request
+ADMIT, FAIL, CHECK = b"a", b"f", b"c"  # what a request asks of it
 
-# KEYS: per request, its address's gate, then (unless it failed authentication) its
-# key's bucket. ARGV[1..4]: microseconds a token and the longest wait a spend may leave,
-# for the gates and for the key buckets; then per request the number of KEYS it owns.
-# Reply: per request, its outcome and the microseconds until the bucket it names is full.
+# ARGV[1..4]: microseconds a token and the longest wait a spend may leave, for the gates
+# and for the key buckets; then per request what it asks: "a" admit (spend a token of the
+# key, KEYS: its address's gate and its key's bucket), "f" a failed authentication (spend
+# one of the gate's, KEYS: the gate), "c" only check the gate (KEYS: the gate). Reply: per
+# request, its outcome and the microseconds until the bucket it names is full.
 SCRIPT = """
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
@@ -48,17 +50,18 @@ end
 
 local replies, k = {}, 1
 for i = 5, #ARGV do
-  local gate, outcome, wait = KEYS[k], 0, wait_of(KEYS[k])
+  local kind, gate = ARGV[i], KEYS[k]
+  local outcome, wait = 0, wait_of(gate)
   if wait + gate_interval <= gate_longest then
-    local spent
-    if ARGV[i] == '1' then
+    local spent = true
+    if kind == 'f' then
       spent, wait = spend(gate, gate_interval, gate_longest)
-    else
+    elseif kind == 'a' then
       spent, wait = spend(KEYS[k + 1], key_interval, key_longest)
     end
     outcome = spent and 1 or 2
   end
-  k = k + tonumber(ARGV[i])
+  k = k + (kind == 'a' and 2 or 1)
   replies[#replies + 1] = outcome
   replies[#replies + 1] = wait
 end
@@ -74,32 +77,32 @@ class ScriptBatch:
         self._sha = client.register_script(SCRIPT).sha.encode()
         self._policies = list(policies)  # the four numbers of ARGV[1..4], encoded once
         self._keys: list[str] = []
-        self._owned: list[bytes] = []
+        self._kinds: list[bytes] = []
         self._replies: list[asyncio.Future[tuple[int, int]]] = []
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def run(self, gate: str, bucket: str | None) -> tuple[int, int]:
+    async def run(self, kind: bytes, *keys: str) -> tuple[int, int]:
         """(outcome, microseconds until full) for one request; raises Redis's errors."""
         loop = asyncio.get_running_loop()
         if not self._replies:  # the first request of this turn sends them all after it
             loop.call_soon(self._send_all)
-        self._keys += [gate] if bucket is None else [gate, bucket]
-        self._owned.append(b"1" if bucket is None else b"2")
+        self._keys += keys
+        self._kinds.append(kind)
         reply: asyncio.Future[tuple[int, int]] = loop.create_future()
         self._replies.append(reply)
         return await reply
 
     def _send_all(self) -> None:
-        batch = (self._keys, self._owned, self._replies)
-        self._keys, self._owned, self._replies = [], [], []
+        batch = (self._keys, self._kinds, self._replies)
+        self._keys, self._kinds, self._replies = [], [], []
         task = asyncio.ensure_future(self._send(*batch))
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
     async def _send(
-        self, keys: list[str], owned: list[bytes], replies: list[asyncio.Future[Any]]
+        self, keys: list[str], kinds: list[bytes], replies: list[asyncio.Future[Any]]
     ) -> None:
-        command = ("EVALSHA", self._sha, len(keys), *keys, *self._policies, *owned)
+        command = ("EVALSHA", self._sha, len(keys), *keys, *self._policies, *kinds)
         try:
             try:
                 flat = await self._client.execute_command(*command)

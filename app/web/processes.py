@@ -10,6 +10,7 @@ the same. SIGTERM and SIGINT let requests in flight finish, then everything exit
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import socket
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
 from ..config import Config
+from .connections import quiet_resource_errors
 from .server import SHUTDOWN_SECONDS, make_runner
 
 log = logging.getLogger("app.server")
@@ -102,6 +104,7 @@ class Arbiter(BaseApplication):
 
     async def runner(self) -> web.AppRunner:
         """Build the app in this worker and the runner aiohttp's worker will start."""
+        quiet_resource_errors(asyncio.get_running_loop())  # as ``serve`` does
         return make_runner(self.factory())
 
 

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from ..config import Config
 from ..keys import CONFIG, LIMITS
-from .limitscript import GATED, SPENT, ScriptBatch
+from .limitscript import ADMIT, CHECK, FAIL, GATED, PASSED, ScriptBatch
 from .ratelimit import EPSILON, Decision, Verdict, decide
 
 log = logging.getLogger("app.ratelimit")
@@ -67,9 +67,9 @@ class SharedLimits:
     ) -> None:
         per_minute = config.auth_failures_per_minute
         self.keys = Policy(config.rate_burst, config.rate_per_second)
-        self.gate = Policy(per_minute, per_minute / 60.0)
+        self.gate_policy = Policy(per_minute, per_minute / 60.0)
         self._client = client
-        self._batch = ScriptBatch(client, [*self.gate.arguments(), *self.keys.arguments()])
+        self._batch = ScriptBatch(client, [*self.gate_policy.arguments(), *self.keys.arguments()])
         self._where = describe(config.redis_url)
         self._clock = clock
         self._retry_at = 0.0  # skip Redis until then (it did not answer)
@@ -77,19 +77,24 @@ class SharedLimits:
         self._warned = False  # this outage was announced, so announce its end
 
     async def admit(self, address: str, key_id: int) -> Verdict:
-        reply = await self._run(f"{PREFIX}auth:{address}", f"{PREFIX}key:{key_id}")
+        reply = await self._run(ADMIT, f"{PREFIX}auth:{address}", f"{PREFIX}key:{key_id}")
         if reply is None:
             return Verdict()
         outcome, wait = reply
         if outcome == GATED:
-            return Verdict(gate=self.gate.decision(False, wait))
-        return Verdict(bucket=self.keys.decision(outcome == SPENT, wait))
+            return Verdict(gate=self.gate_policy.decision(False, wait))
+        return Verdict(bucket=self.keys.decision(outcome == PASSED, wait))
 
     async def fail(self, address: str) -> Verdict:
-        reply = await self._run(f"{PREFIX}auth:{address}", None)
+        return self._gated(await self._run(FAIL, f"{PREFIX}auth:{address}"))
+
+    async def gate(self, address: str) -> Verdict:
+        return self._gated(await self._run(CHECK, f"{PREFIX}auth:{address}"))
+
+    def _gated(self, reply: tuple[int, int] | None) -> Verdict:
         if reply is None or reply[0] != GATED:
             return Verdict()
-        return Verdict(gate=self.gate.decision(False, reply[1]))
+        return Verdict(gate=self.gate_policy.decision(False, reply[1]))
 
     async def state(self) -> str:
         """Ask Redis (unless it was just found silent), so /readyz tells the truth."""
@@ -103,12 +108,12 @@ class SharedLimits:
         self._answered()
         return "ok"
 
-    async def _run(self, gate: str, bucket: str | None) -> tuple[int, int] | None:
+    async def _run(self, kind: bytes, *keys: str) -> tuple[int, int] | None:
         """The script's answer, or None to fail open while Redis does not answer."""
         if self._clock() < self._retry_at:
             return None
         try:
-            reply = await self._batch.run(gate, bucket)
+            reply = await self._batch.run(kind, *keys)
         except (RedisError, OSError) as exc:
             self._silent(exc)
             return None
