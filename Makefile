@@ -8,7 +8,7 @@ DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
 
-.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk
+.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
@@ -30,8 +30,8 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(SERVE_STAMP)
 	$(BIN)/reporting-api --db $(DB)
 
-## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite
-test: lint
+## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite (with Redis)
+test: lint redis
 	$(BIN)/python -m pytest
 
 ## make test-fast: the tests that start no process (servers, tools, builds are marked system)
@@ -62,6 +62,13 @@ wrk:
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \
 	  { echo "wrk is needed: apt-get install wrk"; exit 1; }
 
+# redis-server for the shared rate limit's tests and benchmark (Debian's package, as root).
+# Without it those tests are skipped, except in CI (CI=true), where they fail.
+redis:
+	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
+	  echo "redis-server is missing and could not be installed: apt-get install redis-server"
+
 ## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
 bench-data: $(SERVE_STAMP)
 	@mkdir -p bench-data; test -f $(BENCH_DB) || $(BIN)/reporting-generate --db $(BENCH_DB) \
@@ -70,9 +77,9 @@ bench-data: $(SERVE_STAMP)
 	  --sections 5 --seed 1
 
 ## make bench: the benchmark table against the large dataset (never part of make test)
-bench: $(SERVE_STAMP) wrk bench-data
+bench: $(SERVE_STAMP) wrk redis bench-data
 	$(BIN)/python scripts/bench.py --db $(BENCH_DB)
 
 ## make bench-smoke: the same benchmark for a few seconds on a tiny dataset (CI runs it)
-bench-smoke: $(SERVE_STAMP) wrk
+bench-smoke: $(SERVE_STAMP) wrk redis
 	$(BIN)/python scripts/bench.py --smoke

@@ -7,6 +7,7 @@ Every setting or start-up problem ends in one line on stderr and exit code 2; th
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import sqlite3
@@ -19,6 +20,7 @@ from .data.schema import DatabaseError, check_integrity, check_readable, upgrade
 from .main import create_app
 from .tools.loader import SAMPLE_FIXTURE, LoadError, load_files
 from .web.logs import setup_logging
+from .web.processes import serve_workers
 from .web.server import serve
 
 log = logging.getLogger("app")
@@ -63,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for entry in sample_keys:
             print(f"  company {entry['company_id']}: {entry['key']}", flush=True)
     try:
-        asyncio.run(serve(create_app(config), config.host, config.port, lambda: banner(config)))
+        if config.workers > 1:
+            factory = functools.partial(create_app, config)
+            serve_workers(config, factory, lambda: banner(config))
+        else:
+            asyncio.run(serve(create_app(config), config.host, config.port, lambda: banner(config)))
     except OSError as exc:
         reason = exc.strerror or str(exc)
         print(f"error: cannot serve on {config.host}:{config.port}: {reason}", file=sys.stderr)

@@ -10,8 +10,10 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, NoReturn
+from urllib.parse import urlsplit
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,20 @@ class Config:
             "help": "open connections per client address (IPv6: per /64; trusted proxies exempt)",
         },
     )
+    workers: int = field(
+        default=1,
+        metadata={
+            "env": "REPORTING_WORKERS",
+            "help": "server processes sharing the port (more than 1 needs --redis-url)",
+        },
+    )
+    redis_url: str = field(
+        default="",
+        metadata={
+            "env": "REPORTING_REDIS_URL",
+            "help": "redis://host:port/db holding the rate limits shared by every process",
+        },
+    )
     bootstrap: bool = field(
         default=True,
         metadata={
@@ -141,6 +157,15 @@ class Config:
         if self.max_connections < 1 or self.max_connections_per_address < 1:
             raise ValueError("max connections and max connections per address must be >= 1")
         self.networks()  # fail early on a bad proxy list
+        if self.workers < 1:
+            raise ValueError("workers must be >= 1")
+        if self.workers > 1 and not self.redis_url:
+            raise ValueError(
+                "more than one worker needs REPORTING_REDIS_URL (--redis-url): "
+                "without it each process would keep its own rate limits"
+            )
+        if self.redis_url and urlsplit(self.redis_url).scheme not in REDIS_SCHEMES:
+            raise ValueError("the Redis URL must start with redis://, rediss:// or unix://")
 
     def networks(self) -> tuple[Network, ...]:
         """The trusted proxy networks, parsed (once: this runs on every request)."""

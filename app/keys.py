@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from .data.version import DataVersion
     from .web.auth import KeyCache
     from .web.params import QueryParsers
-    from .web.ratelimit import Decision, RateLimiter
+    from .web.ratelimit import Decision, Limits
     from .web.responder import CountCache, StreamSlots
 
 
@@ -35,8 +35,7 @@ class Caller:
 CONFIG: web.AppKey[Config] = web.AppKey("config")
 POOL: web.AppKey[ReadPool] = web.AppKey("pool")
 KEY_CACHE: web.AppKey[KeyCache] = web.AppKey("key_cache")
-LIMITER: web.AppKey[RateLimiter] = web.AppKey("limiter")
-AUTH_FAILURES: web.AppKey[RateLimiter] = web.AppKey("auth_failures")
+LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")

@@ -17,20 +17,21 @@ from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
-from .web.ratelimit import add_ratelimit_headers, ratelimit_middleware, setup_ratelimit
+from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
 from .web.responder import CountCache, StreamSlots
 from .web.routes import setup_routes
+from .web.sharedlimit import setup_shared_limits
 
 
 def middleware_chain(config: Config) -> list[Middleware]:
     """The middlewares, outermost first.
 
     Errors are rendered for everything below; CORS preflights (only when origins are
-    configured) need no key; authentication decides 401 before the limiter spends a
-    token; the limiter runs before any validation (contract.md 2).
+    configured) need no key; authentication resolves the key and asks the limits once
+    (401, then 429), before any validation (contract.md 2).
     """
     cors = [cors_preflight_middleware] if config.origins() else []
-    return [error_middleware, *cors, auth_middleware, ratelimit_middleware]
+    return [error_middleware, *cors, auth_middleware]
 
 
 def create_app(config: Config) -> web.Application:
@@ -42,7 +43,10 @@ def create_app(config: Config) -> web.Application:
     app[STREAMS] = StreamSlots(config.streams_per_company)
     app[TODAY] = utc_today
     setup_auth(app)
-    setup_ratelimit(app, config)
+    if config.redis_url:
+        setup_shared_limits(app, config)
+    else:
+        setup_ratelimit(app, config)
     app.cleanup_ctx.append(database_ctx)
     app.on_response_prepare.append(add_standard_headers)
     app.on_response_prepare.append(add_ratelimit_headers)

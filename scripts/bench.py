@@ -1,10 +1,14 @@
 """The benchmark of issue 6: ``bench.py --db PATH`` or ``bench.py --smoke``.
 
-Starts the real server on 127.0.0.1 (rate limit raised), drives it with wrk and prints
-one table with two references measured in the same run: the ceiling (a bare aiohttp
-app returning a constant JSON) and, for big results, the floor (SQLite alone building
-the same JSON array in-process, with the app's own SQL). Exits 1 on any error or
-unexpected status, 2 when wrk is missing; a missed ratio never fails the run.
+Starts the real server on 127.0.0.1 (rate limit raised, access log on as users run it),
+first as one process, then as two workers sharing their rate limits through a real
+Redis, drives it with wrk and prints one table (``bench_report``) with two references
+measured in the same run: the ceiling (a bare aiohttp app returning a constant JSON)
+and, for big results, the floor (SQLite alone building the same JSON array in-process,
+with the app's own SQL). Beside each throughput stands the server's CPU time per request
+(all its processes, from /proc), which means the same on a machine with more cores.
+Exits 1 on any error or unexpected status, 2 when wrk is missing; a missed ratio never
+fails the run.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_feed as feed  # noqa: E402
 import bench_load  # noqa: E402
+import bench_report  # noqa: E402
 import benchlib as lib  # noqa: E402
 
 from app.data import campaigns, courses, employees  # noqa: E402
@@ -41,10 +46,7 @@ COMPANY = 1  # the generator gives company 1 campaign 1 (--big-campaign), 2 (--m
 SMOKE_SIZES = ["--companies", "2", "--employees", "200", "--campaigns", "4"]
 SMOKE_SIZES += ["--events-per-campaign", "100", "--big-campaign", "2000", "--mid-campaign", "500"]
 SMOKE_SIZES += ["--courses", "4", "--inscriptions", "1000", "--sections", "3"]
-MB = 1024  # KiB in a MiB
-RSS_TARGET_MB = 40.0
 FEED_LIMIT = 1000  # events an answer when the feed is followed from start to end
-FEED_TARGET = 0.5  # of the in-process floor's events/s
 
 
 @dataclass
@@ -63,6 +65,8 @@ class Scenario:
     rss_idle: int = 0  # KiB, just before the row (watch_rss)
     rss_peak: int = 0  # KiB, the peak while it ran (VmHWM after clear_refs)
     single: bool = False  # the answer is the floor array's one object
+    cpu_s: float = 0.0  # server CPU seconds per request in the timed run (all processes)
+    redis_cpu_s: float = 0.0  # and Redis's, when the limits live there
     floor_sql: tuple[str, str, list[object]] | None = None  # floor, strict floor, params
     floor_s: float = 0.0
     floor_json: str = ""
@@ -219,8 +223,25 @@ class Timing:
     floor_budget: float  # SQLite timing rounds of each floor, just before its row
 
 
-def drive(port: int, s: Scenario, headers: dict[str, str], timing: Timing) -> dict[str, str]:
-    """Check one response, warm up counting every status, then the timed wrk run."""
+@dataclass
+class Setup:
+    """How the server runs for one half of the table, and what only it measures."""
+
+    label: str
+    workers: int  # 1: one process; more: gunicorn workers sharing their limits in Redis
+    scenarios: list[Scenario]
+    rss_start: int = 0  # KiB after start (with workers: the largest worker's)
+    followed: feed.FeedFigures | None = None
+
+
+def drive(
+    port: int, s: Scenario, headers: dict[str, str], timing: Timing, meters: list[list[int]]
+) -> dict[str, str]:
+    """Check one response, warm up counting every status, then the timed wrk run.
+
+    ``meters`` are the process trees whose CPU time is read around the timed run: the
+    server's first, then (if any) Redis's.
+    """
     status, got, body = lib.get(port, s.path, headers)
     if status != s.status:
         s.problems.append(f"first request answered {status}, expected {s.status}")
@@ -234,19 +255,14 @@ def drive(port: int, s: Scenario, headers: dict[str, str], timing: Timing) -> di
     url = f"http://127.0.0.1:{port}{s.path}"
     seen = lib.run_wrk(url, headers, s.conns, timing.warmup, count_statuses=True).statuses
     s.problems += [f"{n} responses {code}" for code, n in seen.items() if code != s.status]
+    before = [lib.cpu_seconds(pids) for pids in meters]
     s.result = lib.run_wrk(url, headers, s.conns, timing.seconds)
+    spent = [lib.cpu_seconds(pids) - b for pids, b in zip(meters, before, strict=True)]
+    s.cpu_s, s.redis_cpu_s = [seconds / max(1, s.result.requests) for seconds in [*spent, 0.0]][:2]
     s.result.statuses = seen
     if s.result.errors or not s.result.requests:
-        s.problems.append(f"timed run: {describe_errors(s.result)}")
+        s.problems.append(f"timed run: {bench_report.describe_errors(s.result)}")
     return got
-
-
-def describe_errors(r: lib.WrkResult) -> str:
-    """The error cell: statuses >= 400 and socket errors of the timed run."""
-    parts = [f"{r.non_2xx_3xx} status>=400"] if r.non_2xx_3xx else []
-    parts += [f"{n} socket {kind}" for kind, n in r.socket_errors.items()]
-    parts += [] if r.requests else ["no request completed"]
-    return ", ".join(parts) or "0"
 
 
 def run(
@@ -255,15 +271,17 @@ def run(
     """Measure everything (or the ``rows`` letters); return the report and whether the run
     was free of errors."""
     info = lib.machine()
-    with sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) as conn:
-        scenarios = make_scenarios(conn)
-    if rows:
-        wanted = set(rows.replace(",", "")) | ({"a"} if "f" in rows else set())  # (f) is (a)'s 304
-        scenarios = [s for s in scenarios if s.label[1] in wanted]
-    for s in scenarios:
-        s.conns = conns if s.conns > 1 else s.conns
     timing = Timing(seconds, warmup=1 if smoke else 2, floor_budget=0.2 if smoke else 1.5)
     ceiling = Scenario("ceiling: bare aiohttp app, constant JSON", "/", conns, "-", 0)
+    setups = [Setup("1 process", 1, []), Setup("2 workers + Redis", 2, [])]
+    with sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) as conn:
+        for setup in setups:
+            setup.scenarios = make_scenarios(conn)
+            if rows:  # (f) is (a)'s 304, so (a) comes with it
+                wanted = set(rows.replace(",", "")) | ({"a"} if "f" in rows else set())
+                setup.scenarios = [s for s in setup.scenarios if s.label[1] in wanted]
+            for s in setup.scenarios:
+                s.conns = conns if s.conns > 1 else s.conns
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
         (work / "ceiling.py").write_text(lib.CEILING_APP)
@@ -272,132 +290,72 @@ def run(
         server = lib.Process(args, port, work / "ceiling.log", ROOT)
         try:
             server.wait_ready("/")
-            drive(port, ceiling, {}, timing)
+            drive(port, ceiling, {}, timing, [[server.pid]])
         finally:
             server.stop()
-        rss, followed = measure_app(work, db, key, scenarios, timing)
+        measure_app(work, db, key, setups[0], timing, None)
+        redis = lib.start_redis(work)
+        if redis is None:
+            ceiling.problems.append("redis-server is missing: `make redis` installs it")
+        else:
+            try:
+                measure_app(work, db, key, setups[1], timing, redis)
+            finally:
+                redis.stop()
     info["load"] += ", {:.2f} {:.2f} {:.2f} at the end".format(*os.getloadavg())
-    report = render(info, ceiling, scenarios, rss, followed, seconds)
-    return report, not any(s.problems for s in [ceiling, *scenarios]) and not followed.run.problems
+    done = [setup for setup in setups if setup.followed is not None]
+    report = bench_report.render(info, ceiling, done, seconds, FEED_LIMIT)
+    problems = [p for s in [ceiling, *(s for u in setups for s in u.scenarios)] for p in s.problems]
+    problems += [p for u in done if u.followed for p in u.followed.run.problems]
+    return report, not problems
 
 
 def measure_app(
-    work: Path, db: str, key: str, scenarios: list[Scenario], timing: Timing
-) -> tuple[int, feed.FeedFigures]:
-    """Run every scenario, then follow the feed; return the RSS after start (KiB) and the feed.
+    work: Path, db: str, key: str, setup: Setup, timing: Timing, redis: lib.Process | None
+) -> None:
+    """Run every scenario, then follow the feed; keep the figures in ``setup``.
 
     Each floor is timed just before its row, while the server idles, so that the two
-    sides of a ratio see the machine in the same state.
+    sides of a ratio see the machine in the same state. With several workers the RSS
+    figures are the largest worker's.
     """
     port = lib.free_port()
     args = [sys.executable, "-m", "app", "--db", db, "--host", "127.0.0.1", "--port", str(port)]
     args += ["--rate-burst", "1000000000", "--rate-per-second", "1000000000"]
     args += ["--max-connections-per-address", "100000"]  # wrk is one client address
-    args += ["--log-level", "WARNING", "--bootstrap", "false"]
-    server = lib.Process(args, port, work / "server.log", ROOT)
+    args += ["--bootstrap", "false", "--workers", str(setup.workers)]
+    if redis is not None:
+        args += ["--redis-url", f"redis://127.0.0.1:{redis.port}/0"]
+    server = lib.Process(args, port, work / f"server-{setup.workers}.log", ROOT)
     floors = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
     configure_reader(floors)  # what the server's connections use
     headers = {"X-API-KEY": key}
     try:
         server.wait_ready("/readyz")
-        start = lib.proc_status_kib(server.pid, "VmRSS")
+        tree = lib.wait_for_children(server.pid, setup.workers if setup.workers > 1 else 0)
+        serving = tree[1:] or tree  # the workers, or the one process
+
+        def largest(field: str) -> int:
+            return max(lib.proc_status_kib(pid, field) for pid in serving)
+
+        meters = [tree] + ([[redis.pid]] if redis is not None else [])
+        setup.rss_start = largest("VmRSS")
         etag = ""
-        for s in scenarios:
+        for s in setup.scenarios:
             measure_floor(floors, s, timing.floor_budget)
             extra = {"If-None-Match": etag} if s.status == 304 else {}
             if s.watch_rss:
-                s.rss_idle = lib.proc_status_kib(server.pid, "VmRSS")
-                lib.reset_peak_rss(server.pid)
-            got = drive(port, s, {**headers, **extra}, timing)
+                s.rss_idle = largest("VmRSS")
+                for pid in serving:
+                    lib.reset_peak_rss(pid)
+            got = drive(port, s, {**headers, **extra}, timing, meters)
             if s.watch_rss:
-                s.rss_peak = lib.proc_status_kib(server.pid, "VmHWM")
+                s.rss_peak = largest("VmHWM")
             etag = etag or got.get("etag", "")
-        followed = feed.measure(port, key, floors, COMPANY, FEED_LIMIT)
+        setup.followed = feed.measure(port, key, floors, COMPANY, FEED_LIMIT)
     finally:
         floors.close()
         server.stop()
-    return start, followed
-
-
-def render(
-    info: dict[str, str], ceiling: Scenario, scenarios: list[Scenario], rss_start: int,
-    followed: feed.FeedFigures, seconds: float,
-) -> str:  # fmt: skip
-    """The markdown report: the table, then what each row asked and where it ran."""
-    assert ceiling.result is not None
-    top = ceiling.result.rps
-    head = (
-        "| scenario | conns | req/s | p50 | p99 | reference | ratio | target | ok/MISSED | errors |"
-    )
-    lines = [head, "|" + "---|" * 10]
-
-    def ms(value: float) -> str:
-        return f"{value:.3g} ms" if value < 100 else f"{value:,.0f} ms"
-
-    def row(s: Scenario, reference: str, ratio: str, target: str, verdict: str) -> None:
-        r = s.result
-        assert r is not None
-        rps = f"{r.rps:,.0f}" if r.rps >= 100 else f"{r.rps:.3g}"
-        cells = [s.label, str(s.conns), rps, ms(r.p50_ms), ms(r.p99_ms)]
-        cells += [reference, ratio, target, verdict, describe_errors(r)]
-        lines.append("| " + " | ".join(cells) + " |")
-
-    row(ceiling, "-", "-", "-", "-")
-    for s in scenarios:
-        if s.reference == "ceiling":
-            reference = f"ceiling {top:,.0f}/s"
-        else:
-            reference = f"floor {ms(s.floor_s * 1000)} = {1 / s.floor_s:,.0f}/s"
-        sign = "≤" if s.by_latency else "≥"
-        verdict = "ok" if s.met(top) else "MISSED"
-        row(s, reference, f"{s.ratio(top):.2f}", f"{sign} {s.target}", verdict)
-    run = followed.run
-    lines.append(f"| (m) event feed, {FEED_LIMIT:,} a page, start to end ({run.events:,} events,"
-                 f" {run.pages} requests, {run.seconds:.2f} s) | 1 | {run.pages / run.seconds:,.0f}"
-                 f" | | | floor {followed.floor_events / followed.floor_s:,.0f} events/s"
-                 f" | {followed.ratio():.2f} | ≥ {FEED_TARGET}"
-                 f" | {'ok' if followed.ratio() >= FEED_TARGET else 'MISSED'}"
-                 f" | {len(run.problems)} |")  # fmt: skip
-    for s in (s for s in scenarios if s.watch_rss):
-        growth = (s.rss_peak - s.rss_idle) / MB
-        lines.append(f"| {s.label[:3]} peak RSS above idle | 1 | | | | idle {s.rss_idle / MB:.1f}"
-                     f" MB | {growth:.1f} MB | ≤ {RSS_TARGET_MB:.0f} MB"
-                     f" | {'ok' if growth <= RSS_TARGET_MB else 'MISSED'} | |")  # fmt: skip
-    notes = [
-        "",
-        f"Each row: one wrk thread (`wrk -t1 -cN -d{seconds:g}s --latency`) after a warm-up"
-        " that counts every status; ratios come from this same run.",
-        "(a), (b), (g) to (j): req/s × floor time, i.e. the share of SQLite's own rate the"
-        " whole service reaches ((g), (i), (j) at 1 connection). (c), (d): p50 ÷ floor time"
-        " at 1 connection, a lone big response against SQLite building it once (more"
-        " connections would only queue on 2 cores)."
-        " (e), (f): req/s ÷ the ceiling's req/s.",
-        "Strict floor (the same bytes joined with group_concat, no json() re-parse of each"
-        " record; not the issue's definition): "
-        + "; ".join(
-            f"{s.label[:3]} {ms(s.strict_s * 1000)}, ratio {s.floor_ratio(s.strict_s):.2f}"
-            for s in scenarios
-            if s.strict_s
-        )
-        + ".",
-        "(k), (l): the same p50 ÷ floor time, the floor being (d)'s JSON array: the cost of"
-        " CSV or NDJSON over the least work for the same records in JSON.",
-        f"(m): {FEED_LIMIT:,} events a request, Link rel=next followed from the start until an"
-        " empty answer, one keep-alive connection (median of 3 walks after a warm-up); the"
-        " floor reads the same rows with the app's SQL in one in-process statement.",
-        f"Server RSS: {rss_start / MB:.1f} MB after start; peaks of (d), (k), (l): VmHWM after"
-        " clear_refs, above the RSS just before the row.",
-        "",
-        "Requests:",
-    ]
-    for s in [ceiling, *scenarios]:
-        statuses = ", ".join(f"{c}×{n:,}" for c, n in sorted((s.result.statuses or {}).items()))
-        notes.append(f"- {s.label}: `{s.path}` (warm-up statuses: {statuses or 'none'})")
-        notes += [f"  - ERROR: {p}" for p in s.problems]
-    notes += [f"- (m) `{API}/events?limit={FEED_LIMIT}`, then each Link rel=next"]
-    notes += [f"  - ERROR: {p}" for p in followed.run.problems]
-    notes += ["", "Machine:", *[f"- {k}: {v}" for k, v in info.items()]]
-    return "\n".join(lines + notes) + "\n"
 
 
 def smoke_dataset(directory: Path, seed: int) -> str:

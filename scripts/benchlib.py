@@ -188,6 +188,63 @@ def get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, s
         conn.close()
 
 
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every process below it (gunicorn's arbiter and its workers)."""
+    found, queue = [], [pid]
+    while queue:
+        current = queue.pop()
+        found.append(current)
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:  # it exited meanwhile
+            continue
+        queue += [int(child) for child in children]
+    return found
+
+
+def wait_for_children(pid: int, count: int, timeout: float = 60.0) -> list[int]:
+    """``pid`` and its ``count`` children once all are there (gunicorn forks one by one)."""
+    deadline = time.monotonic() + timeout
+    while len(tree := process_tree(pid)) < 1 + count:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"process {pid} has {len(tree) - 1} of {count} workers")
+        time.sleep(0.05)
+    return tree
+
+
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """User plus system CPU time the processes have used so far (/proc/PID/stat)."""
+    ticks = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def start_redis(work: Path) -> Process | None:
+    """A redis-server on a free local port without persistence, or None when not installed."""
+    if not shutil.which("redis-server"):
+        return None
+    port = free_port()
+    args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""]
+    args += ["--appendonly", "no", "--dir", str(work)]
+    server = Process(args, port, work / "redis.log", work)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and server.popen.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return server
+        except OSError:
+            time.sleep(0.05)
+    server.stop()
+    raise RuntimeError(f"redis-server did not answer:\n{server.log_path.read_text()[-2000:]}")
+
+
 def proc_status_kib(pid: int, name: str) -> int:
     """A field of /proc/PID/status in KiB (VmRSS: now, VmHWM: peak since the last reset)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 from aiohttp.test_utils import TestClient
 
 from app.config import Config
@@ -16,7 +17,7 @@ from app.main import create_app
 
 from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import Day, make_sample_db
-from .support.servers import Launcher, ProcessGuard
+from .support.servers import Launcher, ProcessGuard, RedisServer, require_redis_server
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +88,22 @@ def system_marker_guard(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
     finally:
         ProcessGuard.allowed = True
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """One real redis-server for the session, on a free port of 127.0.0.1."""
+    require_redis_server()
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server: RedisServer) -> Iterator[str]:
+    """The session's Redis, emptied for this test."""
+    with redis.Redis.from_url(redis_server.url) as client:
+        client.flushall()
+    yield redis_server.url

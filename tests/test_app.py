@@ -1,7 +1,8 @@
 """The middleware order of create_app (contract.md 2: 404/405, then 401, then 429, then 400).
 
 STYLE: the order is written once, in create_app, and pinned here; the behaviour it buys
-is checked through the real app as well.
+is checked through the real app as well. Authentication asks the limits itself, once
+per request (one round trip when they live in Redis): 401, then 429, in that middleware.
 """
 
 from __future__ import annotations
@@ -11,20 +12,19 @@ from app.main import create_app
 from app.web.auth import auth_middleware
 from app.web.errors import error_middleware
 from app.web.headers import cors_preflight_middleware
-from app.web.ratelimit import ratelimit_middleware
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, assert_problem
 
 
-def test_the_chain_is_errors_auth_limit() -> None:
+def test_the_chain_is_errors_then_auth_and_limits() -> None:
     app = create_app(Config(db="unused.sqlite3"))
-    assert list(app.middlewares) == [error_middleware, auth_middleware, ratelimit_middleware]
+    assert list(app.middlewares) == [error_middleware, auth_middleware]
 
 
 def test_cors_preflights_join_the_chain_only_with_origins() -> None:
     app = create_app(Config(db="unused.sqlite3", cors_origins="https://dash.example"))
-    chain = [error_middleware, cors_preflight_middleware, auth_middleware, ratelimit_middleware]
+    chain = [error_middleware, cors_preflight_middleware, auth_middleware]
     assert list(app.middlewares) == chain
 
 

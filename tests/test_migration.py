@@ -65,6 +65,7 @@ def version_1_copy(sample_db: Path, directory: Path) -> Path:
     ]
     for statement in (*added, *DOWNGRADE):
         conn.execute(statement)
+    conn.execute("PRAGMA journal_mode = WAL")  # as every file version 1 wrote
     conn.close()
     return old
 

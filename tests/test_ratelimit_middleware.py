@@ -4,6 +4,8 @@ Pins contract.md 6 (Rate limiting): the RateLimit-* headers on every response to
 authenticated request, 429 with Retry-After, per-key isolation, the per-address limit on
 failed authentications (checked before the key), bounded state under random keys, the
 client address behind a trusted proxy, and contract.md 8 (health checks never limited).
+Every test runs twice, once over the in-process limits and once over limits shared
+through a real Redis (contract.md 15): one behaviour suite for both.
 The limiter's arithmetic on a fake clock is in test_ratelimit_unit.py.
 """
 
@@ -13,12 +15,16 @@ import asyncio
 import math
 import re
 import secrets
+from typing import Any
 
 import pytest
-from aiohttp import ClientResponse
+import redis
+from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
+from multidict import CIMultiDict
 
-from app.keys import AUTH_FAILURES, KEY_CACHE, LIMITER
+from app.keys import KEY_CACHE, LIMITS
+from app.web.sharedlimit import PREFIX
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get
@@ -30,6 +36,33 @@ PAIR = ("RateLimit-Policy", "RateLimit")
 POLICY = re.compile(r'"default";q=(\d+);w=(\d+)')
 STATE = re.compile(r'"default";r=(\d+);t=(\d+)')
 UNLIMITED = ("/healthz", "/readyz", "/api/docs", "/api/docs/openapi.json")
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.system)])
+def shared(request: pytest.FixtureRequest) -> str | None:
+    """Where the limits live: None in this process, else the URL of a real Redis."""
+    return None if request.param == "memory" else str(request.getfixturevalue("redis_url"))
+
+
+@pytest.fixture
+def make_client(make_client: MakeClient, shared: str | None) -> MakeClient:
+    """The conftest factory, over the limits of this run (in-process or Redis)."""
+    if shared is None:
+        return make_client
+
+    async def make(**overrides: Any) -> TestClient:
+        return await make_client(redis_url=shared, **overrides)
+
+    return make
+
+
+def held(app: web.Application, shared: str | None) -> tuple[int, int]:
+    """How many addresses and how many keys the limits hold state for."""
+    if shared is None:
+        limits = app[LIMITS]
+        return len(limits.failures), len(limits.keys)
+    with redis.Redis.from_url(shared) as store:
+        return tuple(len(list(store.scan_iter(f"{PREFIX}{kind}:*"))) for kind in ("auth", "key"))
 
 
 def random_key() -> str:
@@ -130,6 +163,15 @@ async def test_failed_authentications_are_limited_per_address(make_client: MakeC
     assert (await get(client, "/healthz", key=None)).status == 200
 
 
+async def test_two_keys_meet_the_gate_first_and_spend_nothing(make_client: MakeClient) -> None:
+    client = await make_client(auth_failures_per_minute=1)
+    twice = CIMultiDict((("X-API-KEY", KEY_1), ("X-API-KEY", KEY_2)))
+    for _ in range(3):  # a 400 where the 401 would be: no failure is counted
+        await assert_problem(await client.get(OWN, headers=twice), 400)
+    await assert_problem(await get(client, OWN, key=random_key()), 401)  # the one failure
+    await assert_problem(await client.get(OWN, headers=twice), 429)  # the gate comes first
+
+
 async def test_guessing_keys_meets_429_quickly_and_never_a_200(make_client: MakeClient) -> None:
     client = await make_client(auth_failures_per_minute=10)  # the contract's default
     statuses = [(await get(client, OWN, key=random_key())).status for _ in range(200)]
@@ -140,18 +182,22 @@ async def test_guessing_keys_meets_429_quickly_and_never_a_200(make_client: Make
     assert statuses.count(429) > 150  # a minute refills 10 guesses; the run is much shorter
 
 
-async def test_random_keys_create_no_per_key_state(make_client: MakeClient) -> None:
-    client = await make_client()  # failures limit raised, so every random key reaches lookup
+async def test_random_keys_create_no_per_key_state(
+    make_client: MakeClient, shared: str | None
+) -> None:
+    # 3,000 failures a minute: every one of the 2,000 random keys reaches the lookup, and
+    # the address's bucket stays short of full for tens of seconds, as does the key's
+    # (Redis expires full buckets).
+    client = await make_client(rate_burst=5, rate_per_second=0.01, auth_failures_per_minute=3000)
     app = client.server.app
     for _ in range(40):
         batch = [get(client, OWN, key=random_key()) for _ in range(50)]
         assert {r.status for r in await asyncio.gather(*batch)} == {401}
-    assert len(app[AUTH_FAILURES]) == 1  # one client address, one bucket
-    assert len(app[LIMITER]) == 0
+    assert held(app, shared) == (1, 0)  # one client address, one bucket; no key
     assert len(app[KEY_CACHE]._entries) == 0
     # The same counters do move for a real key, so the zeros above mean something.
     assert (await get(client, OWN)).status == 200
-    assert len(app[LIMITER]) == 1
+    assert held(app, shared) == (1, 1)
     assert len(app[KEY_CACHE]._entries) == 1
 
 
@@ -178,11 +224,13 @@ async def test_trusted_proxy_separates_forwarded_clients(make_client: MakeClient
     assert (await get(client, OWN, key=random_key())).status == 401  # the proxy itself
 
 
-async def test_forwarded_for_is_ignored_without_a_trusted_proxy(make_client: MakeClient) -> None:
+async def test_forwarded_for_is_ignored_without_a_trusted_proxy(
+    make_client: MakeClient, shared: str | None
+) -> None:
     client = await make_client(auth_failures_per_minute=3)
     await exhaust(client, 3, "203.0.113.9")
     for forwarded in ("203.0.113.10", "198.51.100.4, 203.0.113.11"):
         response = await get(client, OWN, key=random_key(), **{"X-Forwarded-For": forwarded})
         assert response.status == 429
     assert (await get(client, OWN, key=random_key())).status == 429
-    assert len(client.server.app[AUTH_FAILURES]) == 1
+    assert held(client.server.app, shared)[0] == 1

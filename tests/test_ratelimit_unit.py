@@ -15,18 +15,7 @@ from app.web.ratelimit import (
     client_address,
 )
 
-
-class FakeClock:
-    """A clock the test advances by hand."""
-
-    def __init__(self, now: float = 1000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
+from .support.clock import FakeClock
 
 
 def make_limiter(

@@ -128,7 +128,9 @@ async def test_load_committed_while_streaming(
     timeout = aiohttp.ClientTimeout(total=GUARD_SECONDS)
     # Four streams of one company at once (two held mid-body, two readers): one more
     # connection than that, since streams always leave one for short reads.
-    server = launcher.serve(db, *UNLIMITED, "--streams-per-company", "4", "--read-connections", "5")
+    # The readers loop as fast as they can: rate limits out of reach (they are not tested here).
+    flags = ("--streams-per-company", "4", "--read-connections", "5", *UNLIMITED)
+    server = launcher.serve(db, *flags)
     async with aiohttp.ClientSession(
         server.base, headers={"X-API-KEY": KEY_1}, timeout=timeout
     ) as session:

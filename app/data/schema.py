@@ -253,7 +253,10 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
     """Open a writing connection and make sure the schema exists (WAL mode)."""
     conn = sqlite3.connect(path, isolation_level=None)
     configure(conn)
-    conn.execute("PRAGMA journal_mode = WAL")
+    # Switching to WAL needs the file to itself, so ask only when it is not WAL yet:
+    # two writers opening a WAL file at once must both get in (they then take turns).
+    if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+        conn.execute("PRAGMA journal_mode = WAL")
     ensure_schema(conn)
     return conn
 

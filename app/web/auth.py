@@ -5,6 +5,10 @@ seconds, so a revoked key stops working well within the contract's 5 seconds (an
 expiring key is cached no longer than it has left, so it stops on time); unknown
 keys are never cached (random keys must not create state) and each failure spends a
 token of the client address's failure bucket, so keys cannot be guessed at speed.
+
+The key is resolved before the limits are asked, so that one call (one round trip when
+they live in Redis) both checks the address's gate and spends the right token. While the
+gate is shut every answer is the same 429, whatever the key.
 """
 
 from __future__ import annotations
@@ -17,9 +21,9 @@ from aiohttp.typedefs import Handler
 
 from ..data.api_keys import find_caller, hash_key
 from ..data.pool import ReadPool
-from ..keys import AUTH_FAILURES, CALLER, CONFIG, KEY_CACHE, POOL, Caller
-from .errors import BadRequest, TooManyRequests, Unauthorized
-from .ratelimit import address_key, client_address, forwarded_for
+from ..keys import CALLER, CONFIG, KEY_CACHE, POOL, Caller
+from .errors import BadRequest, Unauthorized
+from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
 
 PROTECTED_PREFIX = "/api/companies/"
 CACHE_SECONDS = 2.0
@@ -85,7 +89,7 @@ def presented_key(request: web.Request) -> str:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Resolve X-API-KEY to its company, or answer 401 (429 after too many failures).
+    """Resolve X-API-KEY to its company and apply the limits: 401, or 429 (contract.md 2, 6).
 
     The failed-authentication gate counts per client address, an IPv6 client per /64.
     """
@@ -94,18 +98,14 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     app = request.app
     config = app[CONFIG]
     address = address_key(client_address(request.remote, forwarded_for(request), config.networks()))
-    failures = app[AUTH_FAILURES]
-    gate = failures.refusal(address)
-    if gate is not None:
-        # Checked before the key, so a guess is never confirmed while the address waits.
-        raise TooManyRequests(
-            "Too many failed authentications from this address.",
-            headers={"Retry-After": str(gate.retry_after)},
-        )
-    key = presented_key(request)
+    try:
+        key = presented_key(request)
+    except BadRequest:
+        await check_gate(request, address)  # a gated address gets its 429 first
+        raise
     caller = app[KEY_CACHE].resolve(app[POOL], key) if key else None
+    await check_limits(request, address, caller)  # the gate, then a token of key or address
     if caller is None:
-        failures.hit(address)
         raise Unauthorized(
             "Missing or invalid X-API-KEY header.", headers={"WWW-Authenticate": CHALLENGE}
         )

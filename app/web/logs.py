@@ -1,11 +1,20 @@
-"""Logging: setup (plain text or one JSON object per line) and the access log (contract.md 8)."""
+"""Logging: setup (plain text or one JSON object per line) and the access log (contract.md 8).
+
+Every line is handed to a background thread that formats it and writes a batch every
+``FLUSH_SECONDS``: a request's own path only builds its record, so the access log costs
+little and stays on (``BufferedHandler``). Escaping, like all formatting, happens there.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import threading
 import time
+from collections import deque
+from typing import IO, Any
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -55,10 +64,17 @@ class JsonFormatter(logging.Formatter):
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + "Z",
             "level": record.levelname,
             "logger": record.name,
+            "pid": record.process,
         }
         access = getattr(record, "access", None)
         if isinstance(access, dict):
-            entry.update(access)
+            # The backslash is escaped too, so an escape always means the client sent it.
+            entry.update(
+                {
+                    k: escape_controls(v, "\\") if isinstance(v, str) else v
+                    for k, v in access.items()
+                }
+            )
         else:
             entry["message"] = escape_controls(record.getMessage())
         if record.exc_info:
@@ -66,13 +82,87 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, ensure_ascii=False)
 
 
+FLUSH_SECONDS = 0.1  # how stale a line may be before it is written
+
+
+class BufferedHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Queues records; a thread formats and writes them in one batch every FLUSH_SECONDS.
+
+    Pending lines are written before a fork (gunicorn starting a worker), and the child
+    starts its own thread; ``logging.shutdown`` at exit writes what is left.
+    """
+
+    def __init__(self, stream: IO[str]) -> None:
+        super().__init__(stream)
+        self._pending: deque[logging.LogRecord] = deque()
+        self._writing = threading.Lock()
+        self._closed = False
+        self._start()
+        os.register_at_fork(
+            before=self._before_fork,
+            after_in_parent=self._after_fork_in_parent,
+            after_in_child=self._after_fork_in_child,
+        )
+
+    def handle(self, record: logging.LogRecord) -> Any:
+        """Queue the record: no lock and no I/O on the caller's path (deque is thread-safe)."""
+        self._pending.append(record)
+        return True
+
+    def flush(self) -> None:
+        with self._writing:
+            self._write_pending()
+
+    def close(self) -> None:
+        self._closed = True
+        self.flush()
+        super().close()
+
+    def _write_pending(self) -> None:
+        lines = []
+        while self._pending:
+            record = self._pending.popleft()
+            try:
+                lines.append(self.format(record) + self.terminator)
+            except Exception:
+                self.handleError(record)
+        try:
+            if lines:
+                self.stream.write("".join(lines))
+            self.stream.flush()
+        except (OSError, ValueError):  # the stream went away (closed pipe, closed file)
+            pass
+
+    def _start(self) -> None:
+        threading.Thread(target=self._run, name="log-writer", daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._closed:
+            time.sleep(FLUSH_SECONDS)
+            self.flush()
+
+    def _before_fork(self) -> None:
+        self._writing.acquire()  # held across the fork: no write is half done in the child
+        self._write_pending()
+
+    def _after_fork_in_parent(self) -> None:
+        self._writing.release()
+
+    def _after_fork_in_child(self) -> None:
+        self._writing = threading.Lock()
+        if not self._closed:
+            self._start()
+
+
 def setup_logging(level: str, fmt: str) -> None:
-    """Send every log line to stderr in the configured format."""
-    handler = logging.StreamHandler(sys.stderr)
+    """Send every log line to stderr in the configured format, written in batches."""
+    handler = BufferedHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
     else:
-        handler.setFormatter(TextFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
+        text = "%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s"
+        handler.setFormatter(TextFormatter(text))
+    logging.logThreads = False  # records skip looking up the thread: nothing prints it
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -96,19 +186,34 @@ class AccessLogger(AbstractAccessLogger):
             "request_id": request.get(REQUEST_ID, ""),
             "remote": request.remote,
         }
-        # The backslash is escaped too, so an escape in the log always means the client
-        # sent that character; the text line also escapes spaces, so no value can forge
-        # a "name=value" field of its own.
-        words = []
-        for name, value in fields.items():
-            if isinstance(value, str):
-                words.append(f"{name}={escape_controls(value, TEXT_ESCAPED)}")
-                fields[name] = escape_controls(value, "\\")
-            else:
-                words.append(f"{name}={value}")
-        text = " ".join(words)
-        self.logger.info(text, extra={"access": fields})
+        # makeRecord and handle, not info(): no search for the caller's frame, and the
+        # text is joined and escaped only when the record is formatted (off this path).
+        logger = self.logger
+        line = AccessLine(fields)
+        extra = {"access": fields}
+        logger.handle(
+            logger.makeRecord(logger.name, logging.INFO, "", 0, line, (), None, extra=extra)
+        )
 
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+class AccessLine:
+    """An access line's text, joined from its fields only when it is formatted.
+
+    The text line escapes the backslash and the space too, so an escape always means the
+    client sent that character and no value can forge a "name=value" field of its own.
+    """
+
+    __slots__ = ("fields",)
+
+    def __init__(self, fields: dict[str, object]) -> None:
+        self.fields = fields
+
+    def __str__(self) -> str:
+        return " ".join(
+            f"{name}={escape_controls(value, TEXT_ESCAPED) if isinstance(value, str) else value}"
+            for name, value in self.fields.items()
+        )

@@ -9,22 +9,22 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 from ..config import Config, Network
-from ..keys import AUTH_FAILURES, CALLER, LIMITER, RATE_DECISION
+from ..keys import LIMITS, RATE_DECISION, Caller
 from .errors import TooManyRequests
 
-_EPSILON = 1e-9  # absorbs float drift, so 0.1 s at 10/s refills one whole token
+EPSILON = 1e-9  # tokens; absorbs float drift, so 0.1 s at 10/s refills one whole token
 SWEEP_SECONDS = 5.0  # idle buckets are swept at most this often (clock time)
 _PREFIX_64 = ((1 << 64) - 1) << 64  # the network half of an IPv6 address
 
 
 def _ceil(seconds: float) -> int:
     """Round up to whole seconds without float drift turning 2.0000000001 into 3."""
-    return max(0, math.ceil(seconds - _EPSILON))
+    return max(0, math.ceil(seconds - EPSILON))
 
 
 class TokenBucket:
@@ -40,35 +40,35 @@ class TokenBucket:
         self._tokens = capacity
         self._stamp = now
 
-    def _level(self, now: float) -> float:
+    def level(self, now: float) -> float:
         """Tokens held at `now`, refilled since the last take and capped at capacity."""
         elapsed = max(0.0, now - self._stamp)
         return min(self.capacity, self._tokens + elapsed * self.per_second)
 
     def take(self, now: float) -> bool:
         """Spend one token if there is one, so a request is allowed; False means refuse it."""
-        level = self._level(now)
-        allowed = level + _EPSILON >= 1
+        level = self.level(now)
+        allowed = level + EPSILON >= 1
         self._tokens = max(0.0, level - 1) if allowed else level
         self._stamp = max(now, self._stamp)
         return allowed
 
     def remaining(self, now: float) -> int:
         """Whole tokens left, as advertised in RateLimit-Remaining."""
-        return math.floor(self._level(now) + _EPSILON)
+        return math.floor(self.level(now) + EPSILON)
 
     def seconds_until_full(self, now: float) -> float:
         """Time until the bucket is full again, the basis of RateLimit-Reset."""
-        return max(0.0, (self.capacity - self._level(now)) / self.per_second)
+        return max(0.0, (self.capacity - self.level(now)) / self.per_second)
 
     def seconds_until_token(self, now: float) -> float:
         """Time until one token is available (0 if one is), the basis of Retry-After."""
-        level = self._level(now)
-        return 0.0 if level + _EPSILON >= 1 else (1 - level) / self.per_second
+        level = self.level(now)
+        return 0.0 if level + EPSILON >= 1 else (1 - level) / self.per_second
 
     def is_full(self, now: float) -> bool:
         """A full bucket is the same as no bucket, so the registry may drop it."""
-        return self._level(now) + _EPSILON >= self.capacity
+        return self.level(now) + EPSILON >= self.capacity
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +94,19 @@ class Decision:
         if not self.allowed:
             headers["Retry-After"] = str(self.retry_after)
         return headers
+
+
+def decide(allowed: bool, level: float, capacity: float, per_second: float) -> Decision:
+    """The whole-second header values of a bucket holding `level` tokens (both limiters)."""
+    missing = max(0.0, 1 - level)
+    return Decision(
+        allowed=allowed,
+        limit=math.floor(capacity),
+        remaining=math.floor(level + EPSILON),
+        reset=_ceil(max(0.0, capacity - level) / per_second),
+        retry_after=0 if allowed else max(1, _ceil(missing / per_second)),
+        window=max(1, _ceil(capacity / per_second)),
+    )
 
 
 class RateLimiter:
@@ -153,14 +166,7 @@ class RateLimiter:
 
     def _decide(self, bucket: TokenBucket, now: float, allowed: bool) -> Decision:
         """Turn a bucket's state into the whole-second values the headers carry."""
-        return Decision(
-            allowed=allowed,
-            limit=math.floor(self.capacity),
-            remaining=bucket.remaining(now),
-            reset=_ceil(bucket.seconds_until_full(now)),
-            retry_after=0 if allowed else max(1, _ceil(bucket.seconds_until_token(now))),
-            window=self.window,
-        )
+        return decide(allowed, bucket.level(now), self.capacity, self.per_second)
 
     def _sweep(self, now: float) -> None:
         """Drop full buckets from the least recently touched end until one is not full."""
@@ -238,25 +244,98 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequenc
     return last
 
 
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the limits say of one request; both None while they fail open."""
+
+    gate: Decision | None = None  # the address is refused for its failed authentications
+    bucket: Decision | None = None  # the caller's key bucket after this request's token
+
+
+class Limits(Protocol):
+    """The per-key buckets and the per-address failure gate (contract.md 6 and 15).
+
+    Asked once per request, so that a shared store answers in one round trip: each call
+    looks at the address's gate first and spends a token only while the gate is open.
+    """
+
+    async def admit(self, address: str, key_id: int) -> Verdict:
+        """An authenticated request: the gate's refusal, else spend a token of the key."""
+        ...
+
+    async def fail(self, address: str) -> Verdict:
+        """A failed authentication: the gate's refusal, else spend one of the address's."""
+        ...
+
+    async def gate(self, address: str) -> Verdict:
+        """The gate's refusal, spending nothing (a request refused before its key is read)."""
+        ...
+
+    async def state(self) -> str:
+        """``ok``, or ``degraded`` while the limits cannot be enforced (served unlimited)."""
+        ...
+
+
+class MemoryLimits:
+    """The limits of one process, in its own memory: the default for a single worker."""
+
+    def __init__(self, config: Config, clock: Callable[[], float] = time.monotonic) -> None:
+        per_minute = config.auth_failures_per_minute
+        self.keys = RateLimiter(config.rate_burst, config.rate_per_second, clock)
+        self.failures = RateLimiter(per_minute, per_minute / 60.0, clock)
+
+    async def admit(self, address: str, key_id: int) -> Verdict:
+        gate = self.failures.refusal(address)
+        return Verdict(gate=gate) if gate else Verdict(bucket=self.keys.hit(key_id))
+
+    async def fail(self, address: str) -> Verdict:
+        gate = self.failures.refusal(address)
+        if gate is None:
+            self.failures.hit(address)
+        return Verdict(gate=gate)
+
+    async def gate(self, address: str) -> Verdict:
+        return Verdict(gate=self.failures.refusal(address))
+
+    async def state(self) -> str:
+        return "ok"
+
+
 def setup_ratelimit(app: web.Application, config: Config) -> None:
-    """Store the per-key limiter and the per-address failed-authentication limiter."""
-    app[LIMITER] = RateLimiter(config.rate_burst, config.rate_per_second)
-    app[AUTH_FAILURES] = RateLimiter(
-        config.auth_failures_per_minute, config.auth_failures_per_minute / 60.0
-    )
+    """Keep the limits in this process (a shared store is set up by ``setup_shared_limits``)."""
+    app[LIMITS] = MemoryLimits(config)
 
 
-@web.middleware
-async def ratelimit_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Spend one token of the caller's bucket; 429 with Retry-After when it is empty."""
-    caller = request.get(CALLER)
+async def check_limits(request: web.Request, address: str, caller: Caller | None) -> None:
+    """Ask the limits once for this request: 429 when refused, else its state for the headers.
+
+    Called by the authentication middleware once the key is resolved, so that a failed
+    authentication spends a token of the address and a good one a token of its key.
+    """
+    limits = request.app[LIMITS]
     if caller is None:
-        return await handler(request)
-    decision = request.app[LIMITER].hit(caller.key_id)
-    request[RATE_DECISION] = decision
-    if not decision.allowed:
-        raise TooManyRequests("The rate limit of this API key is exhausted.")
-    return await handler(request)
+        verdict = await limits.fail(address)
+    else:
+        verdict = await limits.admit(address, caller.key_id)
+    refuse_if_gated(verdict)
+    if verdict.bucket is not None:
+        request[RATE_DECISION] = verdict.bucket
+        if not verdict.bucket.allowed:
+            raise TooManyRequests("The rate limit of this API key is exhausted.")
+
+
+async def check_gate(request: web.Request, address: str) -> None:
+    """429 while the address's gate is shut; spends nothing (a request refused anyway)."""
+    refuse_if_gated(await request.app[LIMITS].gate(address))
+
+
+def refuse_if_gated(verdict: Verdict) -> None:
+    """The gate's 429, whatever the key, so a guess is never confirmed while it is shut."""
+    if verdict.gate is not None:
+        raise TooManyRequests(
+            "Too many failed authentications from this address.",
+            headers={"Retry-After": str(verdict.gate.retry_after)},
+        )
 
 
 async def add_ratelimit_headers(request: web.Request, response: web.StreamResponse) -> None:

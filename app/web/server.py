@@ -32,6 +32,7 @@ from .headers import set_standard_headers
 from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
+SHUTDOWN_SECONDS = 30.0  # how long requests in flight may take to finish on SIGTERM
 
 _PARSER_DETAILS = {
     400: "The request could not be parsed as HTTP.",
@@ -85,23 +86,28 @@ class ProblemAppRunner(HandlerAppRunner):
         super().__init__(app, **kwargs)
 
 
-async def serve(
-    app: web.Application,
-    host: str,
-    port: int,
-    on_started: Callable[[], None] | None = None,
-    shutdown_timeout: float = 30,
-) -> None:
-    """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up.
-
-    ``on_started`` runs once the socket is bound (a banner printed earlier could lie).
-    """
-    runner = ProblemAppRunner(
+def make_runner(app: web.Application, shutdown_timeout: float = SHUTDOWN_SECONDS) -> web.AppRunner:
+    """The runner of every server process, one or several (``processes.serve_workers``)."""
+    return ProblemAppRunner(
         app,
         access_log_class=AccessLogger,
         access_log=logging.getLogger("app.access"),
         shutdown_timeout=shutdown_timeout,
     )
+
+
+async def serve(
+    app: web.Application,
+    host: str,
+    port: int,
+    on_started: Callable[[], None] | None = None,
+    shutdown_timeout: float = SHUTDOWN_SECONDS,
+) -> None:
+    """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up.
+
+    ``on_started`` runs once the socket is bound (a banner printed earlier could lie).
+    """
+    runner = make_runner(app, shutdown_timeout)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

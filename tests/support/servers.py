@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD_SECONDS = 60.0  # only so that a broken server cannot hang the suite
@@ -35,6 +38,8 @@ VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (Non
     "REPORTING_HEADER_TIMEOUT": "10",
     "REPORTING_MAX_CONNECTIONS": "1000",
     "REPORTING_MAX_CONNECTIONS_PER_ADDRESS": "64",
+    "REPORTING_WORKERS": "1",
+    "REPORTING_REDIS_URL": None,
 }
 
 
@@ -172,3 +177,60 @@ class Launcher:
         """Stop every process started here."""
         for app in self.started:
             stop(app.proc)
+
+
+def require_redis_server() -> None:
+    """Skip without redis-server, except in CI (CI=true), where its absence is a failure."""
+    if RedisServer.installed():
+        return
+    reason = "redis-server is not installed (make test installs it with apt-get)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+class RedisServer:
+    """A real ``redis-server`` on 127.0.0.1 without persistence, started and stopped by PID.
+
+    ``stop`` then ``start`` again brings it back on the same port, empty (a restart).
+    """
+
+    def __init__(self, directory: Path, port: int | None = None) -> None:
+        self.directory = directory
+        self.port = port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def installed() -> bool:
+        return shutil.which("redis-server") is not None
+
+    def start(self) -> RedisServer:
+        """Start it and wait until it answers PING."""
+        ProcessGuard.check()
+        command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+        command += ["--save", "", "--appendonly", "no", "--dir", str(self.directory)]
+        with open(self.directory / "redis.log", "ab") as log:
+            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + GUARD_SECONDS
+        while not self.answers():
+            assert self.proc.poll() is None, (self.directory / "redis.log").read_text()
+            assert time.monotonic() < deadline, "redis-server does not answer"
+            time.sleep(0.02)
+        return self
+
+    def answers(self) -> bool:
+        """Whether PING gets PONG right now."""
+        with (
+            contextlib.suppress(OSError),
+            socket.create_connection(("127.0.0.1", self.port), timeout=1) as sock,
+        ):
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+        return False
+
+    def stop(self) -> None:
+        """End it by its PID (SIGTERM, then SIGKILL if it lingers)."""
+        if self.proc is not None:
+            stop(self.proc)
+            self.proc = None

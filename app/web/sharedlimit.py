@@ -1,0 +1,176 @@
+"""Rate limits shared through Redis by every process and host (contract.md 6 and 15).
+
+The buckets live in Redis, one key each under ``reporting:rl:`` (``limitscript`` holds
+the script and the batching). Python turns the script's answer into the very
+``Decision`` the in-process limiter gives (``ratelimit.decide``), so both send the same
+headers.
+
+While Redis does not answer, requests are served unlimited (fail open): a warning at
+most once a minute, ``/readyz`` says ``degraded``, and Redis is tried again every second.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from aiohttp import web
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from ..config import Config
+from ..keys import CONFIG, LIMITS
+from .limitscript import ADMIT, CHECK, FAIL, GATED, PASSED, ScriptBatch
+from .ratelimit import EPSILON, Decision, Verdict, decide
+
+log = logging.getLogger("app.ratelimit")
+
+PREFIX = "reporting:rl:"
+TIMEOUT_SECONDS = 1.0  # a Redis that takes longer counts as not answering (a loaded
+# 2-core machine stalls a process for half a second now and then: that is no outage)
+RETRY_SECONDS = 1.0  # while it does not answer, requests skip it for this long
+WARN_SECONDS = 60.0  # at most one warning a minute while failing open
+MICROS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """One bucket's burst and refill, in the script's terms and back."""
+
+    capacity: float
+    per_second: float
+
+    def arguments(self) -> list[bytes]:
+        """Microseconds a token, and the longest wait a spend may leave (level >= 1).
+
+        Encoded once here, so that no request pays for turning floats into bytes.
+        """
+        interval = MICROS / self.per_second
+        return [repr(value).encode() for value in (interval, (self.capacity + EPSILON) * interval)]
+
+    def decision(self, allowed: bool, wait_us: int) -> Decision:
+        """The decision of a bucket that is full again in ``wait_us`` microseconds."""
+        level = self.capacity - wait_us / MICROS * self.per_second
+        return decide(allowed, max(0.0, level), self.capacity, self.per_second)
+
+
+class SharedLimits:
+    """The ``Limits`` of every process that uses the same Redis."""
+
+    def __init__(
+        self, client: Redis, config: Config, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        per_minute = config.auth_failures_per_minute
+        self.keys = Policy(config.rate_burst, config.rate_per_second)
+        self.gate_policy = Policy(per_minute, per_minute / 60.0)
+        self._client = client
+        self._batch = ScriptBatch(client, [*self.gate_policy.arguments(), *self.keys.arguments()])
+        self._where = describe(config.redis_url)
+        self._clock = clock
+        self._retry_at = 0.0  # skip Redis until then (it did not answer)
+        self._next_warning = 0.0
+        self._warned = False  # this outage was announced, so announce its end
+
+    async def admit(self, address: str, key_id: int) -> Verdict:
+        reply = await self._run(ADMIT, f"{PREFIX}auth:{address}", f"{PREFIX}key:{key_id}")
+        if reply is None:
+            return Verdict()
+        outcome, wait = reply
+        if outcome == GATED:
+            return Verdict(gate=self.gate_policy.decision(False, wait))
+        return Verdict(bucket=self.keys.decision(outcome == PASSED, wait))
+
+    async def fail(self, address: str) -> Verdict:
+        return self._gated(await self._run(FAIL, f"{PREFIX}auth:{address}"))
+
+    async def gate(self, address: str) -> Verdict:
+        return self._gated(await self._run(CHECK, f"{PREFIX}auth:{address}"))
+
+    def _gated(self, reply: tuple[int, int] | None) -> Verdict:
+        if reply is None or reply[0] != GATED:
+            return Verdict()
+        return Verdict(gate=self.gate_policy.decision(False, reply[1]))
+
+    async def state(self) -> str:
+        """Ask Redis (unless it was just found silent), so /readyz tells the truth."""
+        if self._clock() < self._retry_at:
+            return "degraded"
+        try:
+            await self._client.ping()
+        except (RedisError, OSError) as exc:
+            self._silent(exc)
+            return "degraded"
+        self._answered()
+        return "ok"
+
+    async def _run(self, kind: bytes, *keys: str) -> tuple[int, int] | None:
+        """The script's answer, or None to fail open while Redis does not answer."""
+        if self._clock() < self._retry_at:
+            return None
+        try:
+            reply = await self._batch.run(kind, *keys)
+        except (RedisError, OSError) as exc:
+            self._silent(exc)
+            return None
+        if self._warned:
+            self._answered()
+        return reply
+
+    def _silent(self, exc: BaseException) -> None:
+        """Redis did not answer: skip it for a while and say so, at most once a minute."""
+        now = self._clock()
+        self._retry_at = now + RETRY_SECONDS
+        if now >= self._next_warning:
+            self._next_warning = now + WARN_SECONDS
+            self._warned = True
+            log.warning(
+                "rate limits not enforced: Redis at %s does not answer (%s); serving unlimited",
+                self._where,
+                exc.__class__.__name__,
+            )
+
+    def _answered(self) -> None:
+        if self._warned:
+            self._warned = False
+            log.warning("rate limits enforced again: Redis at %s answers", self._where)
+
+
+def describe(url: str) -> str:
+    """Where Redis is, for the log: the URL without its credentials."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return f"unix://{parts.path}"
+    host = parts.hostname or "localhost"
+    return f"{parts.scheme}://{host}{f':{parts.port}' if parts.port else ''}{parts.path}"
+
+
+def connect(url: str) -> Redis:
+    """A client that gives up quickly and never retries on its own (we fail open instead)."""
+    return Redis.from_url(
+        url,
+        socket_timeout=TIMEOUT_SECONDS,
+        socket_connect_timeout=TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), 0),
+    )
+
+
+async def shared_limits_ctx(app: web.Application) -> AsyncIterator[None]:
+    """Open the Redis client for the app's lifetime (it connects on first use)."""
+    config = app[CONFIG]
+    client = connect(config.redis_url)
+    app[LIMITS] = SharedLimits(client, config)
+    log.info("rate limits shared through Redis at %s", describe(config.redis_url))
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+def setup_shared_limits(app: web.Application, config: Config) -> None:
+    """Keep the limits in Redis, shared by every process (``config.redis_url``)."""
+    app.cleanup_ctx.append(shared_limits_ctx)

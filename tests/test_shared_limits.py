@@ -1,0 +1,219 @@
+"""Rate limits shared through Redis: the in-process numbers, and failing open (contract.md 6, 15).
+
+Pins: the Redis limits give the very decisions of the in-process ones for the same
+requests (so the same RateLimit-* and Retry-After values), refilling on Redis's clock;
+their state is namespaced under ``reporting:rl:`` and expires once a bucket is full;
+while Redis does not answer (nothing listening, or a peer that never replies) requests
+are served unlimited without rate-limit headers, ``/readyz`` says ``degraded`` while its
+status stays the database's, a warning comes at most once a minute, and the limits are
+enforced again by themselves when Redis is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import redis
+
+from app.config import Config
+from app.web.ratelimit import Limits, MemoryLimits, Verdict
+from app.web.sharedlimit import PREFIX, RETRY_SECONDS, WARN_SECONDS, SharedLimits, connect
+
+from .support.clients import MakeClient
+from .support.clock import FakeClock
+from .support.factories import API, KEY_1, get
+from .support.servers import RedisServer, free_port, require_redis_server
+
+pytestmark = pytest.mark.system  # a real redis-server (or a port where none listens)
+
+MakeLimits = Callable[..., Limits]
+OWN = f"{API}/campaigns/1/events"
+HERE, THERE = "192.0.2.1", "192.0.2.9"
+
+
+def settings(url: str, **overrides: float) -> Config:
+    """Small limits that do not refill during a test unless it says so."""
+    values = {"rate_burst": 20, "rate_per_second": 0.001, "auth_failures_per_minute": 10}
+    return Config(redis_url=url, **{**values, **overrides})  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def make_limits(redis_url: str) -> AsyncIterator[MakeLimits]:
+    """Build both kinds of limits over the same settings; Redis clients closed after."""
+    clients: list[redis.asyncio.Redis] = []
+
+    def make(kind: str, **overrides: float) -> Limits:
+        config = settings(redis_url, **overrides)
+        if kind == "memory":
+            return MemoryLimits(config)
+        clients.append(connect(redis_url))
+        return SharedLimits(clients[-1], config)
+
+    yield make
+    for client in clients:
+        await client.aclose()
+
+
+async def scenario(limits: Limits) -> list[Verdict]:
+    """One key past its burst, a second key, an address past its failures, then both."""
+    verdicts = [await limits.admit(HERE, 1) for _ in range(25)]
+    verdicts += [await limits.admit(HERE, 2) for _ in range(3)]
+    verdicts += [await limits.fail(THERE) for _ in range(12)]
+    verdicts.append(await limits.admit(THERE, 3))  # gated, however good the key
+    verdicts.append(await limits.admit(HERE, 3))  # another address is not
+    verdicts += [await limits.gate(THERE), await limits.gate(HERE)]  # looking spends nothing
+    return verdicts
+
+
+async def test_redis_gives_the_in_process_decisions(make_limits: MakeLimits) -> None:
+    memory = await scenario(make_limits("memory"))
+    shared = await scenario(make_limits("redis"))
+    assert shared == memory
+    # ...and those are the contract's numbers, not merely equal to each other.
+    keyed = [v.bucket for v in memory[:25]]
+    assert all(d is not None for d in keyed)
+    assert [d.allowed for d in keyed if d] == [True] * 20 + [False] * 5
+    assert [d.remaining for d in keyed if d] == [*range(19, -1, -1), 0, 0, 0, 0, 0]
+    assert {d.retry_after for d in keyed[20:] if d} == {1000}  # 1 token at 0.001/s
+    assert [v.bucket.remaining for v in memory[25:28] if v.bucket] == [19, 18, 17]
+    failures = memory[28:40]
+    assert failures[:10] == [Verdict()] * 10
+    assert all(v.gate is not None and v.gate.retry_after == 6 for v in failures[10:])
+    assert memory[40].gate is not None and memory[40].bucket is None
+    assert memory[41].gate is None and memory[41].bucket is not None
+    assert memory[42].gate == memory[40].gate and memory[43] == Verdict()
+
+
+@pytest.mark.parametrize("kind", ["memory", "redis"])
+async def test_tokens_come_back_at_the_refill_rate(make_limits: MakeLimits, kind: str) -> None:
+    limits = make_limits(kind, rate_burst=2, rate_per_second=20)
+    spent = [(await limits.admit(HERE, 1)).bucket for _ in range(3)]
+    assert [d.allowed for d in spent if d] == [True, True, False]
+    assert spent[2] is not None and spent[2].retry_after == 1
+    await asyncio.sleep(0.06)  # more than one token's 50 ms
+    again = (await limits.admit(HERE, 1)).bucket
+    assert again is not None and again.allowed
+
+
+async def test_state_is_namespaced_and_expires_when_full(
+    make_limits: MakeLimits, redis_url: str
+) -> None:
+    limits = make_limits("redis", rate_burst=3, rate_per_second=10)
+    await limits.admit(HERE, 7)
+    await limits.fail(THERE)
+    with redis.Redis.from_url(redis_url) as store:
+        assert sorted(store.keys()) == [f"{PREFIX}auth:{THERE}".encode(), f"{PREFIX}key:7".encode()]
+        assert 0 < store.pttl(f"{PREFIX}key:7") <= 100  # full again after one token's 0.1 s
+        assert 0 < store.pttl(f"{PREFIX}auth:{THERE}") <= 6000  # 10 a minute
+        await asyncio.sleep(0.15)
+        assert store.keys() == [f"{PREFIX}auth:{THERE}".encode()]
+
+
+@pytest.mark.parametrize("together", [1, 8], ids=["alone", "pipelined"])
+async def test_script_loaded_again_when_redis_forgot_it(
+    make_limits: MakeLimits, redis_url: str, together: int
+) -> None:
+    limits = make_limits("redis", rate_burst=20)
+    assert (await limits.admit(HERE, 1)).bucket is not None
+    with redis.Redis.from_url(redis_url) as store:
+        store.script_flush()  # as after a restart
+    verdicts = await asyncio.gather(*(limits.admit(HERE, 1) for _ in range(together)))
+    assert sorted(v.bucket.remaining for v in verdicts if v.bucket) == list(
+        range(19 - together, 19)
+    )
+
+
+async def test_fails_open_while_nothing_listens_then_recovers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    require_redis_server()
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    clock = FakeClock()
+    client = connect(url)
+    limits = SharedLimits(client, settings(url, rate_burst=3), clock=clock)
+    caplog.set_level(logging.INFO, logger="app.ratelimit")
+
+    def warnings() -> int:
+        return sum("not enforced" in r.getMessage() for r in caplog.records)
+
+    try:
+        for _ in range(3):  # every request is served, past the burst and the failures
+            assert await limits.admit(HERE, 1) == Verdict()
+            assert await limits.fail(HERE) == Verdict()
+            clock.advance(RETRY_SECONDS + 0.1)  # so that each round asks Redis again
+        assert await limits.state() == "degraded"
+        assert warnings() == 1  # at most once a minute, however many requests
+        clock.advance(WARN_SECONDS)
+        assert await limits.admit(HERE, 1) == Verdict()
+        assert warnings() == 2
+        server = RedisServer(tmp_path, port).start()
+        try:
+            assert await limits.admit(HERE, 1) == Verdict()  # still inside the retry pause
+            clock.advance(RETRY_SECONDS)
+            back = await limits.admit(HERE, 1)
+            assert back.bucket is not None and back.bucket.remaining == 2
+            assert await limits.state() == "ok"
+        finally:
+            server.stop()
+    finally:
+        await client.aclose()
+    assert "enforced again" in caplog.text
+
+
+async def test_fails_open_when_redis_never_answers(caplog: pytest.LogCaptureFixture) -> None:
+    with socket.socket() as listener:  # accepts connections (the backlog), never replies
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(16)
+        url = f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+        client = connect(url)
+        limits = SharedLimits(client, settings(url, rate_burst=1))
+        try:
+            for _ in range(3):
+                assert await limits.admit(HERE, 1) == Verdict()
+            assert await limits.state() == "degraded"
+        finally:
+            await client.aclose()
+    assert "does not answer (TimeoutError)" in caplog.text
+
+
+async def test_app_serves_unlimited_while_redis_is_silent(make_client: MakeClient) -> None:
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    client = await make_client(redis_url=dead, rate_burst=2, auth_failures_per_minute=2)
+    answers = [await get(client, OWN) for _ in range(5)]
+    assert [a.status for a in answers] == [200] * 5
+    assert not [h for a in answers for h in a.headers if h.lower().startswith("ratelimit")]
+    guesses = [await get(client, OWN, key="rk_wrong_" + "x" * 40) for _ in range(5)]
+    assert [g.status for g in guesses] == [401] * 5
+    ready = await client.get("/readyz")
+    assert ready.status == 200  # the status stays about the database
+    assert await ready.json() == {"status": "ready", "rate_limit": "degraded"}
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["memory", "redis"])
+async def test_readyz_says_the_limits_are_enforced(
+    make_client: MakeClient, request: pytest.FixtureRequest, shared: bool
+) -> None:
+    url = str(request.getfixturevalue("redis_url")) if shared else ""
+    client = await make_client(redis_url=url)
+    ready = await client.get("/readyz")
+    assert ready.status == 200
+    assert await ready.json() == {"status": "ready", "rate_limit": "ok"}
+    assert (await get(client, OWN, key=KEY_1)).status == 200
+
+
+async def test_the_redis_password_never_reaches_the_log(caplog: pytest.LogCaptureFixture) -> None:
+    port = free_port()
+    url = f"redis://:s3cret-pass@127.0.0.1:{port}/3"
+    client = connect(url)
+    try:
+        assert await SharedLimits(client, settings(url)).admit(HERE, 1) == Verdict()
+    finally:
+        await client.aclose()
+    assert f"redis://127.0.0.1:{port}/3 does not answer" in caplog.text
+    assert "s3cret" not in caplog.text
