@@ -17,6 +17,7 @@ import logging
 import re
 import shutil
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -175,7 +176,11 @@ def test_signal_lets_the_request_in_flight_finish_then_exits_0(
     assert response.status == 200
     events = json.loads(body)
     assert isinstance(events, list) and len(events) == expected
-    assert app.proc.wait(timeout=30) == 0
+    try:
+        code = app.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"still running 30 s after the signal; its output: {app.output_text()}")
+    assert code == 0
     out, err = app.output_text()
     assert KEY_1 not in out + err
     # The request was still being answered when shutdown began, and it was logged as a 200.
