@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 SCHEMA_VERSION = 2
@@ -289,35 +289,30 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
-@contextmanager
-def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def write_transaction(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
     """The one way anything writes: BEGIN IMMEDIATE, then COMMIT, or ROLLBACK on any error.
 
     IMMEDIATE takes the write lock up front, so a writer waits (busy_timeout) instead of
     failing halfway; everything inside commits together or not at all.
     """
-    conn.execute("BEGIN IMMEDIATE")
+    return _transaction(conn, "BEGIN IMMEDIATE")
+
+
+def scratch_transaction(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+    """A deferred transaction for work in the temporary database only (a load staging its
+    records): it takes no lock on the file, so no other writer waits for it."""
+    return _transaction(conn, "BEGIN")
+
+
+@contextmanager
+def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Connection]:
+    conn.execute(begin)
     try:
         yield conn
         conn.execute("COMMIT")
     except BaseException:
         # After some errors (a full disk, I/O) SQLite has already rolled back, and a ROLLBACK
         # of its own would fail and hide the cause: the first error is the one to report.
-        with suppress(sqlite3.Error):
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        raise
-
-
-@contextmanager
-def scratch_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
-    """A deferred transaction for work in the temporary database only (a load staging its
-    records): it takes no lock on the file, so no other writer waits for it."""
-    conn.execute("BEGIN")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
         with suppress(sqlite3.Error):
             if conn.in_transaction:
                 conn.execute("ROLLBACK")

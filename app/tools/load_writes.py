@@ -11,6 +11,8 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from .staging import EVENT_COLUMNS
+
 BULK = 50_000  # rows into an empty table from which its indexes are built after the insert
 ADVANCE_SEQ = "UPDATE main.meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'change_seq'"
 
@@ -79,16 +81,7 @@ def _upsert(
 OF_COMPANY = _parents(("company_id", "companies"))
 # An event written by a load takes the next places of the change sequence (contract.md 13),
 # in id order; an event that is already stored exactly as given is not written at all.
-EVENT = (
-    "id",
-    "campaign_id",
-    "employee_id",
-    "type",
-    "timestamp",
-    "with_captcha",
-    "ip",
-    "user_agent",
-)
+EVENT = EVENT_COLUMNS
 SAME = " AND ".join(f"e.{c} IS s.{c}" for c in EVENT[1:])
 PERSON = ("first_name", "last_name", "email", "department", "country")
 MERGES: dict[str, str] = {

@@ -25,6 +25,18 @@ from .fixture_reader import Item
 
 CHUNK = 5_000  # rows per executemany
 
+# The columns of an event as staged and as written (load_writes compares them all).
+EVENT_COLUMNS = (
+    "id",
+    "campaign_id",
+    "employee_id",
+    "type",
+    "timestamp",
+    "with_captcha",
+    "ip",
+    "user_agent",
+)
+
 
 def _fold(text: str) -> str:
     return text.casefold()
@@ -72,16 +84,7 @@ STAGED: dict[str, Staged] = {
         "campaign_id", "employee_id", "sent_at", key=("campaign_id", "employee_id")
     ),
     "campaign_events": Staged(
-        (
-            "id",
-            "campaign_id",
-            "employee_id",
-            "type",
-            "timestamp",
-            "with_captcha",
-            "ip",
-            "user_agent",
-        ),
+        EVENT_COLUMNS,
         lambda r: (
             r["id"],
             r["campaign_id"],

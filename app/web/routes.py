@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from . import health, views
+from . import views
 
 API = "/api/companies/v1"
 
@@ -25,4 +25,4 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/events", views.event_feed)
     app.router.add_get(f"{API}/courses", views.course_list)
     app.router.add_get("/healthz", views.healthz)
-    app.router.add_get("/readyz", health.readyz)
+    app.router.add_get("/readyz", views.readyz)

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from ..data import campaigns, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError
-from ..keys import CALLER, PARSERS, POOL, TODAY
+from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorPage, CursorSigner
 from .params import (
     DEFAULT_LIMIT,
@@ -157,13 +157,18 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """GET /readyz: the database file is there and answers, read afresh (contract.md 8)."""
+    """GET /readyz: the database answers, read afresh (contract.md 8); and the rate limits.
+
+    The database alone decides the status code; ``rate_limit`` is ``"ok"``, or
+    ``"degraded"`` while a shared store does not answer and requests are served
+    unlimited (contract.md 15).
+    """
+    rate_limit = await request.app[LIMITS].state()
     try:
         await refresh_version(request.app)
         await request.app[POOL].ready()
     except (DatabaseError, sqlite3.Error, OSError) as exc:
         log.warning("not ready: %s", exc)
-        return web.json_response(
-            {"status": "unavailable", "detail": "The database does not answer."}, status=503
-        )
-    return web.json_response({"status": "ready"})
+        body = {"status": "unavailable", "detail": "The database does not answer."}
+        return web.json_response(body | {"rate_limit": rate_limit}, status=503)
+    return web.json_response({"status": "ready", "rate_limit": rate_limit})
