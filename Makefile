@@ -8,7 +8,7 @@ DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
 
-.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis
+.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
@@ -30,8 +30,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(SERVE_STAMP)
 	$(BIN)/reporting-api --db $(DB)
 
-## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite (with Redis)
-test: lint redis
+## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite
+## (with Redis; on SQLite and on a throwaway PostgreSQL cluster)
+test: lint redis postgresql
 	$(BIN)/python -m pytest
 
 ## make test-fast: the tests that start no process (servers, tools, builds are marked system)
@@ -57,6 +58,12 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .hypothesis .schemathesis bench-data
 	rm -f reporting.sqlite3 reporting.sqlite3-wal reporting.sqlite3-shm
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+## make postgresql: install PostgreSQL's server when missing (the tests start a throwaway cluster)
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null; } || \
+	  echo "PostgreSQL could not be installed (apt-get install postgresql): its tests will skip"
 
 wrk:
 	@command -v wrk >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; } || \

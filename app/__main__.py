@@ -15,10 +15,15 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+import asyncpg
+
 from .config import Config, load_config
+from .data.pg.schema import schema_version
+from .data.pg.store import check_schema
 from .data.schema import DatabaseError, check_integrity, check_readable, upgrade_if_older
 from .main import create_app
 from .tools.loader import SAMPLE_FIXTURE, LoadError, load_files
+from .tools.pg_loader import load_pg
 from .web.logs import setup_logging
 from .web.processes import serve_workers
 from .web.server import serve
@@ -26,8 +31,32 @@ from .web.server import serve
 log = logging.getLogger("app")
 
 
+async def prepare_postgresql(config: Config) -> bool:
+    """Check the PostgreSQL database; load the sample into one without a schema (True).
+
+    Like the SQLite file's first start, this is the one write the server's process makes,
+    before it serves; a read-only role simply needs a database the loader prepared.
+    """
+    try:
+        conn = await asyncpg.connect(config.database_url, timeout=10)
+    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+        raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
+    try:
+        if await schema_version(conn) is not None or not config.bootstrap:
+            await check_schema(conn)
+            return False
+    finally:
+        await conn.close()
+    await load_pg(config.database_url, [SAMPLE_FIXTURE])
+    return True
+
+
 def prepare_database(config: Config) -> list[dict[str, object]]:
     """Create the database from the sample data on first start; return the sample keys."""
+    if config.database_url:
+        if not asyncio.run(prepare_postgresql(config)):
+            return []
+        return list(json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8")).get("api_keys", []))
     if Path(config.db).exists() or not config.bootstrap:
         if upgrade_if_older(config.db):
             print(f"Upgraded {config.db} to the current schema.", flush=True)
@@ -57,11 +86,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatabaseError, LoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except (sqlite3.Error, OSError) as exc:
-        print(f"error: database {config.db}: {exc}", file=sys.stderr)
+    except (sqlite3.Error, OSError, asyncpg.PostgresError) as exc:
+        print(f"error: database {config.database_url or config.db}: {exc}", file=sys.stderr)
         return 2
     if sample_keys:
-        print(f"Created {config.db} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)
+        where = "the PostgreSQL database" if config.database_url else config.db
+        print(f"Created {where} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)
         for entry in sample_keys:
             print(f"  company {entry['company_id']}: {entry['key']}", flush=True)
     try:

@@ -24,6 +24,13 @@ class Config:
         default="reporting.sqlite3",
         metadata={"env": "REPORTING_DB", "help": "SQLite database file"},
     )
+    database_url: str = field(
+        default="",
+        metadata={
+            "env": "REPORTING_DATABASE_URL",
+            "help": "postgresql://... serves from PostgreSQL instead of the SQLite file",
+        },
+    )
     host: str = field(
         default="127.0.0.1",
         metadata={"env": "REPORTING_HOST", "help": "address to listen on"},
@@ -156,6 +163,8 @@ class Config:
             raise ValueError("the keep-alive and header timeouts must be positive")
         if self.max_connections < 1 or self.max_connections_per_address < 1:
             raise ValueError("max connections and max connections per address must be >= 1")
+        if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("the database URL must start with postgresql://")
         self.networks()  # fail early on a bad proxy list
         if self.workers < 1:
             raise ValueError("workers must be >= 1")

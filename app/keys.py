@@ -14,8 +14,7 @@ if TYPE_CHECKING:
     from marshmallow import Schema
 
     from .config import Config
-    from .data.pool import ReadPool
-    from .data.version import DataVersion
+    from .data.store import Store, Version
     from .web.auth import KeyCache
     from .web.params import QueryParsers
     from .web.ratelimit import Decision, Limits
@@ -33,13 +32,13 @@ class Caller:
 # The annotations give each key its type for mypy; at run time they are never evaluated,
 # so this module imports none of the classes (they import it).
 CONFIG: web.AppKey[Config] = web.AppKey("config")
-POOL: web.AppKey[ReadPool] = web.AppKey("pool")
+POOL: web.AppKey[Store] = web.AppKey("pool")
 KEY_CACHE: web.AppKey[KeyCache] = web.AppKey("key_cache")
 LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
-DATA_VERSION: web.AppKey[DataVersion] = web.AppKey("data_version")
+DATA_VERSION: web.AppKey[Version] = web.AppKey("data_version")
 # Each listing view and the schema of its records (CSV columns come from it).
 RECORD_SCHEMAS: web.AppKey[dict[Handler, type[Schema]]] = web.AppKey("record_schemas")
 # Today's UTC date (the reports count overdue inscriptions): a clock tests can set.

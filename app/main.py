@@ -9,7 +9,9 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from .config import Config
+from .data.pg.store import PgStore
 from .data.pool import ReadPool
+from .data.store import Store
 from .data.version import DataVersion
 from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, STREAMS, TODAY
 from .web.auth import auth_middleware, setup_auth
@@ -61,11 +63,16 @@ def utc_today() -> dt.date:
 
 
 async def database_ctx(app: web.Application) -> AsyncIterator[None]:
-    """Open the read-only pool for the app's lifetime and close it on shutdown."""
+    """Open the read-only store (SQLite, or PostgreSQL when a URL is set) for the app's life."""
     config = app[CONFIG]
-    pool = await ReadPool.open(config.db, config.read_connections)
+    pool: Store
+    if config.database_url:
+        pg = await PgStore.open(config.database_url, config.read_connections)
+        pool, app[DATA_VERSION] = pg, pg.version
+    else:
+        sqlite = await ReadPool.open(config.db, config.read_connections)
+        pool, app[DATA_VERSION] = sqlite, DataVersion(config.db, await sqlite.token())
     app[POOL] = pool
-    app[DATA_VERSION] = DataVersion(config.db, await pool.token())
     try:
         yield
     finally:

@@ -18,6 +18,7 @@ from app.main import create_app
 from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import Day, make_sample_db
 from .support.servers import Launcher, ProcessGuard, RedisServer, require_redis_server
+from .support.stores import Store, fresh_database, start_cluster
 
 
 @pytest.fixture(scope="session")
@@ -33,15 +34,40 @@ def sample_db(tmp_path: Path, template_dir: Path) -> Path:
 
 
 @pytest.fixture
-def make_client(aiohttp_client: Any, sample_db: Path) -> MakeClient:
-    """Build the real app with config overrides and return a client for it.
+def store_kind() -> str:
+    """SQLite, unless the module runs on both stores (support/stores.py: on_both_stores)."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def pg_url() -> Iterator[str]:
+    """A throwaway PostgreSQL cluster holding a template database of the sample data."""
+    yield from start_cluster()
+
+
+@pytest.fixture
+def pg_database(pg_url: str) -> Iterator[str]:
+    """A fresh database holding the sample data, for this test."""
+    yield from fresh_database(pg_url)
+
+
+@pytest.fixture
+def store(request: pytest.FixtureRequest, store_kind: str, sample_db: Path) -> Store:
+    """The sample data in the store under test."""
+    url = request.getfixturevalue("pg_database") if store_kind == "postgresql" else ""
+    return Store(store_kind, sample_db, url)
+
+
+@pytest.fixture
+def make_client(store: Store, aiohttp_client: Any) -> MakeClient:
+    """Build the real app over the store under test with config overrides; a client for it.
 
     The rate limit is raised unless a test sets it, so only limiter tests meet 429.
     """
 
     async def make(**overrides: Any) -> TestClient:
         settings: dict[str, Any] = {
-            "db": str(sample_db),
+            **store.settings(),
             "rate_burst": 100_000,
             "rate_per_second": 100_000.0,
             "auth_failures_per_minute": 100_000,

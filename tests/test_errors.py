@@ -11,9 +11,7 @@ import asyncio
 import json
 import logging
 import re
-import sqlite3
 from http import HTTPStatus
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +19,9 @@ from aiohttp.test_utils import TestClient
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, PROBLEM_KEYS, TITLES, assert_problem
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 EVENTS = f"{API}/campaigns/1/events"
 AUTH = {"X-API-KEY": KEY_1}
@@ -81,19 +82,17 @@ async def test_429_for_repeated_authentication_failures(make_client: MakeClient)
 
 
 async def test_500_on_a_real_fault_hides_internals_and_logs_them(
-    client: TestClient, sample_db: Path, caplog: pytest.LogCaptureFixture
+    client: TestClient, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A broken database gives a bare 500 body; the details go to the log with the id."""
     assert (await client.get(EVENTS, headers=AUTH)).status == 200
-    writer = sqlite3.connect(sample_db, isolation_level=None)
-    writer.execute("ALTER TABLE campaign_events RENAME TO gone")
-    writer.close()
+    await store.execute("ALTER TABLE campaign_events RENAME TO gone")
     caplog.set_level(logging.ERROR)
     resp = await client.get(EVENTS, headers={**AUTH, "X-Request-ID": "fault-probe-7"})
     body = await assert_problem(resp, 500)
     assert body["request_id"] == "fault-probe-7"
     text = json.dumps(body)
-    for leak in ("gone", "campaign_events", "no such table", "OperationalError"):
+    for leak in ("gone", "campaign_events", "no such table", "OperationalError", "relation"):
         assert leak not in text, text
     logged = [r for r in caplog.records if r.exc_info and "fault-probe-7" in r.getMessage()]
     assert logged, [r.getMessage() for r in caplog.records]

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import sqlite3
 import time
-from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -33,6 +31,9 @@ from .support.events import (
     ids_of,
 )
 from .support.factories import API, KEY_1, KEY_2, KEYS, assert_problem
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 # ---- authentication and path ids (contract.md 2) ------------------------------------
 
@@ -48,15 +49,13 @@ async def test_missing_empty_or_wrong_key_is_401(
         await assert_problem(resp, 401)
 
 
-async def test_revoked_key_gets_401_within_5_seconds(client: TestClient, sample_db: Path) -> None:
+async def test_revoked_key_gets_401_within_5_seconds(client: TestClient, store: Store) -> None:
     """Revocation works on a running server within the contract's 5 seconds."""
     resp, _ = await fetch(client, "campaigns", 1)
     assert resp.status == 200  # the key is now in the server's cache
-    with sqlite3.connect(sample_db) as writer:
-        writer.execute(
-            "UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z' WHERE company_id = 1"
-        )
-    writer.close()
+    await store.execute(
+        "UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z' WHERE company_id = 1"
+    )
     deadline = time.monotonic() + 5.0
     while (resp := (await fetch(client, "campaigns", 1))[0]).status == 200:
         assert time.monotonic() < deadline, "revoked key still accepted after 5 s"

@@ -29,6 +29,9 @@ from .support.events import (
     fetch,
 )
 from .support.factories import API, KEY_1
+from .support.stores import on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 FILTERS = {"campaigns": [(TYPE, "Open,click"), (CAPTCHA, "false")], "victimsapi": []}

@@ -25,6 +25,9 @@ from app.tools.loader import load_files
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
 EMPLOYEE = f"{API}/victimsapi/7/events"
@@ -111,9 +114,7 @@ async def test_etag_depends_on_company_and_query(client: TestClient) -> None:
     assert (await get(client, CAMPAIGN, **{"If-None-Match": typed.headers["ETag"]})).status == 200
 
 
-async def test_etag_changes_after_a_load(
-    client: TestClient, sample_db: Path, tmp_path: Path
-) -> None:
+async def test_etag_changes_after_a_load(client: TestClient, store: Store, tmp_path: Path) -> None:
     before = await get(client, CAMPAIGN)
     old_tag, old_ids = before.headers["ETag"], [e["id"] for e in await before.json()]
     assert old_ids == ordered_ids(campaign_one_events())
@@ -121,8 +122,8 @@ async def test_etag_changes_after_a_load(
     event = {"id": 900001, "campaign_id": 1, "employee_id": 1, "type": "click",
              "timestamp": "2025-12-31T23:59:59Z", "with_captcha": False}  # fmt: skip
     extra.write_text(json.dumps({"campaign_events": [event]}), encoding="utf-8")
-    await asyncio.to_thread(load_files, sample_db, [extra])
-    for _ in range(30):  # the server notices the files changed; allow up to 3 s
+    await store.load([extra])
+    for _ in range(30):  # the server notices the load (files or NOTIFY); allow up to 3 s
         after = await get(client, CAMPAIGN, **{"If-None-Match": old_tag})
         if after.status == 200:
             break
@@ -227,21 +228,27 @@ async def test_other_methods_are_405_with_allow(
 
 
 @pytest.fixture(scope="module")
-def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int]]:
+def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[int], Path]:
     """The sample plus 5,000 events in campaign 1, built once by the real loader."""
     directory = tmp_path_factory.mktemp("big")
     db = make_sample_db(directory)
     added = write_events(directory / "big.json", 500_001, BIG_EXTRA)
     load_files(db, [directory / "big.json"])
-    return db, ordered_ids(campaign_one_events() + added)
+    return db, ordered_ids(campaign_one_events() + added), directory / "big.json"
 
 
 async def test_large_array_is_streamed_complete_and_in_order(
-    make_client: MakeClient, big_template: tuple[Path, list[int]], tmp_path: Path
+    make_client: MakeClient,
+    big_template: tuple[Path, list[int], Path],
+    tmp_path: Path,
+    store: Store,
 ) -> None:
-    template, expected = big_template
-    db = shutil.copy(template, tmp_path / "big.sqlite3")
-    client = await make_client(db=str(db))
+    template, expected, added = big_template
+    if store.kind == "sqlite":
+        client = await make_client(db=str(shutil.copy(template, tmp_path / "big.sqlite3")))
+    else:
+        await store.load([added])
+        client = await make_client()
     whole, body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "identity"})
     assert whole.status == 200
     assert whole.headers["Content-Type"] == JSON_TYPE

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import sqlite3
-from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient
@@ -19,6 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .support.factories import API, KEY_1, assert_problem
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 CHALLENGE = 'APIKey header="X-API-KEY"'
 CONTROL_MESSAGE = "Control characters (U+0000 to U+001F, U+007F) are not allowed in values."
@@ -39,10 +40,8 @@ async def test_every_401_names_the_scheme_and_the_header(
     assert response.headers.getall("WWW-Authenticate") == [CHALLENGE]
 
 
-async def test_a_revoked_key_gets_the_challenge_too(client: TestClient, sample_db: Path) -> None:
-    with sqlite3.connect(sample_db) as writer:
-        writer.execute("UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z'")
-    writer.close()
+async def test_a_revoked_key_gets_the_challenge_too(client: TestClient, store: Store) -> None:
+    await store.execute("UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z'")
     response = await client.get(URLS[0], headers={"X-API-KEY": KEY_1})  # never cached before
     await assert_problem(response, 401)
     assert response.headers["WWW-Authenticate"] == CHALLENGE

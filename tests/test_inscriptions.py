@@ -17,6 +17,9 @@ from yarl import URL as YarlURL
 
 from .support.factories import KEY_1, KEY_2, KEYS, assert_problem
 from .support.inscriptions import LIST_VALUES, URL, Filters, expected, get, get_all
+from .support.stores import on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 
 @pytest.mark.parametrize("company", [1, 2])

@@ -16,6 +16,9 @@ from yarl import URL
 
 from .support.factories import KEY_1, assert_problem
 from .support.inscriptions import Filters, expected, get, query_params
+from .support.stores import on_both_stores
+
+store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 
 # A quoted comma, an OR list and a date bound: every link must carry all of them.
 FILTERS: Filters = {

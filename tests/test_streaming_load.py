@@ -22,6 +22,7 @@ from app.tools.loader import load_files
 
 from .support.factories import API, KEY_1, generated_events, next_event_id, sample
 from .support.servers import GUARD_SECONDS, UNLIMITED, Launcher
+from .support.stores import Store, on_both_stores
 
 pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
 
@@ -64,6 +65,9 @@ class Versions:
         raise AssertionError(
             f"page {page}: {mixed} of {len(records)} records are old, total {total}"
         )
+
+
+store_kind = on_both_stores()  # the same guarantee from SQLite files and PostgreSQL
 
 
 @pytest.fixture
@@ -122,14 +126,18 @@ async def keep_reading(
 
 
 async def test_load_committed_while_streaming(
-    streaming: tuple[Path, Path, Versions], launcher: Launcher
+    streaming: tuple[Path, Path, Versions], launcher: Launcher, store: Store, tmp_path: Path
 ) -> None:
     db, change, versions = streaming
     timeout = aiohttp.ClientTimeout(total=GUARD_SECONDS)
     # Four streams of one company at once (two held mid-body, two readers): one more
     # connection than that, since streams always leave one for short reads.
     # The readers loop as fast as they can: rate limits out of reach (they are not tested here).
-    flags = ("--streams-per-company", "4", "--read-connections", "5", *UNLIMITED)
+    flags = ["--streams-per-company", "4", "--read-connections", "5", *UNLIMITED]
+    if store.url:  # the same data in PostgreSQL, served from there, changed by its loader
+        await store.load([tmp_path / "big.json"])
+        flags += ["--database-url", store.url]
+    load = Store(store.kind, db, store.url).load
     server = launcher.serve(db, *flags)
     async with aiohttp.ClientSession(
         server.base, headers={"X-API-KEY": KEY_1}, timeout=timeout
@@ -145,7 +153,7 @@ async def test_load_committed_while_streaming(
         readers = [keep_reading(session, versions, done, page) for page in pages]
         tasks = [asyncio.create_task(reader) for reader in readers]
         await asyncio.sleep(0.3)
-        await asyncio.to_thread(load_files, db, [change])
+        await load([change])
         done.set()
         seen = [entry for task in tasks for entry in await task]
         for resp, head in zip(held, heads, strict=True):

@@ -20,15 +20,19 @@ from typing import TypeVar
 
 import aiosqlite
 
+from . import feed
 from .aiosqlite_shim import run_in_thread
+from .api_keys import ActiveKey, find_caller
 from .listings import (
     ChunkEncoder,
+    Guard,
     Listing,
     Page,
     Paging,
     Records,
     StreamState,
     Window,
+    check_guard,
     close_stream,
     data_token,
     next_records,
@@ -145,6 +149,25 @@ class ReadPool:
         """The data token as the database has it now (one primary-key read, inline)."""
         return self.run_inline(data_token)
 
+    async def current_token(self) -> str:
+        """The data token now, from the file now at the path (reopened if replaced)."""
+        if self.replaced():
+            await self.reopen()
+        return self.token_now()
+
+    async def find_caller(self, key_hash: str) -> ActiveKey | None:
+        """The key's (id, company id): one primary-key read on the loop's connection."""
+        return self.run_inline(lambda conn: find_caller(conn, key_hash))
+
+    async def check_guard(self, guard: Guard | None) -> None:
+        """Raise RecordNotFound unless the company owns the record (one indexed read)."""
+        self.run_inline(lambda conn: check_guard(conn, guard))
+
+    async def ready(self) -> None:
+        """Raise unless a pooled connection answers and the file reads afresh."""
+        await self.token()
+        await asyncio.to_thread(check_readable, self._path)
+
     async def token(self) -> str:
         """The data token read on a pooled connection: proves the pool answers."""
         async with self.acquire() as conn:
@@ -165,6 +188,10 @@ class ReadPool:
         """
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_window(raw, listing, limit))
+
+    async def cursor_secret(self) -> bytes:
+        """The database's secret for signing feed cursors (one meta row: on the loop)."""
+        return self.run_inline(feed.cursor_secret)
 
     async def one(self, listing: Listing) -> Records:
         """A listing of at most one record (a report on one object), read on a thread.

@@ -7,10 +7,14 @@ traceback is kept for what nobody expected: a bug.
 
 from __future__ import annotations
 
+import argparse
 import functools
+import os
 import sqlite3
 import sys
 from collections.abc import Callable, Sequence
+
+import asyncpg
 
 from ..data.api_keys import KeyRefused
 from ..data.schema import DatabaseError
@@ -18,6 +22,7 @@ from ..data.schema import DatabaseError
 Main = Callable[[Sequence[str] | None], int]
 
 EXIT_REFUSED = 1
+PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
 
 
@@ -35,6 +40,8 @@ def describe(exc: BaseException) -> list[str]:
         return exc.problems
     if isinstance(exc, sqlite3.Error):
         return [f"database: {cause_of(exc)}"]
+    if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError):
+        return [f"database: {' '.join(str(exc).split())}"]
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return [f"{exc.strerror or exc}{where}"]
@@ -57,13 +64,26 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     except KeyboardInterrupt:
         print(f"{refused}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ToolError, KeyRefused, DatabaseError, sqlite3.Error, OSError) as exc:
+    except (ToolError, KeyRefused, DatabaseError, sqlite3.Error, OSError, *PG_ERRORS) as exc:
         lines = describe(exc)
         if len(lines) == 1:
             print(f"{refused}: {lines[0]}", file=sys.stderr)
         else:
             print(f"{refused}:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr)
         return EXIT_REFUSED
+
+
+def add_store_arguments(parser: argparse.ArgumentParser, db_help: str) -> None:
+    """``--db FILE`` or ``--database-url postgresql://...`` (default REPORTING_DATABASE_URL)."""
+    url = os.environ.get("REPORTING_DATABASE_URL") or None
+    group = parser.add_mutually_exclusive_group(required=url is None)
+    group.add_argument("--db", help=db_help)
+    group.add_argument(
+        "--database-url",
+        default=url,
+        metavar="URL",
+        help="postgresql://... : write to PostgreSQL instead [env REPORTING_DATABASE_URL]",
+    )
 
 
 def command(refused: str) -> Callable[[Main], Callable[..., int]]:

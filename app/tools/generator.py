@@ -8,11 +8,13 @@ same seed always gives the same table contents. The API keys are derived from th
 from __future__ import annotations
 
 import argparse
+import asyncio
 import datetime as dt
 import hashlib
 import random
 import sqlite3
 import sys
+import tempfile
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +28,7 @@ from tqdm import tqdm
 from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.schema import bump_data_version, connect_writer, write_transaction
-from .cli import ToolError, command
+from .cli import ToolError, add_store_arguments, command
 from .generator_words import (
     CAMPAIGNS,
     COMPANIES,
@@ -40,6 +42,7 @@ from .generator_words import (
     TEAM_WORDS,
     USER_AGENTS,
 )
+from .pg_copy import copy_to_pg
 
 DATA_TABLES = (
     "companies", "api_keys", "employees", "teams", "team_members", "campaigns",
@@ -456,7 +459,7 @@ def build_parser() -> argparse.ArgumentParser:
         " (derived from the seed) is printed at the end.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--db", required=True, help="SQLite file: new, or empty")
+    add_store_arguments(parser, "SQLite file: new, or empty")
     sizes = (
         ("companies", "companies"),
         ("employees", "employees in all"),
@@ -495,13 +498,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         mid_campaign=args.mid_campaign,
     )
     started = time.perf_counter()
-    counts = generate(args.db, sizes, args.seed, progress=not args.no_progress)
+    if args.db:
+        counts = generate(args.db, sizes, args.seed, progress=not args.no_progress)
+    else:  # generated into a scratch SQLite file, then copied in one transaction
+        with tempfile.TemporaryDirectory() as scratch:
+            path = Path(scratch) / "generated.sqlite3"
+            generate(path, sizes, args.seed, progress=not args.no_progress)
+            counts = asyncio.run(copy_to_pg(path, args.database_url))
     seconds = time.perf_counter() - started
     total = sum(counts.values())
     print(", ".join(f"{n} {table}" for table, n in counts.items()))
-    print(
-        f"generated {total} rows into {args.db} in {seconds:.1f} s ({total / seconds:,.0f} rows/s)"
-    )
+    where = args.db or "PostgreSQL"
+    print(f"generated {total} rows into {where} in {seconds:.1f} s ({total / seconds:,.0f} rows/s)")
     for company_id in range(1, args.companies + 1):
         print(f"company {company_id} key: {bench_key(company_id, args.seed)}")
     return 0

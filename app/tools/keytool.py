@@ -8,16 +8,21 @@ neither revoked again nor rotated back to life.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import sqlite3
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import asyncpg
+
 from ..config import OneLineParser
 from ..data.api_keys import NewKey, create_key, list_keys, prefix_of, revoke_key, rotate_key
+from ..data.pg import api_keys as pg_keys
+from ..data.pg.store import check_schema
 from ..data.schema import check_readable, connect_writer, write_transaction
-from .cli import ToolError, command
+from .cli import ToolError, add_store_arguments, command
 
 T = TypeVar("T")
 COLUMNS = ("id", "company", "label", "prefix", "created", "expires", "revoked")
@@ -41,7 +46,7 @@ def lifetime(text: str) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command line: --db and one subcommand, every argument with its help."""
     parser = OneLineParser(description="Create, list, revoke and rotate API keys.")
-    parser.add_argument("--db", required=True, help="SQLite database file (must exist)")
+    add_store_arguments(parser, "SQLite database file (must exist)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     create = commands.add_parser(
         "create", help="make a new key for a company (shown once)", description=SHOWN_ONCE
@@ -141,9 +146,22 @@ def format_table(keys: list[dict[str, Any]]) -> str:
     return "\n".join(line.rstrip() for line in [header, *lines])
 
 
+async def on_postgresql(url: str, name: str, *args: Any) -> Any:
+    """Run the PostgreSQL key function ``name`` in one transaction (the schema must exist)."""
+    conn = await asyncpg.connect(url)
+    try:
+        await check_schema(conn)
+        async with conn.transaction():
+            return await getattr(pg_keys, name)(conn, *args)
+    finally:
+        await conn.close()
+
+
 def run(args: argparse.Namespace) -> None:
     """Carry out one subcommand."""
-    if args.command == "create":
+    if args.database_url:
+        run_on_postgresql(args)
+    elif args.command == "create":
         new = in_transaction(args.db, create_key, args.company, args.label, args.expires_in)
         print_new_key("Created", new)
     elif args.command == "list":
@@ -153,6 +171,25 @@ def run(args: argparse.Namespace) -> None:
         print(f"Revoked key {args.key_id}; the server refuses it within 5 seconds.")
     elif args.command == "rotate":
         new = in_transaction(args.db, rotate_key, args.key_id, args.expires_in)
+        print(f"Revoked key {args.key_id}.")
+        print_new_key("Created replacement", new)
+
+
+def run_on_postgresql(args: argparse.Namespace) -> None:
+    """The same subcommands and output, on the PostgreSQL database of ``--database-url``."""
+    url = args.database_url
+    if args.command == "create":
+        new = asyncio.run(
+            on_postgresql(url, "create_key", args.company, args.label, args.expires_in)
+        )
+        print_new_key("Created", new)
+    elif args.command == "list":
+        print(format_table(asyncio.run(on_postgresql(url, "list_keys"))))
+    elif args.command == "revoke":
+        asyncio.run(on_postgresql(url, "revoke_key", args.key_id))
+        print(f"Revoked key {args.key_id}; the server refuses it within 5 seconds.")
+    elif args.command == "rotate":
+        new = asyncio.run(on_postgresql(url, "rotate_key", args.key_id, args.expires_in))
         print(f"Revoked key {args.key_id}.")
         print_new_key("Created replacement", new)
 

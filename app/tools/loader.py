@@ -15,6 +15,7 @@ A load is all or nothing, in three steps:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -29,7 +30,7 @@ from ..data.schema import (
     scratch_transaction,
     write_transaction,
 )
-from .cli import ToolError, cause_of, command
+from .cli import ToolError, add_store_arguments, cause_of, command
 from .fixture_format import TABLES
 from .fixture_reader import Item, NotAFixture, read_items
 from .load_checks import check
@@ -189,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line: fixture files, --db and --no-progress."""
     parser = OneLineParser(description="Load fixture files into a database, all or nothing.")
     parser.add_argument("files", nargs="+", type=Path, help="fixture JSON files")
-    parser.add_argument("--db", required=True, help="SQLite database file (created if missing)")
+    add_store_arguments(parser, "SQLite database file (created if missing)")
     parser.add_argument(
         "--no-progress",
         action="store_true",
@@ -204,6 +205,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Validate and load; a refusal names each problem (file, record path, cause)."""
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
-    counts = load_files(args.db, args.files, progress=not args.no_progress)
-    print(summary(args.db, counts, time.perf_counter() - started))
+    if args.db:
+        counts = load_files(args.db, args.files, progress=not args.no_progress)
+    else:
+        from .pg_loader import load_pg  # it builds on this module
+
+        counts = asyncio.run(load_pg(args.database_url, args.files))
+    print(summary(args.db or "PostgreSQL", counts, time.perf_counter() - started))
     return 0

@@ -19,8 +19,8 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ..data.api_keys import find_caller, hash_key
-from ..data.pool import ReadPool
+from ..data.api_keys import hash_key
+from ..data.store import Store
 from ..keys import CALLER, CONFIG, KEY_CACHE, POOL, Caller
 from .errors import BadRequest, Unauthorized
 from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
@@ -41,17 +41,17 @@ class KeyCache:
         self._max_entries = max_entries
         self._clock = clock
 
-    def resolve(self, pool: ReadPool, key: str) -> Caller | None:
+    async def resolve(self, store: Store, key: str) -> Caller | None:
         """The caller a key stands for, or None when it is unknown, revoked or expired.
 
-        A miss is one primary-key lookup on the event loop's connection (no thread hop).
+        A miss is one primary-key lookup (SQLite: on the event loop's own connection).
         """
         key_hash = hash_key(key)
         now = self._clock()
         entry = self._entries.get(key_hash)
         if entry is not None and entry[1] > now:
             return entry[0]
-        found = pool.run_inline(lambda conn: find_caller(conn, key_hash))
+        found = await store.find_caller(key_hash)
         if found is None:
             self._entries.pop(key_hash, None)
             return None
@@ -103,7 +103,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     except BadRequest:
         await check_gate(request, address)  # a gated address gets its 429 first
         raise
-    caller = app[KEY_CACHE].resolve(app[POOL], key) if key else None
+    caller = await app[KEY_CACHE].resolve(app[POOL], key) if key else None
     await check_limits(request, address, caller)  # the gate, then a token of key or address
     if caller is None:
         raise Unauthorized(

@@ -11,7 +11,7 @@ import asyncio
 
 from aiohttp import hdrs, web
 
-from ..data.pool import Stream
+from ..data.store import RecordStream
 from ..keys import CONFIG
 from .formats import Body, Format
 from .headers import accepts_gzip
@@ -37,7 +37,7 @@ def finish(request: web.Request, response: web.Response, fmt: Format) -> web.Res
 
 
 async def stream_response(
-    request: web.Request, body: Body, stream: Stream, headers: dict[str, str]
+    request: web.Request, body: Body, stream: RecordStream, headers: dict[str, str]
 ) -> web.StreamResponse:
     """A long listing sent chunk by chunk while the pool thread reads and encodes the next."""
     response = web.StreamResponse(headers=headers)

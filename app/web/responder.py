@@ -17,7 +17,7 @@ from contextlib import asynccontextmanager
 
 from aiohttp import hdrs, web
 
-from ..data.listings import Listing, Paging, Records, check_guard
+from ..data.listings import Listing, Paging, Records
 from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, RECORD_SCHEMAS, STREAMS
 from .bodies import finish, stream_response, whole_response
 from .cursor import CursorPage
@@ -153,18 +153,15 @@ async def revalidate(
     etag = make_etag(request.app[DATA_VERSION].token, company_id, request, f"{fmt.name}|{variant}")
     if not etag_matches(request, etag):
         return None
-    if listing.guard is not None:
-        pool.run_inline(lambda conn: check_guard(conn, listing.guard))
+    await pool.check_guard(listing.guard)
     return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: VARY})
 
 
 async def refresh_version(app: web.Application) -> None:
-    """Read the data token again when the files moved (at most every 0.1 s)."""
-    pool, version = app[POOL], app[DATA_VERSION]
+    """Read the data token again when it may have moved (the store's version says when)."""
+    version = app[DATA_VERSION]
     if version.is_stale():
-        if pool.replaced():
-            await pool.reopen()
-        version.update(pool.token_now())
+        version.update(await app[POOL].current_token())
 
 
 def snapshot_headers(

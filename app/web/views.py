@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import sqlite3
 
 from aiohttp import web
 
 from ..data import campaigns, courses, employees, events, feed, inscriptions
-from ..data.schema import DatabaseError, check_readable
-from ..keys import CALLER, CONFIG, LIMITS, PARSERS, POOL, TODAY
+from ..data.schema import DatabaseError
+from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorPage, CursorSigner
 from .params import (
     DEFAULT_LIMIT,
@@ -89,7 +88,7 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
         to_date=query.get("to_date"),
     )
     # The secret is the database's own: read each time, so a replaced file signs anew.
-    signer = CursorSigner(request.app[POOL].run_inline(feed.cursor_secret))
+    signer = CursorSigner(await request.app[POOL].cursor_secret())
     scope = filters.scope()
     given = query.get("cursor")
     after = feed.START if given is None else signer.open(company_id, scope, given)
@@ -167,9 +166,8 @@ async def readyz(request: web.Request) -> web.Response:
     rate_limit = await request.app[LIMITS].state()
     try:
         await refresh_version(request.app)
-        await request.app[POOL].token()
-        await asyncio.to_thread(check_readable, request.app[CONFIG].db)
-    except (DatabaseError, sqlite3.Error) as exc:
+        await request.app[POOL].ready()
+    except (DatabaseError, sqlite3.Error, OSError) as exc:
         log.warning("not ready: %s", exc)
         body = {"status": "unavailable", "detail": "The database does not answer."}
         return web.json_response(body | {"rate_limit": rate_limit}, status=503)

@@ -1,0 +1,107 @@
+"""A listing's statements for PostgreSQL: its JSON from :mod:`.records`, ``$n`` parameters."""
+
+from __future__ import annotations
+
+import re
+
+from ..listings import Guard, Listing
+from ..store import NotAvailable
+from .records import RECORDS
+
+# SQLite's index hint (the feed's): PostgreSQL plans without it.
+INDEXED_BY = re.compile(r" INDEXED BY \w+")
+
+
+class NotPorted(NotAvailable):
+    """A listing whose record JSON has no PostgreSQL counterpart yet (the reports)."""
+
+
+def numbered(sql: str) -> str:
+    """SQLite's ``?`` parameters as PostgreSQL's ``$1, $2, ...`` (quoted text left alone)."""
+    out: list[str] = []
+    quoted = False
+    n = 0
+    for char in sql:
+        if char == "'":
+            quoted = not quoted
+        if char == "?" and not quoted:
+            n += 1
+            out.append(f"${n}")
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def record_json(listing: Listing) -> str:
+    """The listing's record JSON for PostgreSQL; NotPorted when there is none yet."""
+    if listing.record_params or listing.record_json not in RECORDS:
+        raise NotPorted("this listing has no PostgreSQL record JSON yet")
+    return RECORDS[listing.record_json]
+
+
+def rows_from(listing: Listing) -> str:
+    """The listing's FROM/WHERE without SQLite's index hints."""
+    return INDEXED_BY.sub("", listing.rows_from)
+
+
+def select(listing: Listing) -> str:
+    """One record's UTF-8 JSON a row (bytea reaches Python as bytes, ready to send)."""
+    return numbered(
+        f"SELECT convert_to(({record_json(listing)})::text, 'UTF8')"
+        f" {rows_from(listing)} ORDER BY {listing.order_by}"
+    )
+
+
+def select_keyed(listing: Listing) -> str:
+    """The first ``$n`` records, each with its position (``listing.key``) after its JSON."""
+    return numbered(
+        f"SELECT convert_to(({record_json(listing)})::text, 'UTF8'), {listing.key}"
+        f" {rows_from(listing)} ORDER BY {listing.order_by} LIMIT ?"
+    )
+
+
+def page(listing: Listing) -> str:
+    n = len(listing.params)
+    return f"{select(listing)} LIMIT ${n + 1} OFFSET ${n + 2}"
+
+
+def count(listing: Listing) -> str:
+    return numbered(INDEXED_BY.sub("", listing.count()))
+
+
+def guard(guard: Guard) -> str:
+    return numbered(guard.sql)
+
+
+TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
+
+
+def one_statement(listing: Listing, count: bool, window: str) -> tuple[str, tuple[object, ...]]:
+    """The data token, the ownership, the total (if asked) and the records in ``window``.
+
+    One statement sees one snapshot, even outside a transaction, and costs one round
+    trip: what a short read needs. ``window`` is ``LIMIT ?`` or ``LIMIT ? OFFSET ?``
+    (the caller adds those parameters).
+    """
+    guard = listing.guard
+    owned = f"EXISTS ({guard.sql})" if guard is not None else "true"
+    total = f"({INDEXED_BY.sub('', listing.count())})" if count else "NULL::bigint"
+    rows = (
+        f"ARRAY(SELECT convert_to(({record_json(listing)})::text, 'UTF8')"
+        f" {rows_from(listing)} ORDER BY {listing.order_by} {window})"
+    )
+    params = (*(guard.params if guard is not None else ()), *(listing.params if count else ()))
+    return numbered(f"SELECT ({TOKEN}), {owned}, {total}, {rows}"), (*params, *listing.params)
+
+
+def whole_array(listing: Listing, limit: bool = False) -> str:
+    """The array (or its first ``$n`` records) built by the database in one value.
+
+    The benchmark's PostgreSQL floor: the least work any server could do for it.
+    """
+    page = " LIMIT ?" if limit else ""
+    return numbered(
+        f"SELECT '[' || coalesce(string_agg(j::text, ',' ORDER BY n), '') || ']' FROM"
+        f" (SELECT {record_json(listing)} AS j, row_number() OVER (ORDER BY"
+        f" {listing.order_by}) AS n {rows_from(listing)} ORDER BY {listing.order_by}{page}) a"
+    )

@@ -1,0 +1,247 @@
+"""Serving from PostgreSQL: the store the responder reads through, over an asyncpg pool.
+
+Every read runs in one ``REPEATABLE READ READ ONLY`` transaction, so the data token,
+the ownership check, the count and the records all come from one snapshot: no answer
+mixes two loads. Long arrays stream from a server-side cursor inside that transaction.
+The server never writes, so it works against a read-only role or a hot standby.
+Loads are heard of by ``LISTEN`` (the loader notifies at commit), with a read of the
+token at least every second as the fallback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+import asyncpg
+
+from ..api_keys import ActiveKey
+from ..listings import (
+    CHUNK_ROWS,
+    ChunkEncoder,
+    Guard,
+    Listing,
+    Page,
+    Paging,
+    RecordNotFound,
+    Records,
+    Window,
+)
+from ..schema import SCHEMA_VERSION, DatabaseError
+from . import sql
+from .schema import CHANNEL
+
+log = logging.getLogger("app.pg")
+
+INLINE_ROWS = 200
+TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
+CALLER = (
+    "SELECT id, company_id, extract(epoch FROM expires_at::timestamptz - now())::float8"
+    " FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
+    " AND (expires_at IS NULL OR expires_at::timestamptz > now())"
+)
+POLL_SECONDS = 1.0
+UNAVAILABLE = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+
+
+class PgVersion:
+    """The data token, kept current by notifications; read again after a quiet second."""
+
+    def __init__(self, token: str, clock: Callable[[], float] = time.monotonic) -> None:
+        self.token = token
+        self._clock = clock
+        self._checked = clock()
+
+    def is_stale(self) -> bool:
+        return self._clock() - self._checked > POLL_SECONDS
+
+    def update(self, token: str) -> None:
+        self.token = token
+        self._checked = self._clock()
+
+
+class PgStream:
+    """A long listing read from a server-side cursor, chunk by chunk, in one snapshot."""
+
+    def __init__(self, token: str, first: bytes, cursor: Any, encode: ChunkEncoder) -> None:
+        self.token = token
+        self.first = first
+        self._cursor = cursor
+        self._encode = encode
+
+    async def rest(self) -> AsyncIterator[bytes]:
+        while True:
+            rows = await self._cursor.fetch(CHUNK_ROWS)
+            if rows:
+                yield self._encode([row[0] for row in rows], False)
+            if len(rows) < CHUNK_ROWS:
+                return
+
+
+class PgStore:
+    """An asyncpg pool of read connections and a listening connection for loads."""
+
+    def __init__(
+        self, pool: asyncpg.Pool, listener: asyncpg.Connection, token: str, size: int
+    ) -> None:
+        self._pool = pool
+        self._listener = listener
+        # Streams may hold all connections but one: short reads always find one.
+        self._stream_slots = asyncio.Semaphore(max(1, size - 1))
+        self.version = PgVersion(token)
+
+    @classmethod
+    async def open(cls, url: str, size: int) -> PgStore:
+        """Connect, check the schema, and start listening for loads."""
+        try:
+            pool = await asyncpg.create_pool(url, min_size=1, max_size=size)
+        except (OSError, asyncpg.PostgresError) as exc:
+            raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
+        try:
+            async with pool.acquire() as conn:
+                token = await check_schema(conn)
+            listener = await asyncpg.connect(url)
+        except BaseException:
+            await pool.close()
+            raise
+        store = cls(pool, listener, token, size)
+        try:
+            await listener.add_listener(CHANNEL, store._heard)
+        except asyncpg.PostgresError as exc:  # a hot standby cannot LISTEN
+            log.info("no notifications (%s): the data token is read every second", exc)
+            await listener.close()
+        return store
+
+    def _heard(self, conn: Any, pid: int, channel: str, payload: str) -> None:
+        self.version.update(payload)
+
+    @asynccontextmanager
+    async def _snapshot(self, guard: Guard | None) -> AsyncIterator[tuple[asyncpg.Connection, str]]:
+        """A read-only repeatable-read transaction: its token, the ownership checked."""
+        async with (
+            self._pool.acquire() as conn,
+            conn.transaction(isolation="repeatable_read", readonly=True),
+        ):
+            token = str(await conn.fetchval(TOKEN))
+            await _check_guard(conn, guard)
+            yield conn, token
+
+    async def current_token(self) -> str:
+        """The data token now; DatabaseError while the database does not answer."""
+        try:
+            return str(await self._pool.fetchval(TOKEN, timeout=5))
+        except UNAVAILABLE as exc:
+            raise DatabaseError(str(exc)) from None
+
+    async def token(self) -> str:
+        return await self.current_token()
+
+    async def ready(self) -> None:
+        """Raise DatabaseError unless the database answers with our schema."""
+        try:
+            async with self._pool.acquire(timeout=5) as conn:
+                await check_schema(conn)
+        except UNAVAILABLE as exc:
+            raise DatabaseError(str(exc)) from None
+
+    async def find_caller(self, key_hash: str) -> ActiveKey | None:
+        row = await self._pool.fetchrow(CALLER, key_hash)
+        return ActiveKey(int(row[0]), int(row[1]), row[2]) if row else None
+
+    async def check_guard(self, guard: Guard | None) -> None:
+        async with self._pool.acquire() as conn:
+            await _check_guard(conn, guard)
+
+    async def _short(
+        self, listing: Listing, count: bool, window: str, *bounds: int
+    ) -> tuple[str, int | None, list[bytes]]:
+        """Token, total and records of a short read: one statement, one snapshot."""
+        statement, params = sql.one_statement(listing, count, window)
+        token, owned, total, texts = await self._pool.fetchrow(statement, *params, *bounds)
+        if not owned:
+            raise RecordNotFound
+        return str(token), total, list(texts)
+
+    async def page(self, listing: Listing, paging: Paging, known: tuple[str, int] | None) -> Page:
+        """One page and its total, counted unless ``known`` holds this token's total.
+
+        A known total is only trusted when the token read with the page matches it;
+        otherwise the page is read again with its count (a load came in between).
+        """
+        bounds = (paging.per_page, paging.offset)
+        if known is not None:
+            token, _, texts = await self._short(listing, False, "LIMIT ? OFFSET ?", *bounds)
+            if token == known[0]:
+                return Page(token, texts, known[1])
+        token, total, texts = await self._short(listing, True, "LIMIT ? OFFSET ?", *bounds)
+        return Page(token, texts, int(total or 0))
+
+    async def window(self, listing: Listing, limit: int) -> Window:
+        """Records after a feed position, at most ``limit``, from one snapshot."""
+        statement = sql.select_keyed(listing)
+        async with self._snapshot(listing.guard) as (conn, token):
+            rows = await conn.fetch(statement, *listing.params, limit)
+        return Window(token, [row[0] for row in rows], tuple(rows[-1][1:]) if rows else None)
+
+    async def cursor_secret(self) -> bytes:
+        """The database's secret for signing feed cursors (meta ``cursor_secret``)."""
+        value = await self._pool.fetchval("SELECT value FROM meta WHERE key = 'cursor_secret'")
+        if not value:
+            raise DatabaseError("the database has no cursor secret (meta cursor_secret)")
+        return bytes.fromhex(str(value))
+
+    async def one(self, listing: Listing) -> Records:
+        token, _, texts = await self._short(listing, False, "LIMIT ?", 2)
+        if len(texts) != 1:
+            raise RecordNotFound
+        return Records(token, texts)
+
+    @asynccontextmanager
+    async def whole(
+        self,
+        listing: Listing,
+        encode: ChunkEncoder,
+        stream_slot: AbstractAsyncContextManager[object] | None = None,
+    ) -> AsyncIterator[Records | PgStream]:
+        """Records when short, else a stream from a cursor; one snapshot either way."""
+        token, _, texts = await self._short(listing, False, "LIMIT ?", INLINE_ROWS)
+        if len(texts) < INLINE_ROWS:
+            yield Records(token, texts)
+            return
+        async with (
+            stream_slot or contextlib.nullcontext(),
+            self._stream_slots,
+            self._snapshot(listing.guard) as (conn, token),
+        ):
+            cursor = await conn.cursor(sql.select(listing), *listing.params)
+            texts = [row[0] for row in await cursor.fetch(CHUNK_ROWS)]
+            if len(texts) < INLINE_ROWS:  # the data shrank since the first look
+                yield Records(token, texts)
+                return
+            yield PgStream(token, encode(texts, True), cursor, encode)
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            if not self._listener.is_closed():
+                await self._listener.close()
+        await self._pool.close()
+
+
+async def _check_guard(conn: asyncpg.Connection, guard: Guard | None) -> None:
+    if guard is not None and await conn.fetchval(sql.guard(guard), *guard.params) is None:
+        raise RecordNotFound
+
+
+async def check_schema(conn: asyncpg.Connection) -> str:
+    """The data token of a database with our schema; DatabaseError otherwise."""
+    if await conn.fetchval("SELECT to_regclass('meta')") is None:
+        raise DatabaseError("the PostgreSQL database has no schema (load fixtures first)")
+    version = await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'")
+    if version != str(SCHEMA_VERSION):
+        raise DatabaseError(f"the PostgreSQL database has schema version {version}")
+    return str(await conn.fetchval(TOKEN))

@@ -1,0 +1,80 @@
+"""The PostgreSQL loader's checks: staged records against what is stored, in SQL.
+
+Each check selects the staged records (``pos``) it refuses, with the values its message
+shows; the messages are the SQLite loader's, naming the file and the record's path.
+Parents are merged before their children, so a reference is checked against the
+stored rows and this load's rows at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Message = Callable[[str, Any], str]
+Check = tuple[str, Message]
+
+
+def _unknown(table: str, column: str, parent: str) -> Check:
+    sql = (
+        f"SELECT s.pos, s.{column} AS value FROM stage_{table} s"
+        f" WHERE NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = s.{column}) ORDER BY s.pos"
+    )
+    noun = parent[:-1].replace("_", " ")
+    return sql, lambda where, row: f"{where}.{column}: unknown {noun} {row['value']}"
+
+
+def _moved(table: str) -> Check:
+    sql = (
+        f"SELECT s.pos, s.id AS value FROM stage_{table} s JOIN {table} t ON t.id = s.id"
+        " WHERE t.company_id <> s.company_id ORDER BY s.pos"
+    )
+    return sql, lambda where, row: f"{where}.id: {row['value']} belongs to another company"
+
+
+def _crossed(table: str, a: tuple[str, str], b: tuple[str, str]) -> Check:
+    sql = (
+        f"SELECT s.pos FROM stage_{table} s JOIN {a[1]} x ON x.id = s.{a[0]}"
+        f" JOIN {b[1]} y ON y.id = s.{b[0]} WHERE x.company_id <> y.company_id ORDER BY s.pos"
+    )
+    return sql, lambda where, _: f"{where}: {a[0]} and {b[0]} belong to different companies"
+
+
+def _owned(table: str) -> list[Check]:
+    return [_unknown(table, "company_id", "companies"), _moved(table)]
+
+
+def _pair(table: str, a: tuple[str, str], b: tuple[str, str]) -> list[Check]:
+    return [_unknown(table, *a), _unknown(table, *b), _crossed(table, a, b)]
+
+
+EVENT_REFS = (("campaign_id", "campaigns"), ("employee_id", "employees"))
+WRONG_SECTION = (
+    "SELECT s.pos, s.section_id AS value FROM stage_section_results s"
+    " JOIN inscriptions i ON i.id = s.inscription_id"
+    " JOIN course_sections c ON c.id = s.section_id WHERE c.course_id <> i.course_id"
+    " ORDER BY s.pos"
+)
+
+CHECKS: dict[str, list[Check]] = {
+    "api_keys": [_unknown("api_keys", "company_id", "companies")],
+    "employees": _owned("employees"),
+    "teams": _owned("teams"),
+    "campaigns": _owned("campaigns"),
+    "courses": _owned("courses"),
+    "team_members": _pair("team_members", ("employee_id", "employees"), ("team_id", "teams")),
+    "campaign_targets": _pair("campaign_targets", *EVENT_REFS),
+    "campaign_events": _pair("campaign_events", *EVENT_REFS),
+    "course_sections": [_unknown("course_sections", "course_id", "courses")],
+    "inscriptions": _pair("inscriptions", ("employee_id", "employees"), ("course_id", "courses")),
+    "section_results": [
+        _unknown("section_results", "inscription_id", "inscriptions"),
+        _unknown("section_results", "section_id", "course_sections"),
+        (
+            WRONG_SECTION,
+            lambda where, row: (
+                f"{where}.section_id: {row['value']} is not in the inscription's course"
+            ),
+        ),
+    ],
+}

@@ -1,0 +1,85 @@
+"""Copying a whole SQLite database into an empty PostgreSQL one (generator, benchmark).
+
+The generator writes its synthetic data set into SQLite (its fastest path); with
+``--database-url`` that file is then copied here, table by table with COPY, in one
+transaction that also moves the data version, so servers see all of it or none.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from ..data.pg.schema import bump_data_version, ensure_schema
+from .pg_loader import sqlite_decimal
+
+# Dependency order; meta's change sequence and cursor secret come along.
+TABLES = (
+    "companies",
+    "api_keys",
+    "employees",
+    "teams",
+    "team_members",
+    "campaigns",
+    "campaign_targets",
+    "campaign_events",
+    "courses",
+    "course_sections",
+    "inscriptions",
+    "section_results",
+)
+BATCH_ROWS = 50_000
+
+
+class CopyRefused(Exception):
+    """The target database already holds data."""
+
+
+def _batches(conn: sqlite3.Connection, table: str, columns: list[str]) -> Iterator[list[Any]]:
+    cursor = conn.execute(f"SELECT {', '.join(columns)} FROM {table}")
+    result = columns.index("result") if table == "section_results" else -1
+    while rows := cursor.fetchmany(BATCH_ROWS):
+        if result >= 0:
+            rows = [(*r[:result], _result(r[result]), *r[result + 1 :]) for r in rows]
+        yield rows
+
+
+def _result(value: float | None) -> Any:
+    return None if value is None else sqlite_decimal(value)
+
+
+async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
+    """Copy every row of the SQLite file into the empty PostgreSQL database at ``url``."""
+    source = sqlite3.connect(f"{Path(sqlite_path).resolve().as_uri()}?mode=ro", uri=True)
+    conn = await asyncpg.connect(url)
+    counts: dict[str, int] = {}
+    try:
+        await ensure_schema(conn)
+        async with conn.transaction():
+            for table in TABLES:
+                if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
+                    raise CopyRefused(f"the PostgreSQL database already holds {table}")
+            for table in TABLES:
+                columns = [row[1] for row in source.execute(f"PRAGMA table_info({table})")]
+                counts[table] = 0
+                for rows in _batches(source, table, columns):
+                    await conn.copy_records_to_table(table, records=rows, columns=columns)
+                    counts[table] += len(rows)
+            if counts["api_keys"]:
+                await conn.execute(
+                    "SELECT setval(pg_get_serial_sequence('api_keys', 'id'), max(id)) FROM api_keys"
+                )
+            for key in ("change_seq", "cursor_secret"):
+                row = source.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+                if row is not None:
+                    await conn.execute("UPDATE meta SET value = $1 WHERE key = $2", row[0], key)
+            await bump_data_version(conn)
+        await conn.execute("ANALYZE")
+    finally:
+        source.close()
+        await conn.close()
+    return counts

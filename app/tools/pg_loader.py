@@ -1,0 +1,202 @@
+"""Loading fixtures into PostgreSQL: one transaction, COPY into staging, checks, upserts.
+
+The files are read, validated and checked among themselves exactly as for SQLite: they
+stream into the SQLite loader's stage (:class:`app.tools.staging.Stage`, in a private
+in-memory database), where the format and duplicate checks run. Then, in one PostgreSQL
+transaction: each table's clean staged rows (a later file winning over an earlier one)
+are copied into a temporary staging table, checked there against what is stored
+(unknown references, references across companies, records moving between companies)
+with the SQLite loader's messages, and merged by upsert in dependency order; the change
+sequence and the data version move in the same commit, and servers are notified at
+commit. Any problem rolls everything back.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from ..data.pg.schema import bump_data_version, ensure_schema
+from .fixture_format import TABLES as FIXTURE_TABLES
+from .load_checks import duplicate
+from .load_progress import Meter
+from .loader import IMPLIED, WRITTEN, LoadError, _file_items, _stage_source, refuse_if_problems
+from .pg_checks import CHECKS
+from .staging import STAGED, Stage
+
+Row = tuple[Any, ...]
+NOW = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
+EVENT = ("campaign_id", "employee_id", "type", "timestamp", "with_captcha", "ip", "user_agent")
+# The checks among the files of a load (the rest need the stored rows: PostgreSQL's).
+PLACE_TAKEN = (
+    "INSERT INTO temp.load_problems (pos, line)"
+    " SELECT s.pos, src.name || ': ' || printf('course_sections[%d].position: position %d of"
+    " course %d is also given to section %d', s.idx, s.position, s.course_id, x.id)"
+    " FROM temp.stage_course_sections AS s"
+    " JOIN temp.stage_course_sections AS x ON x.course_id = s.course_id"
+    " AND x.position = s.position AND x.id != s.id AND x.pos < s.pos AND x.valid"
+    " JOIN temp.load_sources AS src ON src.src = s.src WHERE s.valid"
+)
+
+
+def sqlite_decimal(value: float) -> Decimal:
+    """The decimal SQLite prints for a REAL (15 significant digits, ``.0`` when whole).
+
+    Stored as ``numeric``, PostgreSQL prints the very same text.
+    """
+    text = format(value, ".15g")
+    return Decimal(text if "." in text or "e" in text else f"{text}.0")
+
+
+# In dependency order (the fixture format's): each table's staged columns and its key.
+TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
+    (table, STAGED[table].columns, STAGED[table].key) for table in FIXTURE_TABLES
+]
+
+
+def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
+    """Upsert the staged rows in key order (no row twice: duplicates were refused)."""
+    values = [f"s.{c}" for c in columns]
+    names = list(columns)
+    if table == "api_keys":
+        names.append("created_at")
+        values.append(NOW)
+    if table == "inscriptions":
+        names.append("company_id")
+        values.append("(SELECT company_id FROM employees WHERE id = s.employee_id)")
+    changed = [c for c in names if c not in key and c != "created_at"]
+    if table == "api_keys":
+        changed = ["label"]
+    where = ""
+    if table == "campaign_events":
+        # A new or changed event takes the next place of the change sequence, in id
+        # order; an event stored exactly as given is not written at all.
+        names.append("seq")
+        values.append(
+            "(SELECT value::bigint FROM meta WHERE key = 'change_seq')"
+            " + row_number() OVER (ORDER BY s.id)"
+        )
+        same = " AND ".join(f"e.{c} IS NOT DISTINCT FROM s.{c}" for c in EVENT)
+        where = f" WHERE NOT EXISTS (SELECT 1 FROM campaign_events e WHERE e.id = s.id AND {same})"
+        changed.append("seq")
+    action = (
+        "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in changed)
+        if changed
+        else "DO NOTHING"
+    )
+    return (
+        f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(values)}"
+        f" FROM stage_{table} s{where} ORDER BY {', '.join(f's.{k}' for k in key)}"
+        f" ON CONFLICT ({', '.join(key)}) {action}"
+    )
+
+
+# Events imply their employees were targets (contract.md 10).
+IMPLIED_TARGETS = (
+    "INSERT INTO campaign_targets (campaign_id, employee_id)"
+    " SELECT DISTINCT campaign_id, employee_id FROM stage_campaign_events"
+    " ON CONFLICT DO NOTHING"
+)
+
+
+class Staged:
+    """A load's records staged and checked among themselves, ready to be copied."""
+
+    def __init__(self, conn: sqlite3.Connection, stage: Stage) -> None:
+        self.conn = conn
+        self.stage = stage
+
+    def rows(self, table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> list[Row]:
+        """The clean rows of a table, the last of each key (``pos`` first), stream order."""
+        same = " AND ".join(f"x.{k} = s.{k}" for k in key)
+        found = self.conn.execute(
+            f"SELECT s.pos, {', '.join(f's.{c}' for c in columns)} FROM temp.stage_{table} s"
+            f" WHERE s.valid AND NOT EXISTS (SELECT 1 FROM temp.stage_{table} x"
+            f" WHERE {same} AND x.pos > s.pos) ORDER BY s.pos"
+        ).fetchall()
+        if table == "section_results":
+            at = columns.index("result") + 1
+            found = [
+                (*r[:at], None if r[at] is None else sqlite_decimal(r[at]), *r[at + 1 :])
+                for r in found
+            ]
+        return [tuple(r) for r in found]
+
+    def where(self, table: str, pos: int) -> str:
+        """``file: table[index]`` of a staged record, as the SQLite loader names it."""
+        src, idx = self.conn.execute(
+            f"SELECT src, idx FROM temp.stage_{table} WHERE pos = ?", (pos,)
+        ).fetchone()
+        return f"{self.stage.names[src]}: {table}[{idx}]"
+
+
+def read_batch(files: Iterable[str | Path]) -> Staged:
+    """Read, validate and check every file among themselves; LoadError naming every bad
+    record (the SQLite loader's stage and messages)."""
+    conn = sqlite3.connect(":memory:")
+    stage = Stage(conn)
+    meter = Meter(False)
+    for name in files:
+        _stage_source(stage, str(name), _file_items(Path(name)), meter)
+    stage.index()
+    for table, _, key in TABLES:
+        conn.execute(duplicate(table, key, shown="key" if table == "api_keys" else None))
+    conn.execute(PLACE_TAKEN)
+    refuse_if_problems(conn)
+    return Staged(conn, stage)
+
+
+async def load_pg(url: str, files: Iterable[str | Path]) -> dict[str, int]:
+    """Validate the files and load them into the PostgreSQL database at ``url``."""
+    batch = read_batch(files)
+    try:
+        conn = await asyncpg.connect(url)
+        try:
+            await ensure_schema(conn)
+            return await write(conn, batch)
+        finally:
+            await conn.close()
+    finally:
+        batch.conn.close()
+
+
+async def write(conn: asyncpg.Connection, batch: Staged) -> dict[str, int]:
+    """Stage, check and merge every table in one transaction; all or nothing."""
+    counts: dict[str, int] = dict(batch.stage.counts)
+    async with conn.transaction():
+        # Loads take turns, so their ranges of the change sequence follow commit order.
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")
+        for table, columns, key in TABLES:
+            await conn.execute(
+                f"CREATE TEMP TABLE stage_{table} ON COMMIT DROP AS"
+                f" SELECT 0::int AS pos, {', '.join(columns)} FROM {table} WITH NO DATA"
+            )
+            rows = batch.rows(table, columns, key)
+            if not rows:
+                continue
+            await conn.copy_records_to_table(
+                f"stage_{table}", records=rows, columns=("pos", *columns)
+            )
+            problems = []
+            for sql, message in CHECKS.get(table, ()):
+                for found in await conn.fetch(sql):
+                    problems.append(message(batch.where(table, found["pos"]), found))
+            if problems:
+                raise LoadError(problems)
+            status = await conn.execute(_merge(table, columns, key))
+            if table == "campaign_events":
+                written = int(status.split()[-1])
+                counts[WRITTEN] = written
+                await conn.execute(
+                    "UPDATE meta SET value = (value::bigint + $1)::text WHERE key = 'change_seq'",
+                    written,
+                )
+                implied = await conn.execute(IMPLIED_TARGETS)
+                counts[IMPLIED] = int(implied.split()[-1])
+        await bump_data_version(conn)
+    return counts

@@ -1,0 +1,115 @@
+"""The two stores the behaviour suite runs on: SQLite files and a PostgreSQL database.
+
+A test module that runs on both declares ``store_kind = on_both_stores()``; the
+``store`` fixture then gives the sample data in that store, loads more into it and
+writes to it as an operator would (contract.md 15: every answer the same on both).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from app.data.pg.sql import numbered
+from app.tools.loader import SAMPLE_FIXTURE, load_files
+from app.tools.pg_loader import load_pg
+
+from .pgserver import cluster, server_bin
+
+STORES = ("sqlite", "postgresql")
+TEMPLATE = "reporting_sample"
+
+
+def on_both_stores() -> Any:
+    """A ``store_kind`` fixture running each test of a module on both stores."""
+
+    @pytest.fixture(params=STORES, name="store_kind")
+    def store_kind(request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    return store_kind
+
+
+@dataclass
+class Store:
+    """The store under test: where the sample lives and how an operator writes to it."""
+
+    kind: str
+    sqlite_path: Path
+    url: str = ""
+
+    def settings(self) -> dict[str, Any]:
+        """The app's configuration for this store."""
+        return {"db": str(self.sqlite_path), "database_url": self.url}
+
+    async def load(self, files: Sequence[Path]) -> None:
+        """Load fixture files with the store's own loader."""
+        if self.url:
+            await load_pg(self.url, files)
+        else:
+            await asyncio.to_thread(load_files, self.sqlite_path, files)
+
+    async def execute(self, sql: str, *params: Any) -> None:
+        """One write statement (SQLite's ``?`` parameters) committed on its own."""
+        if self.url:
+            conn = await asyncpg.connect(self.url)
+            try:
+                await conn.execute(numbered(sql), *params)
+            finally:
+                await conn.close()
+        else:
+            with sqlite3.connect(self.sqlite_path) as writer:
+                writer.execute(sql, params)
+            writer.close()
+
+
+def start_cluster() -> Iterator[str]:
+    """A throwaway cluster for the session, or a skip (a failure under CI) without one."""
+    if server_bin() is None:
+        reason = "PostgreSQL is not installed (make postgresql installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with cluster() as url:
+        asyncio.run(_create_template(url))
+        yield url
+
+
+async def _create_template(url: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(f"CREATE DATABASE {TEMPLATE}")
+    finally:
+        await conn.close()
+    await load_pg(database_url(url, TEMPLATE), [SAMPLE_FIXTURE])
+
+
+def database_url(url: str, name: str) -> str:
+    return f"{url.rsplit('/', 1)[0]}/{name}"
+
+
+def fresh_database(url: str, template: str = TEMPLATE) -> Iterator[str]:
+    """A database copied from the template for one test; dropped afterwards."""
+    name = f"t_{uuid.uuid4().hex[:16]}"
+    asyncio.run(_admin(url, f"CREATE DATABASE {name} TEMPLATE {template}"))
+    try:
+        yield database_url(url, name)
+    finally:
+        asyncio.run(_admin(url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+async def _admin(url: str, statement: str) -> None:
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(statement)
+    finally:
+        await conn.close()

@@ -1,0 +1,271 @@
+"""Contract.md 15: every answer from PostgreSQL is byte-identical to SQLite's.
+
+Every listing runs on both stores over the same fixtures (the sample, plus records
+made to be awkward: escapes, non-ASCII, code-point order of names, null and
+fractional values, several employees with one timestamp), and the record bytes must
+be equal, as must the database-built whole array (the benchmark floor) and counts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from app.data import events, inscriptions
+from app.data.listings import Listing
+from app.data.pg import sql
+from app.tools.pg_loader import load_pg, sqlite_decimal
+
+from .support.factories import by_id, sample
+from .support.stores import Store
+
+AWKWARD_NAMES = [
+    'Zoë "Q" O\'Neil',
+    "back\\slash",
+    "tab\there",
+    "line\nbreak",
+    "bell\x07",
+    "Ünïcødé ✓",
+]
+RESULTS = [0.0, 100.0, 33.33, 12.3456789012345678, 0.1 + 0.2, 99.5, 7.0]
+
+
+def awkward_fixture(path: Path) -> None:
+    """Company 1 records whose JSON is easy to get subtly wrong."""
+    employees = [
+        {
+            "id": 9000 + i,
+            "company_id": 1,
+            "first_name": name,
+            "last_name": name[::-1],
+            "email": f"odd{i}@example.com",
+            "department": name,
+            "country": "Åland",
+        }
+        for i, name in enumerate(AWKWARD_NAMES)
+    ]
+    teams = [
+        {"id": 900 + i, "company_id": 1, "name": name}
+        for i, name in enumerate(["beta", "Beta", "alpha", "Älpha", "Zulu"])
+    ]
+    members = [{"employee_id": e["id"], "team_id": t["id"]} for e in employees for t in teams]
+    events_ = [
+        {
+            "id": 800000 + i,
+            "campaign_id": 1,
+            "employee_id": employees[i % len(employees)]["id"],
+            "type": "click",
+            "timestamp": "2025-03-03T03:03:03Z",
+            "with_captcha": i % 2 == 0,
+        }
+        for i in range(12)
+    ]
+    course = {"id": 900, "company_id": 1, "title": 'Ünïcødé "quoted" course'}
+    sections = [
+        {"id": 9000 + i, "course_id": 900, "title": f"part {i} ✓", "section_type": "quiz",
+         "position": 10 - i}
+        for i in range(len(RESULTS))
+    ]  # fmt: skip
+    inscriptions_ = [
+        {"id": 90000 + i, "employee_id": e["id"], "course_id": 900, "start_date": "2025-02-02",
+         "due_date": None if i % 2 else "2025-12-31", "status": "in_progress"}
+        for i, e in enumerate(employees)
+    ]  # fmt: skip
+    results = [
+        {"inscription_id": 90000, "section_id": s["id"], "completed_at": "2025-03-01",
+         "result": r, "status": "APPROVED"}
+        for s, r in zip(sections, RESULTS, strict=True)
+    ]  # fmt: skip
+    document = {
+        "employees": employees,
+        "teams": teams,
+        "team_members": members,
+        "campaign_events": events_,
+        "courses": [course],
+        "course_sections": sections,
+        "inscriptions": inscriptions_,
+        "section_results": results,
+    }
+    path.write_text(json.dumps(document), encoding="utf-8")
+
+
+def every_listing() -> list[Listing]:
+    """Each listing of the three endpoints, for every campaign and employee, filtered too."""
+    listings: list[Listing] = []
+    for campaign in by_id("campaigns"):
+        company = by_id("campaigns")[campaign]["company_id"]
+        listings.append(events.campaign_listing(company, campaign))
+        listings.append(events.campaign_listing(company, campaign, ("open", "fail"), True))
+    for employee in [*by_id("employees"), 9000, 9001]:
+        company = by_id("employees").get(employee, {"company_id": 1})["company_id"]
+        listings.append(events.employee_listing(company, employee))
+    for company in (1, 2):
+        for filters in (
+            inscriptions.InscriptionFilters(),
+            inscriptions.InscriptionFilters(lists={"teams": ["beta", "blue team"]}),
+            inscriptions.InscriptionFilters(lists={"country": ["åland", "spain"]}),
+        ):
+            listings.append(inscriptions.inscriptions_listing(company, filters))
+    return listings
+
+
+@pytest.fixture
+async def both(store: Store, pg_database: str, tmp_path: Path) -> tuple[Path, str]:
+    """The sample plus the awkward records, loaded into a SQLite file and PostgreSQL."""
+    extra = tmp_path / "awkward.json"
+    awkward_fixture(extra)
+    await store.load([extra])
+    await load_pg(pg_database, [extra])
+    return store.sqlite_path, pg_database
+
+
+async def test_every_listing_answers_the_same_bytes(both: tuple[Path, str]) -> None:
+    db, url = both
+    lite = sqlite3.connect(db)
+    pg = await asyncpg.connect(url)
+    try:
+        for listing in every_listing():
+            expected = [row[0] for row in lite.execute(listing.select(), listing.params)]
+            got = [row[0] for row in await pg.fetch(sql.select(listing), *listing.params)]
+            assert got == expected, listing.rows_from
+            count = await pg.fetchval(sql.count(listing), *listing.params)
+            assert count == lite.execute(listing.count(), listing.params).fetchone()[0]
+            floor = await pg.fetchval(sql.whole_array(listing), *listing.params)
+            assert floor.encode() == b"[" + b",".join(expected) + b"]"
+        checked = sum(len(lite.execute(x.select(), x.params).fetchall()) for x in every_listing())
+        assert checked > 1000  # the listings above really hold records
+    finally:
+        lite.close()
+        await pg.close()
+
+
+async def test_the_awkward_records_are_there(both: tuple[Path, str]) -> None:
+    """The awkward fixture reached the answers compared above (not filtered away)."""
+    _, url = both
+    pg = await asyncpg.connect(url)
+    try:
+        listing = inscriptions.inscriptions_listing(1, inscriptions.InscriptionFilters())
+        texts = [json.loads(r[0]) for r in await pg.fetch(sql.select(listing), *listing.params)]
+    finally:
+        await pg.close()
+    odd = [t for t in texts if t["victim_country"] == "Åland"]
+    assert len(odd) == len(AWKWARD_NAMES)
+    assert odd[0]["groups"] == [{"name": n} for n in ["Beta", "Zulu", "alpha", "beta", "Älpha"]]
+    assert [s["result"] for s in odd[0]["events"]] == [
+        float(sqlite_decimal(r)) for r in RESULTS[::-1]
+    ]
+
+
+def test_results_keep_sqlite_s_digits() -> None:
+    lite = sqlite3.connect(":memory:")
+    for value in RESULTS:
+        printed = lite.execute("SELECT json_object('r', ?)", (value,)).fetchone()[0]
+        assert printed == f'{{"r":{sqlite_decimal(value)}}}'
+
+
+async def test_http_answers_are_the_same_bytes(make_client: Any, pg_database: str) -> None:
+    """Through the server: the same requests, the same bodies from either store."""
+    lite = await make_client(database_url="")
+    pg = await make_client(database_url=pg_database)
+    headers = {"X-API-KEY": sample()["api_keys"][0]["key"], "Accept-Encoding": "identity"}
+    headers["X-Request-ID"] = "same-request"
+    paths = [
+        "/api/companies/v1/campaigns/1/events",
+        "/api/companies/v1/campaigns/1/events?filter[type]=open,click&per_page=7&page=2",
+        "/api/companies/v1/victimsapi/7/events",
+        "/api/companies/v1/course-inscriptions?per_page=500",
+        "/api/companies/v1/course-inscriptions?filter[department]=finance&per_page=3&page=2",
+        "/api/companies/v1/campaigns/3/events",
+    ]
+    for path in paths:
+        a, b = await asyncio.gather(lite.get(path, headers=headers), pg.get(path, headers=headers))
+        assert (a.status, await a.read()) == (b.status, await b.read()), path
+        for name in ("X-Total-Count", "X-Total-Pages", "Link"):
+            assert a.headers.get(name) == b.headers.get(name), (path, name)
+
+
+async def walk_feed(client: Any, headers: dict[str, str], query: str) -> list[Any]:
+    """Every record of the feed (contract.md 13), following X-Next-Cursor to its end."""
+    records: list[Any] = []
+    url = f"/api/companies/v1/events?{query}"
+    while True:
+        response = await client.get(url, headers=headers)
+        assert response.status == 200, await response.text()
+        page = await response.json()
+        if not page:
+            return records
+        records += page
+        url = f"/api/companies/v1/events?{query}&cursor={response.headers['X-Next-Cursor']}"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["limit=7", "limit=1000", "limit=5&filter[type]=click,report&filter[with_captcha]=false"],
+)
+async def test_the_event_feed_is_the_same_on_both_stores(
+    make_client: Any, pg_database: str, query: str
+) -> None:
+    """The feed's records and their order (change sequence, then id) from either store;
+    each store signs its cursors with its own secret, so the walks are compared."""
+    lite = await make_client(database_url="")
+    pg = await make_client(database_url=pg_database)
+    headers = {"X-API-KEY": sample()["api_keys"][0]["key"]}
+    on_sqlite = await walk_feed(lite, headers, query)
+    assert on_sqlite
+    assert await walk_feed(pg, headers, query) == on_sqlite
+
+
+REPORTS = ["campaigns", "campaigns/1", "victimsapi", "victimsapi/1", "courses"]
+
+
+@pytest.mark.parametrize("path", REPORTS)
+async def test_the_reports_answer_501_on_postgresql(
+    make_client: Any, pg_database: str, path: str
+) -> None:
+    """Not ported yet: a clear problem+json 501 on PostgreSQL (never a 500), 200 on SQLite."""
+    headers = {"X-API-KEY": sample()["api_keys"][0]["key"]}
+    lite = await make_client(database_url="")
+    assert (await lite.get(f"/api/companies/v1/{path}", headers=headers)).status == 200
+    pg = await make_client(database_url=pg_database)
+    response = await pg.get(f"/api/companies/v1/{path}", headers=headers)
+    assert response.status == 501
+    assert response.content_type == "application/problem+json"
+    body = await response.json()
+    assert body["status"] == 501 and "PostgreSQL" in body["detail"]
+
+
+# The discovery reports (contract.md 11, 12) are not ported yet: their SQL leans on
+# SQLite (a registered casefold, window functions over today's date). On PostgreSQL
+# they answer 501 (test_the_reports_answer_501_on_postgresql). GROUPS_JSON is a fragment
+# of records, not a record. Any other *_JSON added for SQLite still fails here until
+# it is ported.
+NOT_PORTED = {
+    "app.data.employees.EMPLOYEE_JSON",
+    "app.data.courses.COURSE_JSON",
+    "app.data.inscriptions.GROUPS_JSON",
+    "app.data.employees.GROUPS_JSON",  # the same fragment, imported there
+}
+
+
+def test_every_record_json_has_a_postgresql_counterpart() -> None:
+    """A listing added for SQLite (a ``*_JSON`` record of app/data) must be ported too."""
+    import importlib
+    import pkgutil
+
+    import app.data
+    from app.data.pg.records import RECORDS
+
+    missing = []
+    for info in pkgutil.iter_modules(app.data.__path__):
+        module = importlib.import_module(f"app.data.{info.name}")
+        for name, value in vars(module).items():
+            if name.endswith("_JSON") and isinstance(value, str) and value not in RECORDS:
+                missing.append(f"app.data.{info.name}.{name}")
+    missing = [name for name in missing if name not in NOT_PORTED]
+    assert not missing, f"no PostgreSQL JSON (app/data/pg/records.py) for {missing}"
