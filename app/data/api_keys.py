@@ -68,15 +68,21 @@ class NewKey(NamedTuple):
     expires_at: str | None
 
 
-def create_key(
-    conn: sqlite3.Connection, company_id: int, label: str, lifetime: int | None = None
-) -> NewKey:
-    """Store a new key for a company, valid ``lifetime`` seconds (None: until revoked)."""
+def checked_label(label: str, lifetime: int | None) -> str:
+    """The trimmed label of a new key; KeyRefused for a blank label or a lifetime <= 0."""
     label = label.strip()
     if not label:
         raise KeyRefused("a key needs a label that says what it is for")
     if lifetime is not None and lifetime <= 0:
         raise KeyRefused("a key's lifetime must be positive")
+    return label
+
+
+def create_key(
+    conn: sqlite3.Connection, company_id: int, label: str, lifetime: int | None = None
+) -> NewKey:
+    """Store a new key for a company, valid ``lifetime`` seconds (None: until revoked)."""
+    label = checked_label(label, lifetime)
     if conn.execute("SELECT 1 FROM companies WHERE id = ?", (company_id,)).fetchone() is None:
         raise KeyNotFound(f"no company {company_id}")
     key = generate_key()

@@ -11,7 +11,15 @@ from typing import Any
 
 import asyncpg
 
-from ..api_keys import KeyNotFound, KeyRefused, NewKey, generate_key, hash_key, prefix_of
+from ..api_keys import (
+    KeyNotFound,
+    KeyRefused,
+    NewKey,
+    checked_label,
+    generate_key,
+    hash_key,
+    prefix_of,
+)
 
 NOW = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 LATER = (
@@ -24,11 +32,7 @@ async def create_key(
     conn: asyncpg.Connection, company_id: int, label: str, lifetime: int | None = None
 ) -> NewKey:
     """Store a new key for a company, valid ``lifetime`` seconds (None: until revoked)."""
-    label = label.strip()
-    if not label:
-        raise KeyRefused("a key needs a label that says what it is for")
-    if lifetime is not None and lifetime <= 0:
-        raise KeyRefused("a key's lifetime must be positive")
+    label = checked_label(label, lifetime)
     if await conn.fetchval("SELECT 1 FROM companies WHERE id = $1", company_id) is None:
         raise KeyNotFound(f"no company {company_id}")
     key = generate_key()
