@@ -146,7 +146,11 @@ async def test_stalled_readers_cannot_starve_other_tenants(big_db: Path, tmp_pat
 async def test_a_reader_that_stops_is_cut_off_after_the_write_timeout(
     big_db: Path, tmp_path: Path
 ) -> None:
-    """With --write-timeout 1 the server drops the stalled connection and frees its slot."""
+    """With --write-timeout 1 the server resets the stalled connection and frees its slot.
+
+    A reset, not a close: a plain close would leave the kernel trickling the megabytes
+    still in the send buffer to the slow client (an orderly end after all of them).
+    """
     with Launcher(tmp_path) as launcher:
         server = launcher.serve(
             copy_of(big_db, tmp_path),
@@ -161,17 +165,9 @@ async def test_a_reader_that_stops_is_cut_off_after_the_write_timeout(
             assert read_head(sock).startswith(b"HTTP/1.1 200")
             await asyncio.sleep(3)  # the write times out; the server aborts the connection
             sock.settimeout(10)  # a connection still open would leave recv waiting
-            closed = False
-            try:
-                for _ in range(100_000):
-                    if not sock.recv(65536):
-                        closed = True
-                        break
-            except ConnectionResetError:
-                closed = True
-            except TimeoutError:
-                pass
-            assert closed
+            with pytest.raises(ConnectionResetError):
+                while sock.recv(65536):
+                    pass
         timeout = aiohttp.ClientTimeout(total=GUARD_SECONDS)
         async with (
             aiohttp.ClientSession(server.base, timeout=timeout) as session,

@@ -8,6 +8,9 @@ off instead of holding its snapshot and pooled connection.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 
 from aiohttp import hdrs, web
 
@@ -72,5 +75,22 @@ async def send(
         await asyncio.wait_for(response.write(chunk), timeout)
     except TimeoutError:
         if request.transport is not None:
-            request.transport.abort()
+            reset(request.transport)
         raise ConnectionResetError("the client stopped reading") from None
+
+
+# SO_LINGER on with a zero timeout: close() resets the connection at once.
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+
+
+def reset(transport: asyncio.BaseTransport) -> None:
+    """Drop a connection with a reset, discarding what its send buffer still holds.
+
+    A plain close leaves the kernel trickling megabytes of unsent answer to a client
+    that reads slowly (measured: 4 MB over 100 s); the reset frees them now.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+    transport.abort()
