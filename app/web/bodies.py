@@ -83,7 +83,7 @@ async def send(
 _RESET_ON_CLOSE = struct.pack("ii", 1, 0)
 
 
-def reset(transport: asyncio.BaseTransport) -> None:
+def reset(transport: asyncio.Transport) -> None:
     """Drop a connection with a reset, discarding what its send buffer still holds.
 
     A plain close leaves the kernel trickling megabytes of unsent answer to a client
