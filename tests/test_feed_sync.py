@@ -6,23 +6,26 @@ once in its latest state, plus, for an event changed after it was read, that eve
 more after the change; nothing is ever skipped, whatever the ids of new rows (they may
 be lower than ids already read); a load that writes nothing new does not move the feed.
 
-Every write goes through the real loader into a real database file and every read
-through the real app over HTTP; a plain-Python model (feeds.World) says what the
-database holds after each load.
+Every write goes through the real loader into a real database (a SQLite file, or a
+PostgreSQL database written by its own loader) and every read through the real app over
+HTTP; a plain-Python model (feeds.World) says what the database holds after each load.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import itertools
 import os
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
@@ -39,6 +42,9 @@ from .support.feeds import (
     World,
     make_event,
 )
+from .support.stores import fresh_database, on_both_stores
+
+store_kind = on_both_stores()
 
 TYPES = ("open", "click", "report", "fail")
 MAX_EVENT_ID = 60  # ids are drawn from a small range: new ones often fall below read ones
@@ -63,6 +69,28 @@ FILTERS: list[tuple[list[tuple[str, str]], Matcher]] = [
         lambda e: e["timestamp"].startswith("2026-03-02"),
     ),
 ]
+
+
+NewWorld = Callable[[Path], AbstractContextManager[World]]
+
+
+@pytest.fixture
+def new_world(request: pytest.FixtureRequest, store_kind: str) -> NewWorld:
+    """Worlds in the store under test: a new file, or a new empty PostgreSQL database."""
+    pg_url = request.getfixturevalue("pg_url") if store_kind == "postgresql" else ""
+
+    @contextlib.contextmanager
+    def new(directory: Path) -> Iterator[World]:
+        if not pg_url:
+            yield World(directory)
+            return
+        databases = fresh_database(pg_url, template="template0")
+        try:
+            yield World(directory, next(databases))
+        finally:
+            databases.close()  # drops the database
+
+    return new
 
 
 def company_of_id(event_id: int) -> int:
@@ -123,13 +151,12 @@ def check_receipts(
 @SYNC
 @given(plan=steps, choice=st.integers(0, len(FILTERS) - 1))
 async def test_a_collector_ends_with_exactly_the_final_set(
-    aiohttp_client: Any, plan: list[Step], choice: int
+    aiohttp_client: Any, new_world: NewWorld, plan: list[Step], choice: int
 ) -> None:
     """Random interleavings of loads and polls; loads commit between reads."""
     params, matches = FILTERS[choice]
-    with tempfile.TemporaryDirectory() as tmp:
-        world = World(Path(tmp))
-        config = Config(db=str(world.db), rate_burst=10**9, rate_per_second=1e9)
+    with tempfile.TemporaryDirectory() as tmp, new_world(Path(tmp)) as world:
+        config = Config(**world.settings(), rate_burst=10**9, rate_per_second=1e9)
         client = await aiohttp_client(ProblemTestServer(create_app(config)))
         collector = Collector(client, params=params)
         versions: list[int] = []  # the version of each received record, when received
@@ -159,13 +186,20 @@ async def test_a_collector_ends_with_exactly_the_final_set(
             await client.close()
 
 
-async def test_loads_committed_during_reads(tmp_path: Path, make_client: MakeClient) -> None:
+async def test_loads_committed_during_reads(
+    tmp_path: Path, make_client: MakeClient, new_world: NewWorld
+) -> None:
     """A loader thread commits while the collector reads; the guarantee still holds.
 
     Each change gives an event a timestamp it never had, so a received state tells which
     write it came from.
     """
-    world = World(tmp_path)
+    with new_world(tmp_path) as world:
+        await collect_during_loads(world, make_client)
+
+
+async def collect_during_loads(world: World, make_client: MakeClient) -> None:
+    """Follow the feed while 25 loads commit; check the guarantee at the end."""
     rnd = random.Random(13)
     moments = (START + dt.timedelta(seconds=n) for n in itertools.count())
 
@@ -182,7 +216,7 @@ async def test_loads_committed_during_reads(tmp_path: Path, make_client: MakeCli
         return events
 
     world.load(batch(300))
-    client = await make_client(db=str(world.db))
+    client = await make_client(**world.settings())
     collector = Collector(client)
     done = asyncio.Event()
 
@@ -220,13 +254,17 @@ def assert_same_guarantee(world: World, collector: Collector) -> None:
 
 
 async def test_a_load_that_writes_nothing_new_does_not_move_the_feed(
-    tmp_path: Path, make_client: MakeClient
+    tmp_path: Path, make_client: MakeClient, new_world: NewWorld
 ) -> None:
     """The same file loaded again: same cursor at the end, same pages from the start."""
-    world = World(tmp_path)
+    with new_world(tmp_path) as world:
+        await reload_changes_nothing(world, make_client)
+
+
+async def reload_changes_nothing(world: World, make_client: MakeClient) -> None:
     events = [make_event(i, 3, 10, "click", i, False) for i in (5, 1, 9)]
     world.load(events)
-    client = await make_client(db=str(world.db))
+    client = await make_client(**world.settings())
     first = Collector(client)
     await first.catch_up(limit=2)
     world.load(events)

@@ -14,8 +14,10 @@ from typing import Any
 from aiohttp.test_utils import TestClient
 
 from app.tools.loader import load_files
+from app.tools.pg_loader import load_pg
 
 from .factories import API, KEYS
+from .stores import run_apart
 
 FEED = f"{API}/events"
 Event = dict[str, Any]  # an event as the fixture format writes it
@@ -50,11 +52,16 @@ STAFF = {c: [e["id"] for e in EMPLOYEES if e["company_id"] == c] for c in (1, 2)
 
 
 class World:
-    """A database written only by the real loader, and the model of what it holds."""
+    """A database written only by the real loader, and the model of what it holds.
 
-    def __init__(self, directory: Path) -> None:
+    A SQLite file in ``directory``, or the empty PostgreSQL database at ``database_url``
+    (written by PostgreSQL's loader).
+    """
+
+    def __init__(self, directory: Path, database_url: str = "") -> None:
         self.directory = directory
         self.db = directory / "feed.sqlite3"
+        self.database_url = database_url
         self.events: dict[int, Event] = {}
         self.versions: dict[int, int] = {}  # effective writes of each event so far
         self.history: dict[int, list[Event]] = {}
@@ -65,7 +72,14 @@ class World:
         """Load one fixture document with the real loader (the model is not touched)."""
         path = self.directory / f"load{next(self._files)}.json"
         path.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
-        load_files(self.db, [path])
+        if not self.database_url:
+            load_files(self.db, [path])
+            return
+        run_apart(load_pg(self.database_url, [path]))  # synchronous, like SQLite's loader
+
+    def settings(self) -> dict[str, Any]:
+        """The app's configuration for this world's database."""
+        return {"db": str(self.db), "database_url": self.database_url}
 
     def load(self, events: list[Event]) -> None:
         """One load of these events (new, changed or unchanged), then the model follows."""

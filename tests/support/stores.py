@@ -11,7 +11,8 @@ import asyncio
 import os
 import sqlite3
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,13 +99,19 @@ def database_url(url: str, name: str) -> str:
 
 
 def fresh_database(url: str, template: str = TEMPLATE) -> Iterator[str]:
-    """A database copied from the template for one test; dropped afterwards."""
+    """A database copied from ``template`` for one test (template0: empty); dropped afterwards."""
     name = f"t_{uuid.uuid4().hex[:16]}"
-    asyncio.run(_admin(url, f"CREATE DATABASE {name} TEMPLATE {template}"))
+    run_apart(_admin(url, f"CREATE DATABASE {name} TEMPLATE {template}"))
     try:
         yield database_url(url, name)
     finally:
-        asyncio.run(_admin(url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        run_apart(_admin(url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+
+
+def run_apart(work: Coroutine[Any, Any, Any]) -> Any:
+    """Run a coroutine to the end on a loop of its own, also from an event loop's thread."""
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, work).result()
 
 
 async def _admin(url: str, statement: str) -> None:
