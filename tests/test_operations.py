@@ -162,16 +162,20 @@ def test_signal_lets_the_request_in_flight_finish_then_exits_0(
         flags = ["--workers", "2", "--redis-url", request.getfixturevalue("redis_url")]
     app = launcher.serve(Path(shutil.copy(template, tmp_path / "db.sqlite3")), *flags)
     conn = http.client.HTTPConnection("127.0.0.1", urlsplit(app.base).port, timeout=30)
-    conn.request("GET", "/healthz")  # the connection is accepted and kept alive
-    ready = conn.getresponse()
+    conn.request("GET", "/healthz", headers={"X-Request-ID": "ready"})  # the connection is
+    ready = conn.getresponse()  # accepted and kept alive: one process serves it throughout
     assert ready.status == 200 and ready.read()
+    deadline = time.monotonic() + GUARD_SECONDS
+    ready_line = re.compile(r"\[(\d+)\] INFO app\.access .*request_id=ready")
+    while not (serving := ready_line.search(app.output_text()[1])):  # written within a second
+        assert time.monotonic() < deadline, app.output_text()
+        time.sleep(0.05)
     conn.request("GET", CAMPAIGN, headers={"X-API-KEY": KEY_1, "X-Request-ID": "inflight"})
     response = conn.getresponse()  # the answer has begun; its body (beyond the socket
     app.proc.send_signal(signum)  # buffers) waits for this client to read it
-    deadline = time.monotonic() + GUARD_SECONDS
-    while "shutting down" not in app.output_text()[1]:  # the serving process saw the signal
+    while f"[{serving[1]}] INFO app.server shutting down" not in app.output_text()[1]:
         assert time.monotonic() < deadline and app.proc.poll() is None, app.output_text()
-        time.sleep(0.05)
+        time.sleep(0.05)  # until the serving process saw the signal
     body = response.read()
     assert response.status == 200
     events = json.loads(body)

@@ -191,3 +191,31 @@ def test_workers_refuse_a_port_already_taken(
     assert code == 2, err
     assert len(err.strip().splitlines()) == 1 and err.startswith("error: cannot serve on"), err
     assert "Traceback" not in err
+
+
+# A new worker whose stop signal came before its own handlers: run in a process of its
+# own, because gunicorn's arbiter installs its signal handlers where it is made.
+EARLY_SIGNAL = """
+import os, signal
+from gunicorn.arbiter import Arbiter as GunicornArbiter
+from app.config import Config
+from app.main import create_app
+from app.web.processes import Arbiter, stop_signal_before_start
+
+config = Config(db="unused.sqlite3", log_level="WARNING")
+GunicornArbiter(Arbiter(config, lambda: create_app(config))).init_signals()  # as forks inherit
+print(stop_signal_before_start())
+os.kill(os.getpid(), signal.SIGTERM)  # queued by the arbiter's handler, as in a new worker
+print(stop_signal_before_start() == signal.SIGTERM)
+"""
+
+
+def test_a_worker_sees_a_stop_signal_that_came_before_its_handlers() -> None:
+    """A SIGTERM that reached a worker between its fork and its handlers stops it at start.
+
+    (The arbiter's inherited handler only queues it in a copy of the arbiter's queue: the
+    worker would otherwise serve on until gunicorn's graceful timeout killed it.)
+    """
+    done = run_python("-c", EARLY_SIGNAL)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["None", "True"]

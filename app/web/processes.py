@@ -11,7 +11,10 @@ the same. SIGTERM and SIGINT let requests in flight finish, then everything exit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import queue
+import signal
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -28,8 +31,43 @@ from .server import SHUTDOWN_SECONDS, make_runner
 log = logging.getLogger("app.server")
 
 
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
+
+
+def stop_signal_before_start() -> int | None:
+    """A stop signal this new worker got before it set its own handlers, if any.
+
+    Until then the arbiter's handler, inherited through the fork, only puts a signal in
+    the arbiter's queue, whose copy here nobody reads: a SIGTERM that came just as the
+    arbiter forked would be lost, and the worker would serve on until gunicorn's
+    graceful timeout killed it (seen: a stop taking 31 s and exiting non-zero).
+    """
+    arbiter = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
+    pending = getattr(arbiter, "SIG_QUEUE", None)
+    signals: list[Any] = []
+    if isinstance(pending, list):  # gunicorn before 25
+        signals = list(pending)
+    elif pending is not None:
+        with contextlib.suppress(queue.Empty):
+            while True:
+                signals.append(pending.get_nowait())
+    return next((int(sig) for sig in reversed(signals) if sig in STOP_SIGNALS), None)
+
+
 class Worker(GunicornWebWorker):
     """aiohttp's gunicorn worker, starting its graceful shutdown as soon as SIGTERM comes."""
+
+    _stop_at_start: int | None = None
+
+    def init_process(self) -> None:
+        """Look for a stop signal that came before this worker's handlers (then start)."""
+        self._stop_at_start = stop_signal_before_start()
+        super().init_process()
+
+    def init_signals(self) -> None:
+        super().init_signals()
+        if self._stop_at_start is not None:  # serve nothing: stop as the signal asked
+            self.loop.call_soon(self.handle_quit, self._stop_at_start, None)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         """Like SIGQUIT/SIGINT here: stop now, not at the worker loop's next one-second tick."""
