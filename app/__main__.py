@@ -7,6 +7,7 @@ Every setting or start-up problem ends in one line on stderr and exit code 2; th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import logging
@@ -18,7 +19,7 @@ from pathlib import Path
 import asyncpg
 
 from .config import Config, load_config
-from .data.pg.schema import schema_version
+from .data.pg import schema as pg_schema
 from .data.pg.store import check_schema
 from .data.schema import DatabaseError, check_integrity, check_readable, upgrade_if_older
 from .main import create_app
@@ -29,20 +30,26 @@ from .web.processes import serve_workers
 from .web.server import serve
 
 log = logging.getLogger("app")
+# What a role that may only read (or a hot standby) gets when it tries to upgrade.
+READ_ONLY = (asyncpg.InsufficientPrivilegeError, asyncpg.ReadOnlySQLTransactionError)
 
 
 async def prepare_postgresql(config: Config) -> bool:
     """Check the PostgreSQL database; load the sample into one without a schema (True).
 
-    Like the SQLite file's first start, this is the one write the server's process makes,
-    before it serves; a read-only role simply needs a database the loader prepared.
+    Like the SQLite file's first start, these are the only writes the server's process
+    makes, before it serves: an older schema is upgraded when the role may (a read-only
+    role simply needs a database the loader prepared or upgraded).
     """
     try:
         conn = await asyncpg.connect(config.database_url, timeout=10)
     except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
         raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
     try:
-        if await schema_version(conn) is not None or not config.bootstrap:
+        if await pg_schema.schema_version(conn) is not None or not config.bootstrap:
+            with contextlib.suppress(*READ_ONLY):  # check_schema says what to do
+                if await pg_schema.upgrade_if_older(conn):
+                    print("Upgraded the PostgreSQL database to the current schema.", flush=True)
             await check_schema(conn)
             return False
     finally:

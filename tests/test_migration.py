@@ -1,24 +1,34 @@
-"""A database of schema version 1 is upgraded in place before serving (contract.md 10, 13).
+"""A database of an older schema version is upgraded in place (contract.md 10, 11, 13, 15).
 
 Version 1 had no campaign targets, no event ip/user_agent/change sequence and no key
 expiry. The upgrade adds them: every (campaign, employee) with an event becomes a
 target (an event implies it), existing events take their feed places in id order, and
 two processes starting on the same old file at once upgrade it exactly once.
+Version 2 had no case-folded campaign title (``title_key``, the title filter's column):
+the upgrade fills it with Python's casefold, as the loaders write it ("Straße" matches
+"STRASSE", which SQL's lower() would miss), on SQLite and on PostgreSQL, where the tools
+and the server's start upgrade a version 2 database in one transaction.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import asyncpg
 import pytest
 
+from app.data.pg.schema import ensure_schema
 from app.data.schema import SCHEMA_VERSION, upgrade_if_older
+from app.tools.pg_loader import load_pg
 
-from .support.factories import API, KEY_1, query, sample
+from .support.clients import MakeClient
+from .support.factories import API, KEY_1, get, query, sample
 from .support.servers import Launcher, clean_env, fetch
 
 pytestmark = pytest.mark.system
@@ -38,6 +48,7 @@ V1_TRIGGERS = {
     "team_members_same_company",
 }
 DOWNGRADE = (
+    "ALTER TABLE campaigns DROP COLUMN title_key",
     "DROP TABLE campaign_targets",
     "ALTER TABLE campaign_events DROP COLUMN ip",
     "ALTER TABLE campaign_events DROP COLUMN user_agent",
@@ -109,3 +120,108 @@ def test_the_server_upgrades_an_old_file_and_serves_it(sample_db: Path, tmp_path
         expected = [e["id"] for e in sample()["campaign_events"] if e["campaign_id"] == 1]
         assert sorted(e["id"] for e in json.loads(body)) == sorted(expected)
     assert "Upgraded" in server.output_text()[0]
+
+
+# Titles whose case folding differs from lower(): what the migration must get right.
+ODD_TITLES = {900: "Straße Ünïcødé", 901: "ΣΊΣΥΦΟΣ İlker"}
+ODD_CAMPAIGNS = "INSERT INTO campaigns (id, company_id, title, launch_date) VALUES " + ", ".join(
+    f"({i}, 1, '{title}', '2026-01-01T08:00:00Z')" for i, title in ODD_TITLES.items()
+)
+
+
+def version_2_copy(sample_db: Path, directory: Path) -> Path:
+    """The sample as a version 2 file (no title_key), with the odd titles."""
+    old = directory / "v2.sqlite3"
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    conn.execute("VACUUM INTO ?", (str(old),))
+    conn.close()
+    conn = sqlite3.connect(old, isolation_level=None)
+    for statement in (
+        "ALTER TABLE campaigns DROP COLUMN title_key",
+        ODD_CAMPAIGNS,
+        "PRAGMA user_version = 2",
+    ):
+        conn.execute(statement)
+    conn.close()
+    return old
+
+
+async def found_by_title(client: Any, title: str) -> list[int]:
+    """The campaign ids the title filter finds for ``title``."""
+    response = await get(client, f"{API}/campaigns?filter[title]={title}")
+    assert response.status == 200, await response.text()
+    return [c["id"] for c in await response.json()]
+
+
+async def test_a_version_2_file_gets_python_s_folded_titles(
+    sample_db: Path, tmp_path: Path, make_client: MakeClient
+) -> None:
+    old = version_2_copy(sample_db, tmp_path)
+    assert upgrade_if_older(old)
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    rows = query(old, "SELECT title, title_key FROM campaigns")
+    assert len(rows) == len(sample()["campaigns"]) + len(ODD_TITLES)
+    assert all(key == title.casefold() for title, key in rows)
+    client = await make_client(db=str(old))
+    assert await found_by_title(client, "STRASSE ÜNÏCØDÉ") == [900]
+    assert await found_by_title(client, "σίσυφος i̇lker") == [901]
+
+
+DOWNGRADE_PG = (
+    "ALTER TABLE campaigns DROP COLUMN title_key",
+    "DROP INDEX campaigns_by_company, courses_by_company, campaign_events_by_type,"
+    " campaign_events_by_employee_type, inscriptions_by_employee, inscriptions_by_course,"
+    " section_results_by_section",
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+    ODD_CAMPAIGNS,
+)
+
+
+async def pg_version_2(url: str) -> None:
+    """The PostgreSQL database at ``url`` made a version 2 one, with the odd titles."""
+    conn = await asyncpg.connect(url)
+    try:
+        for statement in DOWNGRADE_PG:
+            await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def test_a_version_2_postgresql_database_is_upgraded_once(
+    pg_database: str, make_client: MakeClient, tmp_path: Path
+) -> None:
+    """Two tools at once: one upgrades, in one transaction; the other finds it done."""
+    await pg_version_2(pg_database)
+    a, b = await asyncpg.connect(pg_database), await asyncpg.connect(pg_database)
+    try:
+        assert sorted(await asyncio.gather(ensure_schema(a), ensure_schema(b))) == [False, True]
+        rows = await a.fetch("SELECT title, title_key FROM campaigns")
+        version = await a.fetchval("SELECT value FROM meta WHERE key = 'schema_version'")
+        indexes = await a.fetchval(
+            "SELECT count(*) FROM pg_indexes WHERE indexname = 'campaign_events_by_type'"
+        )
+    finally:
+        await a.close()
+        await b.close()
+    assert version == str(SCHEMA_VERSION) and indexes == 1
+    assert len(rows) == len(sample()["campaigns"]) + len(ODD_TITLES)
+    assert all(row["title_key"] == row["title"].casefold() for row in rows)
+    client = await make_client(database_url=pg_database)
+    assert await found_by_title(client, "STRASSE ÜNÏCØDÉ") == [900]
+    extra = tmp_path / "more.json"
+    extra.write_text(json.dumps({"campaigns": [{"id": 902, "company_id": 1,
+        "title": "Maße", "launch_date": "2026-01-02T08:00:00Z"}]}), encoding="utf-8")  # fmt: skip
+    await load_pg(pg_database, [extra])
+    assert await found_by_title(client, "MASSE") == [902]
+
+
+def test_the_server_upgrades_a_version_2_postgresql_database(
+    pg_database: str, tmp_path: Path
+) -> None:
+    asyncio.run(pg_version_2(pg_database))
+    with Launcher(tmp_path) as launcher:
+        server = launcher.serve(tmp_path / "unused.sqlite3", "--database-url", pg_database)
+        url = f"{server.base}{API}/campaigns?filter[title]=STRASSE%20%C3%9CN%C3%8FC%C3%98D%C3%89"
+        status, _, body = fetch(url, {"X-API-KEY": KEY_1})
+    assert status == 200 and [c["id"] for c in json.loads(body)] == [900]
+    assert "Upgraded the PostgreSQL database" in server.output_text()[0]

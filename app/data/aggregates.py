@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from .schema import EVENT_TYPES
 
+# A record's keys in order, each with its SQL expression: each backend builds its JSON
+# object from them (SQLite json_object, PostgreSQL row_to_json).
+Fields = list[tuple[str, str]]
+
 # The name of each event type's count in the reports: people (or campaigns) who did it.
 COUNT_NAMES = dict(zip(EVENT_TYPES, ("opened", "clicked", "reported", "failed"), strict=True))
 
@@ -46,3 +50,8 @@ def lower_median(values: str, count: str) -> str:
         "(SELECT v FROM (SELECT v, row_number() OVER (ORDER BY v) AS rank"
         f" FROM ({values})) WHERE rank = ({count} + 1) / 2)"
     )
+
+
+def json_pairs(fields: Fields) -> str:
+    """The arguments of SQLite's ``json_object`` for ``fields``."""
+    return ", ".join(f"'{name}', {sql}" for name, sql in fields)

@@ -10,10 +10,10 @@ of that range starts.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .aggregates import COUNT_NAMES, lower_median, rate, seconds_after
+from .aggregates import COUNT_NAMES, Fields, json_pairs, lower_median, rate, seconds_after
 from .listings import Listing, owned, placeholders
 
 
@@ -27,40 +27,49 @@ class CampaignFilters:
     without_captcha: bool = False
 
 
-def _events(kind: str, captcha: str) -> str:
+def events_of(kind: str, captcha: str) -> str:
     """Campaign ``c``'s events of one type (``captcha``: the with_captcha condition)."""
     return f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
 
 
-def _figures(captcha: str) -> str:
+def captcha_condition(without_captcha: bool) -> str:
+    """The condition on events ``ev`` that ``filter[with_captcha]=false`` adds."""
+    return " AND ev.with_captcha = 0" if without_captcha else ""
+
+
+def figures(captcha: str) -> str:
     """One row: campaign ``c``'s targets and the four counts of people."""
     counts = ", ".join(
-        f"(SELECT count(DISTINCT ev.employee_id) {_events(kind, captcha)}) AS {name}"
+        f"(SELECT count(DISTINCT ev.employee_id) {events_of(kind, captcha)}) AS {name}"
         for kind, name in COUNT_NAMES.items()
     )
     targets = "(SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id)"
     return f"SELECT {targets} AS targets, {counts}"
 
 
+def firsts(kind: str, captcha: str) -> str:
+    """Column ``v``: each person's first event of ``kind`` in campaign ``c``."""
+    return f"SELECT min(ev.timestamp) AS v {events_of(kind, captcha)} GROUP BY ev.employee_id"
+
+
 def _median_seconds(kind: str, captcha: str) -> str:
     """Seconds from launch to the lower-middle person's first event of ``kind``."""
-    firsts = f"SELECT min(ev.timestamp) AS v {_events(kind, captcha)} GROUP BY ev.employee_id"
-    first = lower_median(firsts, f"s.{COUNT_NAMES[kind]}")
+    first = lower_median(firsts(kind, captcha), f"s.{COUNT_NAMES[kind]}")
     return seconds_after(first, "c.launch_date")
 
 
-def _counts_and_rates(row: str) -> str:
-    """``targets``, the four counts and the four rates of ``row``, as json_object pairs."""
-    counts = [f"'{name}', {row}.{name}" for name in COUNT_NAMES.values()]
+def counts_and_rates(row: str, rate: Callable[[str, str], str]) -> Fields:
+    """``targets``, the four counts and the four rates of ``row`` (``rate``: the backend's)."""
+    counts = [(name, f"{row}.{name}") for name in COUNT_NAMES.values()]
     rates = [
-        f"'{kind}_rate', {rate(f'{row}.{name}', f'{row}.targets')}"
+        (f"{kind}_rate", rate(f"{row}.{name}", f"{row}.targets"))
         for kind, name in COUNT_NAMES.items()
     ]
-    return ", ".join([f"'targets', {row}.targets", *counts, *rates])
+    return [("targets", f"{row}.targets"), *counts, *rates]
 
 
-def _departments(captcha: str) -> str:
-    """Campaign ``c``'s ``by_department`` array: targets and people per department.
+def department_figures(captcha: str) -> str:
+    """Campaign ``c``'s departments: targets and people per department (no order).
 
     One row per target and one per (type, person) with such an event, grouped by
     the person's department; the distinct pairs come straight from the index.
@@ -69,9 +78,7 @@ def _departments(captcha: str) -> str:
         f"count(CASE WHEN type = '{kind}' THEN 1 END) AS {name}"
         for kind, name in COUNT_NAMES.items()
     )
-    return f"""(SELECT json_group_array(json_object(
-            'department', d.department, {_counts_and_rates("d")})) FROM (
-        SELECT department, sum(target) AS targets, {counts} FROM (
+    return f"""SELECT department, sum(target) AS targets, {counts} FROM (
             SELECT e.department AS department, 1 AS target, NULL AS type
             FROM campaign_targets t JOIN employees e ON e.id = t.employee_id
             WHERE t.campaign_id = c.id
@@ -79,8 +86,15 @@ def _departments(captcha: str) -> str:
             SELECT e.department, 0, p.type FROM (
                 SELECT DISTINCT ev.type AS type, ev.employee_id AS employee_id
                 FROM campaign_events ev WHERE ev.campaign_id = c.id{captcha}) p
-            JOIN employees e ON e.id = p.employee_id)
-        GROUP BY department ORDER BY department) d)"""
+            JOIN employees e ON e.id = p.employee_id) u
+        GROUP BY department"""
+
+
+def _departments(captcha: str) -> str:
+    """Campaign ``c``'s ``by_department`` array, by department name."""
+    department = json_pairs([("department", "d.department"), *counts_and_rates("d", rate)])
+    return f"""(SELECT json_group_array(json_object({department})) FROM (
+        {department_figures(captcha)} ORDER BY department) d)"""
 
 
 def campaign_json(without_captcha: bool, by_department: bool) -> str:
@@ -89,11 +103,11 @@ def campaign_json(without_captcha: bool, by_department: bool) -> str:
     The figures are computed once into ``s`` (MATERIALIZED: otherwise each use of a
     count would run its query again).
     """
-    captcha = " AND ev.with_captcha = 0" if without_captcha else ""
+    captcha = captcha_condition(without_captcha)
     departments = f", 'by_department', {_departments(captcha)}" if by_department else ""
-    return f"""(WITH s AS MATERIALIZED ({_figures(captcha)})
+    return f"""(WITH s AS MATERIALIZED ({figures(captcha)})
     SELECT json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date,
-        {_counts_and_rates("s")},
+        {json_pairs(counts_and_rates("s", rate))},
         'median_seconds_to_first_click', {_median_seconds("click", captcha)},
         'median_seconds_to_first_report', {_median_seconds("report", captcha)}
         {departments}) FROM s)"""
@@ -104,7 +118,7 @@ def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
     where = ["c.company_id = ?"]
     params: list[object] = [company_id]
     if filters.titles:
-        where.append(f"casefold(c.title) IN ({placeholders(list(filters.titles))})")
+        where.append(f"c.title_key IN ({placeholders(list(filters.titles))})")
         params.extend(filters.titles)
     for value, condition in (
         (filters.from_launch_date, "substr(c.launch_date, 1, 10) >= ?"),

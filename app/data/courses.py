@@ -8,23 +8,20 @@ from covering indexes on the course's inscriptions and their section results.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from .aggregates import rate, rounded_mean
+from .aggregates import Fields, json_pairs, rate, rounded_mean
 from .listings import Listing, placeholders
 from .schema import INSCRIPTION_STATUSES
 
-
-def _coverage() -> str:
-    """Course ``c``'s inscriptions by status and those overdue on the date ``?`` (one row)."""
-    statuses = ", ".join(
-        f"count(CASE WHEN i.status = '{status}' THEN 1 END) AS {status}"
-        for status in INSCRIPTION_STATUSES
-    )
-    overdue = "count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END)"
-    return f"""SELECT count(*) AS inscriptions, {statuses}, {overdue} AS overdue
-        FROM inscriptions i WHERE i.course_id = c.id"""
-
+_STATUSES = ", ".join(
+    f"count(CASE WHEN i.status = '{status}' THEN 1 END) AS {status}"
+    for status in INSCRIPTION_STATUSES
+)
+# Course ``c``'s inscriptions by status and those overdue on the date ``?`` (one row).
+COVERAGE = f"""SELECT count(*) AS inscriptions, {_STATUSES},
+    count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END) AS overdue
+    FROM inscriptions i WHERE i.course_id = c.id"""
 
 # Course ``c``'s section results that are not null: their sum and number (one row).
 # Every result's section belongs to its inscription's course (the loader checks it),
@@ -32,15 +29,25 @@ def _coverage() -> str:
 RESULTS = """SELECT sum(r.result) AS total, count(r.result) AS n FROM course_sections s
     JOIN section_results r ON r.section_id = s.id WHERE s.course_id = c.id"""
 
-# JSON of one course, keys in the order of contract.md 12; one ``?``: today's date.
-COURSE_JSON = f"""(SELECT json_object('id', c.id, 'title', c.title,
-        'sections', (SELECT count(*) FROM course_sections s WHERE s.course_id = c.id),
-        'inscriptions', k.inscriptions,
-        {", ".join(f"'{status}', k.{status}" for status in INSCRIPTION_STATUSES)},
-        'overdue', k.overdue,
-        'completion_rate', {rate("k.completed", "k.inscriptions")},
-        'average_result', {rounded_mean("res.total", "res.n")})
-    FROM ({_coverage()}) k, ({RESULTS}) res)"""
+
+def course_fields(rate: Callable[[str, str], str], mean: Callable[[str, str], str]) -> Fields:
+    """Course ``c``'s keys in the order of contract.md 12, over ``k`` (COVERAGE) and
+    ``res`` (RESULTS); ``rate`` and ``mean`` are the backend's rounding."""
+    return [
+        ("id", "c.id"),
+        ("title", "c.title"),
+        ("sections", "(SELECT count(*) FROM course_sections s WHERE s.course_id = c.id)"),
+        ("inscriptions", "k.inscriptions"),
+        *((status, f"k.{status}") for status in INSCRIPTION_STATUSES),
+        ("overdue", "k.overdue"),
+        ("completion_rate", rate("k.completed", "k.inscriptions")),
+        ("average_result", mean("res.total", "res.n")),
+    ]
+
+
+# JSON of one course; one ``?``: today's date.
+COURSE_JSON = f"""(SELECT json_object({json_pairs(course_fields(rate, rounded_mean))})
+    FROM ({COVERAGE}) k, ({RESULTS}) res)"""
 
 
 def courses_listing(company_id: int, titles: Sequence[str], today: dt.date) -> Listing:

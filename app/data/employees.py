@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .aggregates import COUNT_NAMES
+from .aggregates import COUNT_NAMES, Fields, json_pairs
 from .inscriptions import GROUPS_JSON, person_conditions
 from .listings import Listing, owned
 from .schema import INSCRIPTION_STATUSES
@@ -27,34 +27,36 @@ class EmployeeFilters:
     min_failed: int = 0
 
 
-def _phishing() -> str:
-    """Employee ``e``'s campaigns, distinct campaigns with each event type, latest event."""
-    counts = ", ".join(
-        f"'{name}', count(DISTINCT CASE WHEN ev.type = '{kind}' THEN ev.campaign_id END)"
+# Employee ``e``'s campaigns, distinct campaigns with each event type, latest event: one
+# row of ``PHISHING_FROM``.
+PHISHING: Fields = [
+    ("campaigns", "(SELECT count(*) FROM campaign_targets t WHERE t.employee_id = e.id)"),
+    *(
+        (name, f"count(DISTINCT CASE WHEN ev.type = '{kind}' THEN ev.campaign_id END)")
         for kind, name in COUNT_NAMES.items()
-    )
-    campaigns = "(SELECT count(*) FROM campaign_targets t WHERE t.employee_id = e.id)"
-    return f"""(SELECT json_object('campaigns', {campaigns}, {counts},
-            'last_event_at', max(ev.timestamp))
-        FROM campaign_events ev WHERE ev.employee_id = e.id)"""
+    ),
+    ("last_event_at", "max(ev.timestamp)"),
+]
+PHISHING_FROM = "FROM campaign_events ev WHERE ev.employee_id = e.id"
 
-
-def _training() -> str:
-    """Employee ``e``'s inscriptions by status, and those overdue on the date ``?``."""
-    statuses = ", ".join(
-        f"'{status}', count(CASE WHEN i.status = '{status}' THEN 1 END)"
+# Employee ``e``'s inscriptions by status, and those overdue on the date ``?``: one row
+# of ``TRAINING_FROM``.
+TRAINING: Fields = [
+    ("inscriptions", "count(*)"),
+    *(
+        (status, f"count(CASE WHEN i.status = '{status}' THEN 1 END)")
         for status in INSCRIPTION_STATUSES
-    )
-    overdue = "count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END)"
-    return f"""(SELECT json_object('inscriptions', count(*), {statuses}, 'overdue', {overdue})
-        FROM inscriptions i WHERE i.employee_id = e.id)"""
-
+    ),
+    ("overdue", "count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END)"),
+]
+TRAINING_FROM = "FROM inscriptions i WHERE i.employee_id = e.id"
+PERSON_COLUMNS = ("id", "first_name", "last_name", "email", "department", "country")
 
 # JSON of one employee, keys in the order of contract.md 12; one ``?``: today's date.
-EMPLOYEE_JSON = f"""json_object('id', e.id, 'first_name', e.first_name,
-    'last_name', e.last_name, 'email', e.email, 'department', e.department,
-    'country', e.country, 'groups', {GROUPS_JSON},
-    'phishing', {_phishing()}, 'training', {_training()})"""
+EMPLOYEE_JSON = f"""json_object({json_pairs([(c, f"e.{c}") for c in PERSON_COLUMNS])},
+    'groups', {GROUPS_JSON},
+    'phishing', (SELECT json_object({json_pairs(PHISHING)}) {PHISHING_FROM}),
+    'training', (SELECT json_object({json_pairs(TRAINING)}) {TRAINING_FROM}))"""
 
 
 def _campaigns_with(kind: str) -> str:

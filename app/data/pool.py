@@ -60,18 +60,13 @@ READ_PRAGMAS = (
 
 
 def configure_reader(conn: sqlite3.Connection) -> None:
-    """Make a connection a serving one: read-only settings and the SQL functions we use.
+    """Make a connection a serving one: read-only settings.
 
-    ``casefold(text)`` is Python's Unicode case folding, the one the loader stores in
-    the ``*_key`` columns, for the columns that have no such copy (campaign titles).
+    Filters match case-folded copies the writers store (the ``*_key`` columns), so the
+    reader needs no SQL function of its own: PostgreSQL reads the same columns.
     """
     for pragma in READ_PRAGMAS:
         conn.execute(pragma)
-    conn.create_function("casefold", 1, _casefold, deterministic=True)
-
-
-def _casefold(value: str | None) -> str | None:
-    return value.casefold() if isinstance(value, str) else value
 
 
 class ReadPool:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # The enumerations of the interface, defined once: the CHECK constraints below, the
 # fixture format and the response schemas all take them from here.
@@ -73,7 +73,8 @@ CREATE TABLE IF NOT EXISTS campaigns (
     id          INTEGER PRIMARY KEY,
     company_id  INTEGER NOT NULL REFERENCES companies(id),
     title       TEXT NOT NULL,
-    launch_date TEXT NOT NULL
+    launch_date TEXT NOT NULL,
+    title_key   TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS campaign_events (
     id           INTEGER PRIMARY KEY,
@@ -238,6 +239,13 @@ MIGRATE_1_TO_2 = (
     " ('change_seq', (SELECT count(*) FROM campaign_events))",
 )
 
+# From schema version 2 to 3: campaign titles get their case-folded copy (the title
+# filter), Python's casefold as the loader writes it (registered for the migration).
+MIGRATE_2_TO_3 = (
+    "ALTER TABLE campaigns ADD COLUMN title_key TEXT NOT NULL DEFAULT ''",
+    "UPDATE campaigns SET title_key = casefold(title)",
+)
+
 
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
@@ -262,11 +270,11 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables on an empty file, migrate a version 1 file, refuse any other."""
+    """Create the tables on an empty file, migrate a version 1 or 2 file, refuse any other."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1):
+    if version not in (0, 1, 2):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -275,6 +283,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
             return
         if version == 1:
             for statement in MIGRATE_1_TO_2:
+                conn.execute(statement)
+        if version in (1, 2):
+            conn.create_function("casefold", 1, str.casefold, deterministic=True)
+            for statement in MIGRATE_2_TO_3:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):

@@ -314,7 +314,8 @@ def _campaigns(ctx: Context) -> Rows:
     for c in ctx.companies:
         for campaign_id in c.campaigns:
             title = CAMPAIGNS[int(ctx.rng.random() * len(CAMPAIGNS))]
-            yield campaign_id, c.id, title, _timestamp(ctx.days, launches[campaign_id - 1])
+            launch = _timestamp(ctx.days, launches[campaign_id - 1])
+            yield campaign_id, c.id, title, launch, title.casefold()
 
 
 def _timestamp(days: list[str], epoch: int) -> str:
@@ -439,7 +440,7 @@ _STREAMS: list[tuple[str, str, Callable[[Context], Rows]]] = [
      " first_name_key, last_name_key, email_key, department_key, country_key", _employees),
     ("teams", "id, company_id, name, name_key", _teams),
     ("team_members", "employee_id, team_id", _team_members),
-    ("campaigns", "id, company_id, title, launch_date", _campaigns),
+    ("campaigns", "id, company_id, title, launch_date, title_key", _campaigns),
     ("campaign_targets", "campaign_id, employee_id, sent_at", _targets),
     ("campaign_events", "campaign_id, employee_id, type, timestamp, with_captcha, ip, user_agent,"
      " seq", _events),

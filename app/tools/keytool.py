@@ -20,6 +20,7 @@ import asyncpg
 from ..config import OneLineParser
 from ..data.api_keys import NewKey, create_key, list_keys, prefix_of, revoke_key, rotate_key
 from ..data.pg import api_keys as pg_keys
+from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
 from ..data.schema import check_readable, connect_writer, write_transaction
 from .cli import ToolError, add_store_arguments, command
@@ -150,6 +151,7 @@ async def on_postgresql(url: str, name: str, *args: Any) -> Any:
     """Run the PostgreSQL key function ``name`` in one transaction (the schema must exist)."""
     conn = await asyncpg.connect(url)
     try:
+        await upgrade_if_older(conn)
         await check_schema(conn)
         async with conn.transaction():
             return await getattr(pg_keys, name)(conn, *args)

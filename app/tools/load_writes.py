@@ -108,7 +108,7 @@ MERGES: dict[str, str] = {
         parents=_parents(("employee_id", "employees"), ("team_id", "teams")),
     ),
     "campaigns": _upsert(
-        "campaigns", ("id", "company_id", "title", "launch_date"), parents=OF_COMPANY
+        "campaigns", ("id", "company_id", "title", "launch_date", "title_key"), parents=OF_COMPANY
     ),
     "campaign_targets": _upsert(
         "campaign_targets",

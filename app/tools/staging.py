@@ -79,7 +79,10 @@ STAGED: dict[str, Staged] = {
         lambda r: (r["id"], r["company_id"], r["name"], _fold(r["name"])),
     ),
     "team_members": _plain("employee_id", "team_id", key=("employee_id", "team_id")),
-    "campaigns": _plain("id", "company_id", "title", "launch_date"),
+    "campaigns": Staged(
+        ("id", "company_id", "title", "launch_date", "title_key"),
+        lambda r: (r["id"], r["company_id"], r["title"], r["launch_date"], _fold(r["title"])),
+    ),
     "campaign_targets": _plain(
         "campaign_id", "employee_id", "sent_at", key=("campaign_id", "employee_id")
     ),

@@ -37,6 +37,20 @@ def _day(column: str) -> str:
     return f"{column} {TEXT} CHECK ({column} ~ '^\\d{{4}}-\\d\\d-\\d\\d$')"
 
 
+# The reports' indexes (contract.md 11, 12; SQLite's too): each list in its order, each
+# record's figures from short ranges. Version 3 added them (IF NOT EXISTS: the migration).
+REPORT_INDEXES = """
+CREATE INDEX IF NOT EXISTS campaigns_by_company ON campaigns (company_id, launch_date, id);
+CREATE INDEX IF NOT EXISTS courses_by_company ON courses (company_id);
+CREATE INDEX IF NOT EXISTS campaign_events_by_type
+    ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha);
+CREATE INDEX IF NOT EXISTS campaign_events_by_employee_type
+    ON campaign_events (employee_id, type, campaign_id, timestamp);
+CREATE INDEX IF NOT EXISTS inscriptions_by_employee ON inscriptions (employee_id, status, due_date);
+CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
+CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
+"""
+
 SCHEMA = f"""
 CREATE TABLE meta (
     key   {TEXT} PRIMARY KEY,
@@ -85,7 +99,8 @@ CREATE TABLE campaigns (
     id          BIGINT PRIMARY KEY,
     company_id  BIGINT NOT NULL REFERENCES companies(id),
     title       {TEXT} NOT NULL,
-    {_instant("launch_date")} NOT NULL
+    {_instant("launch_date")} NOT NULL,
+    title_key   {TEXT} NOT NULL
 );
 CREATE TABLE campaign_events (
     id           BIGINT PRIMARY KEY,
@@ -145,7 +160,7 @@ CREATE INDEX campaign_events_by_seq ON campaign_events (seq, id);
 CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
-"""
+{REPORT_INDEXES}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -212,20 +227,54 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
     return int(value) if value is not None else None
 
 
-async def ensure_schema(conn: asyncpg.Connection) -> None:
-    """Create the schema in an empty database; refuse a database of another version.
+async def ensure_schema(conn: asyncpg.Connection) -> bool:
+    """Create the schema in an empty database, migrate a version 2 one (True when it
+    did); refuse a database of any other version.
 
-    A transaction-level advisory lock makes two tools starting together create it once.
+    A transaction-level advisory lock makes two tools starting together do it once.
     """
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting schema'))")
         version = await schema_version(conn)
         if version == SCHEMA_VERSION:
-            return
-        if version is not None:
+            return False
+        if version is None:
+            await conn.execute(SCHEMA + TRIGGERS)
+            await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
+            return False
+        if version != 2:
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
-        await conn.execute(SCHEMA + TRIGGERS)
-        await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
+        await migrate_2_to_3(conn)
+        return True
+
+
+async def upgrade_if_older(conn: asyncpg.Connection) -> bool:
+    """Migrate a database of an older schema version in place; True if it did.
+
+    A database without our schema is left alone (the loader creates one).
+    """
+    version = await schema_version(conn)
+    if version is None or version >= SCHEMA_VERSION:
+        return False
+    return await ensure_schema(conn)
+
+
+async def migrate_2_to_3(conn: asyncpg.Connection) -> None:
+    """Campaign titles get their case-folded copy, folded by Python as the loaders fold
+    them (PostgreSQL's lower() differs: "ß" stays), and the reports get their indexes."""
+    await conn.execute(f"ALTER TABLE campaigns ADD COLUMN title_key {TEXT}")
+    rows = await conn.fetch("SELECT id, title FROM campaigns")
+    await conn.execute("CREATE TEMP TABLE folded (id BIGINT, title_key TEXT) ON COMMIT DROP")
+    folded = [(row["id"], row["title"].casefold()) for row in rows]
+    await conn.copy_records_to_table("folded", records=folded)
+    await conn.execute(
+        "UPDATE campaigns c SET title_key = f.title_key FROM folded f WHERE f.id = c.id"
+    )
+    await conn.execute("ALTER TABLE campaigns ALTER COLUMN title_key SET NOT NULL")
+    await conn.execute(REPORT_INDEXES)
+    await conn.execute(
+        "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
+    )
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:

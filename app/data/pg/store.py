@@ -185,7 +185,7 @@ class PgStore:
         """Records after a feed position, at most ``limit``, from one snapshot."""
         statement = sql.select_keyed(listing)
         async with self._snapshot(listing.guard) as (conn, token):
-            rows = await conn.fetch(statement, *listing.params, limit)
+            rows = await conn.fetch(statement, *listing.select_params, limit)
         return Window(token, [row[0] for row in rows], tuple(rows[-1][1:]) if rows else None)
 
     async def cursor_secret(self) -> bytes:
@@ -218,7 +218,7 @@ class PgStore:
             self._stream_slots,
             self._snapshot(listing.guard) as (conn, token),
         ):
-            cursor = await conn.cursor(sql.select(listing), *listing.params)
+            cursor = await conn.cursor(sql.select(listing), *listing.select_params)
             texts = [row[0] for row in await cursor.fetch(CHUNK_ROWS)]
             if len(texts) < INLINE_ROWS:  # the data shrank since the first look
                 yield Records(token, texts)
@@ -243,5 +243,8 @@ async def check_schema(conn: asyncpg.Connection) -> str:
         raise DatabaseError("the PostgreSQL database has no schema (load fixtures first)")
     version = await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'")
     if version != str(SCHEMA_VERSION):
-        raise DatabaseError(f"the PostgreSQL database has schema version {version}")
+        raise DatabaseError(
+            f"the PostgreSQL database has schema version {version}, not {SCHEMA_VERSION}"
+            " (a load or the key tool, run as the tables' owner, upgrades an older one)"
+        )
     return str(await conn.fetchval(TOKEN))

@@ -1,0 +1,45 @@
+"""PostgreSQL's SQL for the reports' numbers, printing exactly what SQLite prints.
+
+SQLite's rates and means are REALs; its JSON writes a REAL with up to 15 significant
+digits, and ``.0`` when whole (``0.5``, ``1.0``, ``0.0313``, ``45.9``). PostgreSQL
+computes the same figures exactly in ``numeric`` (the same integer arithmetic for the
+rounding, see :mod:`app.data.aggregates`), and a ``numeric`` prints its own scale: so
+each result is given the smallest scale that holds it, and never less than 1. Rates
+have 4 decimals at most and means 1, far from the 15 digits where a REAL would print
+otherwise.
+"""
+
+from __future__ import annotations
+
+
+def real(value: str) -> str:
+    """``value`` (numeric) with the fewest decimals that hold it, at least one."""
+    return f"round({value}, greatest(1, scale(trim_scale({value}))))"
+
+
+def rate(count: str, total: str) -> str:
+    """``count / total`` rounded half up to 4 decimals; NULL when ``total`` is 0."""
+    ten_thousandths = f"((20000 * {count} + {total}) / (2 * {total}))"
+    return f"CASE WHEN {total} > 0 THEN {real(f'{ten_thousandths} / 10000.0')} END"
+
+
+def rounded_mean(total: str, count: str) -> str:
+    """``total / count`` rounded half up to 1 decimal; NULL when ``count`` is 0.
+
+    ``total`` is exact here (a numeric sum); ties are still taken within 1e-9, as
+    SQLite's rule over its floating-point sum does, so the two agree on every value.
+    """
+    tenths = f"floor(10 * {total} / {count} + 0.5 + 1e-9)"
+    return f"CASE WHEN {count} > 0 THEN {real(f'{tenths} / 10')} END"
+
+
+def median_seconds_after(values: str, start: str) -> str:
+    """Whole seconds from ``start`` to the lower middle of the ``v`` instants of
+    ``values``, 0 when it came first; NULL when there are none.
+
+    ``percentile_disc(0.5)`` is the first value whose share reaches one half: of n
+    values the ((n + 1) / 2)-th smallest, SQLite's lower middle.
+    """
+    middle = f"SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY f.v) AS v FROM ({values}) f"
+    seconds = f"extract(epoch FROM m.v::timestamptz - {start}::timestamptz)"
+    return f"(SELECT greatest(0, {seconds})::bigint FROM ({middle}) m WHERE m.v IS NOT NULL)"

@@ -1,0 +1,63 @@
+"""PostgreSQL's JSON for the reports (contract.md 11, 12): campaigns, employees, courses.
+
+The figures' SQL is SQLite's own (the same fragments from :mod:`app.data.campaigns`,
+:mod:`app.data.employees` and :mod:`app.data.courses`), so both stores count the same
+rows; only how numbers are rounded and printed (:mod:`.aggregates`) and how objects
+and arrays are written (:mod:`.objects`) differ. Every figure is computed by PostgreSQL
+in the page's one statement, as on SQLite.
+"""
+
+from __future__ import annotations
+
+from .. import campaigns, courses, employees
+from .aggregates import median_seconds_after, rate, rounded_mean
+from .objects import GROUPS, array, json_object, json_select
+
+MEDIANS = (("click", "median_seconds_to_first_click"), ("report", "median_seconds_to_first_report"))
+
+
+def _departments(captcha: str) -> str:
+    """Campaign ``c``'s ``by_department`` array, by department name."""
+    fields = [("department", "d.department"), *campaigns.counts_and_rates("d", rate)]
+    return array(fields, f"FROM ({campaigns.department_figures(captcha)}) d", "d.department")
+
+
+def campaign_json(without_captcha: bool, by_department: bool) -> str:
+    """The JSON of campaign ``c`` (SQLite's :func:`app.data.campaigns.campaign_json`),
+    the figures computed once into ``s`` as there."""
+    captcha = campaigns.captcha_condition(without_captcha)
+    fields = [
+        ("id", "c.id"),
+        ("title", "c.title"),
+        ("launch_date", "c.launch_date"),
+        *campaigns.counts_and_rates("s", rate),
+        *(
+            (name, median_seconds_after(campaigns.firsts(kind, captcha), "c.launch_date"))
+            for kind, name in MEDIANS
+        ),
+        *([("by_department", _departments(captcha))] if by_department else []),
+    ]
+    figures = campaigns.figures(captcha)
+    return f"(WITH s AS MATERIALIZED ({figures}) {json_select(fields, 'FROM s')})"
+
+
+# Every variant of the campaign's JSON, by SQLite's expression.
+CAMPAIGNS = {
+    campaigns.campaign_json(without, departments): campaign_json(without, departments)
+    for without in (False, True)
+    for departments in (False, True)
+}
+
+EMPLOYEE = json_object(
+    [
+        *((column, f"e.{column}") for column in employees.PERSON_COLUMNS),
+        ("groups", GROUPS),
+        ("phishing", json_object(employees.PHISHING, employees.PHISHING_FROM)),
+        ("training", json_object(employees.TRAINING, employees.TRAINING_FROM)),
+    ]
+)
+
+COURSE = json_object(
+    courses.course_fields(rate, rounded_mean),
+    f"FROM ({courses.COVERAGE}) k, ({courses.RESULTS}) res",
+)
