@@ -85,11 +85,12 @@ async def client(make_client: MakeClient) -> TestClient:
 
 
 @pytest.fixture
-async def dated(aiohttp_client: Any, sample_db: Path) -> tuple[TestClient, Day]:
-    """The app over the sample data, limits raised, its date set by the test (Day)."""
+async def dated(aiohttp_client: Any, store: Store) -> tuple[TestClient, Day]:
+    """The app over the sample data in the store under test, limits raised, its date set
+    by the test (Day)."""
     day = Day(date(2025, 9, 1))
     config = Config(
-        db=str(sample_db),
+        **store.settings(),
         rate_burst=100_000,
         rate_per_second=100_000.0,
         auth_failures_per_minute=100_000,

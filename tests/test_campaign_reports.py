@@ -19,7 +19,9 @@ from aiohttp.test_utils import TestClient
 from .support import reports as oracle
 from .support.datasets import serving_fixture
 from .support.factories import API, KEY_1, KEY_2, KEYS, assert_problem, comparable, get, sample
+from .support.stores import Store, on_both_stores
 
+store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
 LIST = f"{API}/campaigns"
 ALLOWED = "filter[from_launch_date], filter[title], filter[to_launch_date]"
 
@@ -122,9 +124,9 @@ for _event in EDGE["campaign_events"]:
 
 
 @pytest.fixture
-async def edge(aiohttp_client: Any) -> AsyncIterator[TestClient]:
-    """The app over the hand-made EDGE fixture, loaded by the real loader."""
-    async with serving_fixture(aiohttp_client, EDGE) as client:
+async def edge(aiohttp_client: Any, store: Store) -> AsyncIterator[TestClient]:
+    """The app over the hand-made EDGE fixture, loaded by the store's real loader."""
+    async with serving_fixture(aiohttp_client, EDGE, store=store) as client:
         yield client
 
 

@@ -18,7 +18,9 @@ from aiohttp.test_utils import TestClient
 from .support import reports as oracle
 from .support.datasets import serving_fixture
 from .support.factories import API, KEY_2, KEYS, Day, assert_problem, get, sample
+from .support.stores import Store, on_both_stores
 
+store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
 LIST = f"{API}/courses"
 Dated = tuple[TestClient, Day]
 
@@ -135,9 +137,10 @@ TIE = {
 }
 
 
-async def test_a_mean_halfway_rounds_up(aiohttp_client: Any) -> None:
+async def test_a_mean_halfway_rounds_up(aiohttp_client: Any, store: Store) -> None:
     """(69.3 + 22.4) / 2 = 45.85 exactly: 45.9 (in floating point it is 45.8499...)."""
-    async with serving_fixture(aiohttp_client, TIE, Day(dt.date(2025, 3, 1))) as client:
+    day = Day(dt.date(2025, 3, 1))
+    async with serving_fixture(aiohttp_client, TIE, day, store) as client:
         [course] = await body_of(client, LIST)
     assert course["average_result"] == 45.9
     assert (course["completed"], course["overdue"], course["completion_rate"]) == (1, 1, 0.5)

@@ -19,7 +19,9 @@ from aiohttp.test_utils import TestClient
 
 from .support import reports as oracle
 from .support.factories import API, KEY_1, KEYS, Day, assert_problem, comparable, get, sample
+from .support.stores import on_both_stores
 
+store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
 LIST = f"{API}/victimsapi"
 Dated = tuple[TestClient, Day]
 

@@ -10,6 +10,7 @@ test_feed_sync.py.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,9 @@ from app.data.listings import read_window
 from .support.clients import MakeClient
 from .support.factories import KEY_1, KEY_2, KEYS, assert_problem, by_id, get, make_sample_db, query
 from .support.feeds import FEED
+from .support.stores import Store, on_both_stores
 
+store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
 Params = list[tuple[str, str]]
 
 
@@ -160,17 +163,23 @@ async def test_next_cursor_and_link_on_every_answer(client: TestClient) -> None:
         assert header not in end.headers
 
 
-async def test_an_empty_feed_still_gives_a_cursor(tmp_path: Path, make_client: MakeClient) -> None:
+async def test_an_empty_feed_still_gives_a_cursor(
+    store: Store, make_client: MakeClient, tmp_path: Path
+) -> None:
     """A company without events: [] with a cursor that later finds its first events."""
-    (tmp_path / "empty").mkdir()
-    db = make_sample_db(tmp_path / "empty")
-    with sqlite3.connect(db) as conn:  # the loader cannot delete; a copy without events
-        conn.execute("DELETE FROM campaign_events")
-    client = await make_client(db=str(db))
+    await store.execute("DELETE FROM campaign_events")  # the loader cannot delete
+    client = await make_client()
     response = await get(client, FEED)
     assert response.status == 200 and await response.json() == []
-    assert response.headers["X-Next-Cursor"]
+    cursor = response.headers["X-Next-Cursor"]
     assert 'rel="next"' in response.headers["Link"]
+    person = next(e for e in by_id("employees").values() if e["company_id"] == 1)
+    event = {"id": 1, "campaign_id": 1, "employee_id": person["id"], "type": "open"}
+    event |= {"timestamp": "2026-01-01T08:00:00Z", "with_captcha": False}
+    (tmp_path / "first.json").write_text(json.dumps({"campaign_events": [event]}))
+    await store.load([tmp_path / "first.json"])
+    later = await get(client, f"{FEED}?cursor={cursor}")
+    assert [record["id"] for record in await later.json()] == [1]
 
 
 async def test_a_cursor_is_bound_to_its_company(client: TestClient) -> None:
@@ -212,9 +221,10 @@ async def test_a_tampered_cursor_is_400(client: TestClient) -> None:
 async def test_a_cursor_from_another_database_is_400(
     client: TestClient, tmp_path: Path, make_client: MakeClient
 ) -> None:
-    """Each database signs with its own secret (meta cursor_secret)."""
+    """Each database signs with its own secret (meta cursor_secret): here a new SQLite
+    file's, whichever store ``client`` serves from."""
     (tmp_path / "other").mkdir()
-    other = await make_client(db=str(make_sample_db(tmp_path / "other")))
+    other = await make_client(db=str(make_sample_db(tmp_path / "other")), database_url="")
     cursor = (await get(other, f"{FEED}?limit=2")).headers["X-Next-Cursor"]
     await assert_problem(await get(client, f"{FEED}?cursor={cursor}"), 400)
 

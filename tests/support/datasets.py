@@ -3,7 +3,8 @@
 Names, departments, countries, teams and courses come from small alphabets full of
 non-ASCII and mixed-case values ("Ärzte"/"ÄRZTE", "Straße"/"STRASSE": str.casefold makes
 those equal); ids are random, so that id order differs from date order. ``serving`` loads
-a dataset with the real loader into a fresh database and serves it with the real app.
+a dataset with the real loader into a fresh database and serves it with the real app
+(``serving_fixture`` does the same for hand-made fixtures, on either store).
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from hypothesis import strategies as st
 from app.config import Config
 from app.keys import TODAY
 from app.main import create_app
-from app.tools.loader import load_files
 
 from .clients import ProblemTestServer
 from .factories import KEYS
+from .stores import Store
 
 Data = dict[str, list[dict[str, Any]]]
 FREE_ID = 10**6 + 1  # generated ids stay below this
@@ -128,24 +129,33 @@ async def serving(
 
 @contextlib.asynccontextmanager
 async def serving_fixture(
-    aiohttp_client: Any, data: Data, today: Callable[[], dt.date] | None = None
+    aiohttp_client: Any,
+    data: Data,
+    today: Callable[[], dt.date] | None = None,
+    store: Store | None = None,
 ) -> AsyncIterator[TestClient]:
     """The real app over a fresh database holding `data`, written by the real loader.
 
-    ``today`` replaces the app's clock (the reports count overdue inscriptions).
+    ``today`` replaces the app's clock (the reports count overdue inscriptions);
+    ``store`` is the store under test (SQLite by default): its kind of database is used.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        fixture, db = Path(tmp) / "data.json", Path(tmp) / "data.sqlite3"
+        fixture = Path(tmp) / "data.json"
         fixture.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-        load_files(db, [fixture])
-        config = Config(
-            db=str(db), rate_burst=10**9, rate_per_second=1e9, auth_failures_per_minute=10**9
-        )
-        app = create_app(config)
-        if today is not None:
-            app[TODAY] = today
-        client = await aiohttp_client(ProblemTestServer(app))
-        try:
-            yield client
-        finally:
-            await client.close()
+        base = store or Store("sqlite", Path(tmp) / "unused.sqlite3")
+        async with base.scratch(Path(tmp)) as scratch:
+            await scratch.load([fixture])
+            config = Config(
+                **scratch.settings(),
+                rate_burst=10**9,
+                rate_per_second=1e9,
+                auth_failures_per_minute=10**9,
+            )
+            app = create_app(config)
+            if today is not None:
+                app[TODAY] = today
+            client = await aiohttp_client(ProblemTestServer(app))
+            try:
+                yield client
+            finally:
+                await client.close()

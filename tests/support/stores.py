@@ -8,10 +8,11 @@ writes to it as an operator would (contract.md 15: every answer the same on both
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import uuid
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,21 @@ class Store:
             await load_pg(self.url, files)
         else:
             await asyncio.to_thread(load_files, self.sqlite_path, files)
+
+    @contextlib.asynccontextmanager
+    async def scratch(self, directory: Path) -> AsyncIterator[Store]:
+        """An empty store of the same kind: a new file in ``directory``, or a new database
+        on the same cluster (dropped afterwards), for a test's hand-made fixture."""
+        file = directory / "scratch.sqlite3"
+        if not self.url:
+            yield Store(self.kind, file)
+            return
+        name = f"t_{uuid.uuid4().hex[:16]}"
+        await _admin(self.url, f"CREATE DATABASE {name} TEMPLATE template0")
+        try:
+            yield Store(self.kind, file, database_url(self.url, name))
+        finally:
+            await _admin(self.url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
     async def execute(self, sql: str, *params: Any) -> None:
         """One write statement (SQLite's ``?`` parameters) committed on its own."""
