@@ -18,7 +18,7 @@ from app.main import create_app
 from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import Day, make_sample_db
 from .support.servers import Launcher, ProcessGuard, RedisServer, require_redis_server
-from .support.stores import Store, fresh_database, start_cluster
+from .support.stores import Store, fresh_database, shares_store, start_cluster
 
 
 @pytest.fixture(scope="session")
@@ -51,11 +51,20 @@ def pg_database(pg_url: str) -> Iterator[str]:
     yield from fresh_database(pg_url)
 
 
+@pytest.fixture(scope="module")
+def pg_module_database(pg_url: str) -> Iterator[str]:
+    """A database holding the sample data, shared by a module's tests that only read."""
+    yield from fresh_database(pg_url)
+
+
 @pytest.fixture
 def store(request: pytest.FixtureRequest, store_kind: str, sample_db: Path) -> Store:
-    """The sample data in the store under test."""
-    url = request.getfixturevalue("pg_database") if store_kind == "postgresql" else ""
-    return Store(store_kind, sample_db, url)
+    """The sample data in the store under test (support/stores.py)."""
+    if store_kind != "postgresql":
+        return Store(store_kind, sample_db)
+    if shares_store(request):
+        return Store(store_kind, sample_db, request.getfixturevalue("pg_module_database"), True)
+    return Store(store_kind, sample_db, request.getfixturevalue("pg_database"))
 
 
 @pytest.fixture

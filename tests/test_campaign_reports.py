@@ -22,6 +22,7 @@ from .support.factories import API, KEY_1, KEY_2, KEYS, assert_problem, comparab
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 LIST = f"{API}/campaigns"
 ALLOWED = "filter[from_launch_date], filter[title], filter[to_launch_date]"
 

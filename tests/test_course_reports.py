@@ -21,6 +21,7 @@ from .support.factories import API, KEY_2, KEYS, Day, assert_problem, get, sampl
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 LIST = f"{API}/courses"
 Dated = tuple[TestClient, Day]
 

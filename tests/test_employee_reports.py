@@ -22,6 +22,7 @@ from .support.factories import API, KEY_1, KEYS, Day, assert_problem, comparable
 from .support.stores import on_both_stores
 
 store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 LIST = f"{API}/victimsapi"
 Dated = tuple[TestClient, Day]
 

@@ -28,6 +28,7 @@ from .support.feeds import FEED
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 Params = list[tuple[str, str]]
 
 
@@ -163,6 +164,7 @@ async def test_next_cursor_and_link_on_every_answer(client: TestClient) -> None:
         assert header not in end.headers
 
 
+@pytest.mark.writes
 async def test_an_empty_feed_still_gives_a_cursor(
     store: Store, make_client: MakeClient, tmp_path: Path
 ) -> None:

@@ -3,6 +3,11 @@
 A test module that runs on both declares ``store_kind = on_both_stores()``; the
 ``store`` fixture then gives the sample data in that store, loads more into it and
 writes to it as an operator would (contract.md 15: every answer the same on both).
+
+A module whose tests only read may say so (``STORE_READS_ONLY = True``): its PostgreSQL
+tests then share one copy of the sample, made once for the module instead of once a
+test. The store refuses to write there; a test of such a module that writes is marked
+``writes`` and gets a copy of its own.
 """
 
 from __future__ import annotations
@@ -41,6 +46,12 @@ def on_both_stores() -> Any:
     return store_kind
 
 
+def shares_store(request: pytest.FixtureRequest) -> bool:
+    """Whether this test reads its module's shared copy of the sample (see above)."""
+    reads_only = bool(getattr(request.module, "STORE_READS_ONLY", False))
+    return reads_only and request.node.get_closest_marker("writes") is None
+
+
 @dataclass
 class Store:
     """The store under test: where the sample lives and how an operator writes to it."""
@@ -48,13 +59,19 @@ class Store:
     kind: str
     sqlite_path: Path
     url: str = ""
+    shared: bool = False  # the module's tests share it: writing is refused
 
     def settings(self) -> dict[str, Any]:
         """The app's configuration for this store."""
         return {"db": str(self.sqlite_path), "database_url": self.url}
 
+    def _writable(self) -> None:
+        if self.shared:
+            raise AssertionError("the module's tests share this store: mark a test that writes")
+
     async def load(self, files: Sequence[Path]) -> None:
         """Load fixture files with the store's own loader."""
+        self._writable()
         if self.url:
             await load_pg(self.url, files)
         else:
@@ -77,6 +94,7 @@ class Store:
 
     async def execute(self, sql: str, *params: Any) -> None:
         """One write statement (SQLite's ``?`` parameters) committed on its own."""
+        self._writable()
         if self.url:
             conn = await asyncpg.connect(self.url)
             try:
