@@ -30,6 +30,7 @@ from app.tools.pg_loader import load_pg
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, get, query, sample
 from .support.servers import Launcher, clean_env, fetch
+from .support.stores import read_only_role
 
 pytestmark = pytest.mark.system
 
@@ -225,3 +226,15 @@ def test_the_server_upgrades_a_version_2_postgresql_database(
         status, _, body = fetch(url, {"X-API-KEY": KEY_1})
     assert status == 200 and [c["id"] for c in json.loads(body)] == [900]
     assert "Upgraded the PostgreSQL database" in server.output_text()[0]
+
+
+def test_a_read_only_role_cannot_upgrade_and_says_what_to_do(
+    pg_database: str, tmp_path: Path
+) -> None:
+    asyncio.run(pg_version_2(pg_database))
+    reader = asyncio.run(read_only_role(pg_database))
+    with Launcher(tmp_path) as launcher:
+        server = launcher.start(tmp_path / "unused.sqlite3", "--database-url", reader)
+        assert server.proc.wait(timeout=60) == 2
+    err = server.output_text()[1]
+    assert err.count("\n") == 1 and "schema version 2, not 3" in err and "owner" in err, err

@@ -18,7 +18,7 @@ from app.tools.pg_loader import load_pg
 
 from .support.factories import KEY_1, sample
 from .support.servers import clean_env, run_python
-from .support.stores import Store
+from .support.stores import Store, read_only_role
 
 EVENT = {"id": 700001, "campaign_id": 1, "employee_id": 1, "type": "open",
          "timestamp": "2025-06-01T10:00:00Z", "with_captcha": False}  # fmt: skip
@@ -118,19 +118,7 @@ async def test_the_server_reads_through_a_read_only_role(
     make_client: Any, pg_database: str, store: Store
 ) -> None:
     """The README's role: it may read and nothing else, and the server needs no more."""
-    name = pg_database.rsplit("/", 1)[1]
-    admin = await asyncpg.connect(pg_database)
-    try:
-        await admin.execute(
-            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'reporting_reader')"
-            " THEN CREATE ROLE reporting_reader LOGIN; END IF; END $$"
-        )
-        await admin.execute(f"GRANT CONNECT ON DATABASE {name} TO reporting_reader")
-        await admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reporting_reader")
-        await admin.execute("ALTER ROLE reporting_reader SET default_transaction_read_only = on")
-    finally:
-        await admin.close()
-    reader = pg_database.replace("postgres@", "reporting_reader@")
+    reader = await read_only_role(pg_database)
     client = await make_client(database_url=reader)
     resp = await client.get("/api/companies/v1/campaigns/1/events", headers={"X-API-KEY": KEY_1})
     assert resp.status == 200 and len(await resp.json()) > 0

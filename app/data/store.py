@@ -16,7 +16,7 @@ from .listings import ChunkEncoder, Guard, Listing, Page, Paging, Records, Windo
 
 
 class NotAvailable(Exception):
-    """The store cannot answer this listing (PostgreSQL: its records' SQL is not ported)."""
+    """The store cannot answer this listing (PostgreSQL: its record's JSON has no port)."""
 
 
 class RecordStream(Protocol):

@@ -32,7 +32,7 @@ TITLES = {
 }
 PROBLEM_TYPE = "application/problem+json"
 NOT_FOUND_DETAIL = "No such resource for this company."
-NOT_AVAILABLE_DETAIL = "This report is not available on PostgreSQL yet (it is on SQLite)."
+NOT_AVAILABLE_DETAIL = "This listing is not available on PostgreSQL (it is on SQLite)."
 
 
 class ApiError(Exception):
@@ -145,7 +145,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         # A free id and another company's id take this same path (contract.md 1).
         return problem_response(404, NOT_FOUND_DETAIL, request.get(REQUEST_ID, ""))
     except NotAvailable:
-        # A listing the store has no SQL for (the reports on PostgreSQL): 501, not a 500.
+        # A listing the store has no SQL for (a guard: every listing is ported): 501, not 500.
         return problem_response(501, NOT_AVAILABLE_DETAIL, request.get(REQUEST_ID, ""))
     except web.HTTPException as exc:
         if exc.status < 400:

@@ -154,3 +154,21 @@ async def _admin(url: str, statement: str) -> None:
         await conn.execute(statement)
     finally:
         await conn.close()
+
+
+async def read_only_role(url: str) -> str:
+    """The README's role for the server on the database at ``url`` (it may read and
+    nothing else); the URL that connects as it."""
+    name = url.rsplit("/", 1)[1]
+    admin = await asyncpg.connect(url)
+    try:
+        await admin.execute(
+            "DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'reporting_reader')"
+            " THEN CREATE ROLE reporting_reader LOGIN; END IF; END $$"
+        )
+        await admin.execute(f"GRANT CONNECT ON DATABASE {name} TO reporting_reader")
+        await admin.execute("GRANT SELECT ON ALL TABLES IN SCHEMA public TO reporting_reader")
+        await admin.execute("ALTER ROLE reporting_reader SET default_transaction_read_only = on")
+    finally:
+        await admin.close()
+    return url.replace("postgres@", "reporting_reader@")
