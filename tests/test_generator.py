@@ -118,7 +118,7 @@ def test_values_keep_the_loader_invariants(tiny_db: Path) -> None:
     emails = [(row[1], row[4]) for row in employees]
     assert len(set(emails)) == len(emails)
     named = query(tiny_db, "SELECT name, name_key FROM teams UNION ALL SELECT title, title_key"
-                  " FROM courses")  # fmt: skip
+                  " FROM courses UNION ALL SELECT title, title_key FROM campaigns")  # fmt: skip
     assert named and all(key == name.casefold() for name, key in named)
     stamp = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
     events = query(

@@ -306,6 +306,9 @@ async def test_the_api_serves_what_was_imported(
     imported = [e for e in mine if e["campaign"]["id"] == campaign_id(4)]
     assert [(e["type"], e["timestamp"]) for e in imported] == [("report", "2025-04-01T11:45:00Z")]
     assert imported[0]["campaign"]["title"] == "Password expiry"
+    # The campaigns report finds an imported campaign by its title in any case.
+    found = await get(client, f"{API}/campaigns?filter[title]=PASSWORD%20EXPIRY")
+    assert [c["id"] for c in await found.json()] == [campaign_id(4)]
     # Another company's key sees nothing of it.
     await assert_problem(await get(client, f"{API}/campaigns/{payroll}/events", key=KEY_2), 404)
 
