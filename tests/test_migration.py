@@ -25,6 +25,7 @@ import pytest
 
 from app.data.pg.schema import ensure_schema
 from app.data.schema import SCHEMA_VERSION, upgrade_if_older
+from app.tools import keytool
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
@@ -214,6 +215,23 @@ async def test_a_version_2_postgresql_database_is_upgraded_once(
         "title": "Maße", "launch_date": "2026-01-02T08:00:00Z"}]}), encoding="utf-8")  # fmt: skip
     await load_pg(pg_database, [extra])
     assert await found_by_title(client, "MASSE") == [902]
+
+
+async def stored_version(url: str) -> str:
+    conn = await asyncpg.connect(url)
+    try:
+        return str(await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'"))
+    finally:
+        await conn.close()
+
+
+def test_the_key_tool_upgrades_a_version_2_postgresql_database(
+    pg_database: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    asyncio.run(pg_version_2(pg_database))
+    assert keytool.main(["--database-url", pg_database, "list"]) == 0
+    assert sample()["api_keys"][0]["key"][:12] in capsys.readouterr().out
+    assert asyncio.run(stored_version(pg_database)) == str(SCHEMA_VERSION)
 
 
 def test_the_server_upgrades_a_version_2_postgresql_database(
