@@ -4,7 +4,8 @@ Every figure is computed by SQLite in the statement that reads the page. For eac
 campaign ``c`` of the page, the events of each type are one range of the index
 ``campaign_events_by_type`` (campaign, type, person, instant): a count of distinct
 people is a walk along it, and a person's first event of a type is where their run
-of that range starts.
+of that range starts. The fragments are shared with PostgreSQL's JSON of a campaign
+(:mod:`app.data.pg.reports`): only the JSON and the numbers' rounding differ.
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Each course's figures are computed by SQLite in the statement that reads the page,
 from covering indexes on the course's inscriptions and their section results.
-``overdue`` compares due dates with today's UTC date, which the caller passes.
+``overdue`` compares due dates with today's UTC date, which the caller passes. The
+fragments and keys are shared with PostgreSQL's JSON (:mod:`app.data.pg.reports`).
 """
 
 from __future__ import annotations

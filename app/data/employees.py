@@ -4,6 +4,7 @@ Each employee's ``phishing`` and ``training`` blocks are computed by SQLite in t
 statement that reads the page, from covering indexes on the employee's events,
 targets and inscriptions. ``overdue`` compares due dates with today's UTC date, which
 the caller passes (a bound parameter of the record, so the answer and its ETag agree).
+The blocks' keys and SQL are shared with PostgreSQL's JSON (:mod:`app.data.pg.reports`).
 """
 
 from __future__ import annotations
