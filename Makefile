@@ -83,10 +83,13 @@ bench-data: $(SERVE_STAMP)
 	  --big-campaign 100000 --mid-campaign 10000 --courses 40 --inscriptions 100000 \
 	  --sections 5 --seed 1
 
+# Every scenario runs on PostgreSQL too when its server is installed (a throwaway cluster).
+WITH_PG = $$(ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && echo --postgresql auto)
+
 ## make bench: the benchmark table against the large dataset (never part of make test)
-bench: $(SERVE_STAMP) wrk redis bench-data
-	$(BIN)/python scripts/bench.py --db $(BENCH_DB)
+bench: $(SERVE_STAMP) wrk redis postgresql bench-data
+	$(BIN)/python scripts/bench.py --db $(BENCH_DB) $(WITH_PG)
 
 ## make bench-smoke: the same benchmark for a few seconds on a tiny dataset (CI runs it)
-bench-smoke: $(SERVE_STAMP) wrk redis
-	$(BIN)/python scripts/bench.py --smoke
+bench-smoke: $(SERVE_STAMP) wrk redis postgresql
+	$(BIN)/python scripts/bench.py --smoke $(WITH_PG)

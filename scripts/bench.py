@@ -2,10 +2,11 @@
 
 Starts the real server on 127.0.0.1 (rate limit raised, access log on as users run it),
 first as one process, then as two workers sharing their rate limits through a real
-Redis, drives it with wrk and prints one table (``bench_report``) with two references
-measured in the same run: the ceiling (a bare aiohttp app returning a constant JSON)
-and, for big results, the floor (SQLite alone building the same JSON array in-process,
-with the app's own SQL). Beside each throughput stands the server's CPU time per request
+Redis, and with ``--postgresql`` once more serving from PostgreSQL; drives it with wrk
+and prints one table (``bench_report``) with two references measured in the same run:
+the ceiling (a bare aiohttp app returning a constant JSON) and, for big results, the
+floor (the database alone building the same JSON array with the app's own SQL:
+bench_floors). Beside each throughput stands the server's CPU time per request
 (all its processes, from /proc), which means the same on a machine with more cores.
 Exits 1 on any error or unexpected status, 2 when wrk is missing; a missed ratio never
 fails the run.
@@ -31,15 +32,15 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench_feed as feed  # noqa: E402
+import bench_floors  # noqa: E402
 import bench_load  # noqa: E402
 import bench_report  # noqa: E402
 import benchlib as lib  # noqa: E402
+from bench_floors import Floor  # noqa: E402
 
 from app.data import campaigns, courses, employees  # noqa: E402
 from app.data.events import campaign_listing  # noqa: E402
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
-from app.data.listings import Listing  # noqa: E402
-from app.data.pool import configure_reader  # noqa: E402
 
 API = "/api/companies/v1"
 COMPANY = 1  # the generator gives company 1 campaign 1 (--big-campaign), 2 (--mid-campaign)
@@ -67,7 +68,7 @@ class Scenario:
     single: bool = False  # the answer is the floor array's one object
     cpu_s: float = 0.0  # server CPU seconds per request in the timed run (all processes)
     redis_cpu_s: float = 0.0  # and Redis's, when the limits live there
-    floor_sql: tuple[str, str, list[object]] | None = None  # floor, strict floor, params
+    floor: Floor | None = None  # what the database builds for the floor
     floor_s: float = 0.0
     floor_json: str = ""
     strict_s: float = 0.0  # the same array, records joined (Listing.whole_array(joined=True))
@@ -93,25 +94,6 @@ class Scenario:
         return ratio <= self.target if self.by_latency else ratio >= self.target
 
 
-def inscriptions_floor(filters: InscriptionFilters, per_page: int) -> tuple[str, str, list[object]]:
-    """Page 1 of the inscriptions listing, built whole by SQLite with the app's own SQL."""
-    listing = inscriptions_listing(COMPANY, filters)
-    sqls = (listing.whole_array(limit=True), listing.whole_array(limit=True, joined=True))
-    return *sqls, [*listing.params, per_page]
-
-
-def campaign_floor(campaign_id: int) -> tuple[str, str, list[object]]:
-    """A campaign's whole event array, built by SQLite with the app's own SQL."""
-    listing = campaign_listing(COMPANY, campaign_id)
-    return listing.whole_array(), listing.whole_array(joined=True), listing.params
-
-
-def page_floor(listing: Listing, per_page: int) -> tuple[str, str, list[object]]:
-    """Page 1 of a report listing, built whole by SQLite with the app's own SQL."""
-    sqls = (listing.whole_array(limit=True), listing.whole_array(limit=True, joined=True))
-    return *sqls, [*listing.select_params, per_page]
-
-
 def report_scenarios() -> list[Scenario]:
     """The reports of contract.md 11 and 12: each page (or report) against its floor.
 
@@ -129,14 +111,14 @@ def report_scenarios() -> list[Scenario]:
     coverage = courses.courses_listing(COMPANY, (), today)
     return [
         Scenario("(g) campaigns, 25 a page", f"{API}/campaigns?per_page=25", 1, "floor", 0.7,
-                 floor_sql=page_floor(listed, 25)),
+                 floor=Floor(listed, 25)),
         Scenario("(h) employees, 25 a page, min_failed=2",
                  f"{API}/victimsapi?filter%5Bmin_failed%5D=2&per_page=25", 32, "floor", 0.7,
-                 floor_sql=page_floor(directory, 25)),
+                 floor=Floor(directory, 25)),
         Scenario("(i) campaign 1 report, by_department", f"{API}/campaigns/1", 1, "floor", 0.7,
-                 floor_sql=page_floor(report, 1), single=True),
+                 floor=Floor(report, 1), single=True),
         Scenario("(j) courses, 25 a page", f"{API}/courses?per_page=25", 1, "floor", 0.7,
-                 floor_sql=page_floor(coverage, 25)),
+                 floor=Floor(coverage, 25)),
     ]  # fmt: skip
 
 
@@ -178,40 +160,30 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
         lists={**fold, "country": [str(country).casefold()]},
         from_inscription_date=dt.date.fromisoformat(since),
     )
+    by_department = inscriptions_listing(COMPANY, InscriptionFilters(lists=fold))
+    whole = Floor(campaign_listing(COMPANY, 1))
+    by_three = inscriptions_listing(COMPANY, three_filters)
     page_a = f"{API}/course-inscriptions?{urlencode({**one_filter, 'per_page': 25}, safe='[]')}"
     by_employee = f"{API}/victimsapi/{employee}/events"
     big = f"{API}/campaigns/1/events"
     page_b = f"{API}/course-inscriptions?{urlencode({**three, 'per_page': 100}, safe='[]')}"
     return [
         Scenario("(a) inscriptions, 25 a page, 1 filter", page_a, 32, "floor", 0.9,
-                 floor_sql=inscriptions_floor(InscriptionFilters(lists=fold), 25)),
+                 floor=Floor(by_department, 25)),
         Scenario("(b) inscriptions, 100 a page, 3 filters", page_b, 32, "floor", 0.8,
-                 floor_sql=inscriptions_floor(three_filters, 100)),
+                 floor=Floor(by_three, 100)),
         Scenario(f"(c) campaign 2 events ({sizes[2]:,})", f"{API}/campaigns/2/events", 1,
-                 "floor", 1.15, by_latency=True, floor_sql=campaign_floor(2)),
+                 "floor", 1.15, by_latency=True, floor=Floor(campaign_listing(COMPANY, 2))),
         Scenario(f"(d) campaign 1 events ({sizes[1]:,})", big, 1,
-                 "floor", 1.2, by_latency=True, floor_sql=campaign_floor(1), watch_rss=True),
+                 "floor", 1.2, by_latency=True, floor=whole, watch_rss=True),
         Scenario(f"(e) employee {employee} events ({events})", by_employee, 32, "ceiling", 0.2),
         Scenario("(f) 304 revalidation of (a)", page_a, 32, "ceiling", 0.5, status=304),
         Scenario("(k) campaign 1 events as CSV", f"{big}?format=csv", 1, "floor", 1.5,
-                 by_latency=True, floor_sql=campaign_floor(1), watch_rss=True, body="csv"),
+                 by_latency=True, floor=whole, watch_rss=True, body="csv"),
         Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
-                 by_latency=True, floor_sql=campaign_floor(1), watch_rss=True, body="ndjson"),
+                 by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
         *report_scenarios(),
     ]  # fmt: skip
-
-
-def measure_floor(conn: sqlite3.Connection, s: Scenario, budget: float) -> None:
-    """Time SQLite building the scenario's array (and the strict variant), if it has one."""
-    if s.floor_sql is None:
-        return
-    # The issue's floor re-parses every record; the strict one joins the records' texts,
-    # the same bytes with less work, so the floor cannot flatter the server.
-    sql, strict, params = s.floor_sql
-    (s.floor_s, s.floor_json), (seconds, text) = lib.floor_seconds(
-        conn, [sql, strict], params, budget
-    )
-    s.strict_s = seconds if text == s.floor_json else 0.0  # same bytes only
 
 
 @dataclass(frozen=True)
@@ -220,7 +192,7 @@ class Timing:
 
     seconds: float  # the timed wrk run
     warmup: float  # the wrk run before it, which counts every status
-    floor_budget: float  # SQLite timing rounds of each floor, just before its row
+    floor_budget: float  # the database's timing rounds of each floor, just before its row
 
 
 @dataclass
@@ -230,6 +202,7 @@ class Setup:
     label: str
     workers: int  # 1: one process; more: gunicorn workers sharing their limits in Redis
     scenarios: list[Scenario]
+    database_url: str = ""  # serving from PostgreSQL (its floors too), else from SQLite
     rss_start: int = 0  # KiB after start (with workers: the largest worker's)
     followed: feed.FeedFigures | None = None
 
@@ -251,7 +224,7 @@ def drive(
     elif s.floor_json:
         answer = json.loads(body)
         if ([answer] if s.single else answer) != json.loads(s.floor_json):
-            s.problems.append("the response body differs from SQLite's array (the floor)")
+            s.problems.append("the response body differs from the database's array (the floor)")
     url = f"http://127.0.0.1:{port}{s.path}"
     seen = lib.run_wrk(url, headers, s.conns, timing.warmup, count_statuses=True).statuses
     s.problems += [f"{n} responses {code}" for code, n in seen.items() if code != s.status]
@@ -266,14 +239,15 @@ def drive(
 
 
 def run(
-    db: str, key: str, seconds: float, conns: int, smoke: bool, rows: str = ""
+    db: str, key: str, seconds: float, conns: int, smoke: bool, rows: str = "", pg_url: str = ""
 ) -> tuple[str, bool]:
     """Measure everything (or the ``rows`` letters); return the report and whether the run
-    was free of errors."""
+    was free of errors. With ``pg_url`` every scenario runs on PostgreSQL too."""
     info = lib.machine()
     timing = Timing(seconds, warmup=1 if smoke else 2, floor_budget=0.2 if smoke else 1.5)
     ceiling = Scenario("ceiling: bare aiohttp app, constant JSON", "/", conns, "-", 0)
     setups = [Setup("1 process", 1, []), Setup("2 workers + Redis", 2, [])]
+    setups += [Setup("PostgreSQL, 1 process", 1, [], pg_url)] if pg_url else []
     with sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) as conn:
         for setup in setups:
             setup.scenarios = make_scenarios(conn)
@@ -294,6 +268,8 @@ def run(
         finally:
             server.stop()
         measure_app(work, db, key, setups[0], timing, None)
+        for setup in setups[2:]:
+            measure_app(work, db, key, setup, timing, None)
         redis = lib.start_redis(work)
         if redis is None:
             ceiling.problems.append("redis-server is missing: `make redis` installs it")
@@ -326,9 +302,11 @@ def measure_app(
     args += ["--bootstrap", "false", "--workers", str(setup.workers)]
     if redis is not None:
         args += ["--redis-url", f"redis://127.0.0.1:{redis.port}/0"]
-    server = lib.Process(args, port, work / f"server-{setup.workers}.log", ROOT)
-    floors = sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True)
-    configure_reader(floors)  # what the server's connections use
+    if setup.database_url:
+        args += ["--database-url", setup.database_url]
+    log = work / f"server-{setup.workers}{'-pg' if setup.database_url else ''}.log"
+    server = lib.Process(args, port, log, ROOT)
+    floors = bench_floors.open_floors(db, setup.database_url)
     headers = {"X-API-KEY": key}
     try:
         server.wait_ready("/readyz")
@@ -342,7 +320,7 @@ def measure_app(
         setup.rss_start = largest("VmRSS")
         etag = ""
         for s in setup.scenarios:
-            measure_floor(floors, s, timing.floor_budget)
+            floors.measure(s, timing.floor_budget)
             extra = {"If-None-Match": etag} if s.status == 304 else {}
             if s.watch_rss:
                 s.rss_idle = largest("VmRSS")
@@ -378,6 +356,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per timed run")
     parser.add_argument("--connections", type=int, default=32, help="for the throughput rows")
     parser.add_argument("--rows", default="", help="only these rows, by letter (e.g. g,h,i,j)")
+    parser.add_argument(
+        "--postgresql",
+        metavar="URL",
+        default="",
+        help="also run every scenario on PostgreSQL: an empty database's URL (the data set is"
+        " copied into it), or 'auto' for a throwaway cluster (needs PostgreSQL installed)",
+    )
     args = parser.parse_args(argv)
     # SIGTERM (timeout, CI cancel) becomes SystemExit, so the finally blocks stop the servers.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
@@ -390,7 +375,10 @@ def main(argv: list[str] | None = None) -> int:
 
             args.key = bench_key(COMPANY, args.seed)
         seconds = 1.0 if args.smoke else args.duration
-        report, clean = run(db, args.key, seconds, args.connections, args.smoke, args.rows)
+        with bench_floors.postgresql(args.postgresql, db) as pg_url:
+            report, clean = run(
+                db, args.key, seconds, args.connections, args.smoke, args.rows, pg_url
+            )
         if not args.rows:  # a few rows leave the load benchmark out
             report += "\n".join(bench_load.report(db, args.seed, Path(tmp))) + "\n"
     print(report)

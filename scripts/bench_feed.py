@@ -1,9 +1,9 @@
 """Benchmark pieces for the event feed and the CSV/NDJSON formats (contract.md 13, 14).
 
 ``follow_feed`` walks the feed from the start to the end over HTTP, as a collector does,
-one keep-alive connection, ``limit`` events a request; ``feed_floor`` reads the same rows
-in-process with the app's own SQL in one pass, the least work any server could do for
-them; ``body_problem`` checks a CSV or NDJSON answer against the JSON floor's records.
+one keep-alive connection, ``limit`` events a request, against the floor of reading the
+same rows with the app's own SQL in one pass (bench_floors); ``body_problem`` checks a
+CSV or NDJSON answer against the JSON floor's records.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ import csv
 import http.client
 import io
 import json
-import sqlite3
-import statistics
 import time
 from dataclasses import dataclass, field
 
-from app.data.feed import START, FeedFilters, feed_listing
+from bench_floors import Floors
 
 API = "/api/companies/v1"
 
@@ -46,11 +44,11 @@ class FeedFigures:
         return (self.run.events / self.run.seconds) / (self.floor_events / self.floor_s)
 
 
-def measure(port: int, key: str, conn: sqlite3.Connection, company: int, limit: int) -> FeedFigures:
+def measure(port: int, key: str, floors: Floors, company: int, limit: int) -> FeedFigures:
     """The floor (while the server idles), then the walk over HTTP; both medians of 3."""
-    floor_events, floor_s = feed_floor(conn, company, rounds=3)
+    floor_events, floor_s = floors.feed(company, rounds=3)
     run = median_follow(port, key, limit, rounds=3)
-    total = feed_total(conn, company)
+    total = floors.feed_total(company)
     if run.events != total:
         run.problems.append(f"the walk gave {run.events:,} events, the feed holds {total:,}")
     return FeedFigures(run, total, floor_events, floor_s)
@@ -90,35 +88,16 @@ def median_follow(port: int, key: str, limit: int, rounds: int) -> FeedRun:
     return runs[len(runs) // 2]
 
 
-def feed_floor(conn: sqlite3.Connection, company: int, rounds: int) -> tuple[int, float]:
-    """The company's whole feed read in-process in one statement: (events, median seconds)."""
-    listing = feed_listing(company, FeedFilters(), START)
-    sql, params = listing.select_keyed(), (*listing.params, -1)  # LIMIT -1: no limit
-    count = len(conn.execute(sql, params).fetchall())  # warms the cache
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        conn.execute(sql, params).fetchall()
-        times.append(time.perf_counter() - started)
-    return count, statistics.median(times)
-
-
-def feed_total(conn: sqlite3.Connection, company: int) -> int:
-    """How many events the company's feed holds."""
-    listing = feed_listing(company, FeedFilters(), START)
-    return int(conn.execute(listing.count(), listing.params).fetchone()[0])
-
-
 def body_problem(kind: str, body: bytes, floor_json: str) -> str | None:
     """Why a CSV or NDJSON answer does not hold the floor's records, or None."""
     records = json.loads(floor_json)
     if kind == "ndjson":
         lines = body.decode("utf-8").split("\n")
         if lines[-1] != "" or [json.loads(line) for line in lines[:-1]] != records:
-            return "the NDJSON lines differ from SQLite's array (the floor)"
+            return "the NDJSON lines differ from the database's array (the floor)"
         return None
     rows = list(csv.reader(io.StringIO(body.decode("utf-8"), newline="")))
     ids = [row[0] for row in rows[1:]]
     if rows[0][:3] != ["id", "type", "timestamp"] or ids != [str(r["id"]) for r in records]:
-        return "the CSV rows differ from SQLite's array (the floor)"
+        return "the CSV rows differ from the database's array (the floor)"
     return None

@@ -74,7 +74,7 @@ def render(
                      f" floor {followed.floor_events / followed.floor_s:,.0f} events/s"
                      f" | {ratio:.2f} | ≥ {FEED_TARGET} | {verdict}"
                      f" | {len(run.problems)} |")  # fmt: skip
-    for setup in setups[1:]:
+    for setup in (setup for setup in setups if setup.workers > 1):
         a = setup.scenarios[0]
         cpu_ratio = a.cpu_s / a.floor_s
         lines.append(
@@ -95,9 +95,9 @@ def render(
         f"Each row: one wrk thread (`wrk -t1 -cN -d{seconds:g}s --latency`) after a warm-up"
         " that counts every status; ratios come from this same run. The server writes its"
         " access log (the default), as users run it.",
-        "(a), (b): req/s × floor time, i.e. the share of SQLite's own rate the whole service"
+        "(a), (b): req/s × floor time, i.e. the share of the database's own rate the whole service"
         " reaches. (c), (d): p50 ÷ floor time at 1 connection, a lone big response against"
-        " SQLite building it once (more connections would only queue on 2 cores)."
+        " the database building it once (more connections would only queue on 2 cores)."
         " (e), (f): req/s ÷ the ceiling's req/s (the bare app, one process).",
         "CPU/req: user + system CPU time of every server process (gunicorn's arbiter and"
         " workers) during the timed run, divided by the requests it answered; the floor's"
@@ -116,6 +116,16 @@ def render(
         f"(m): {feed_limit:,} events a request, Link rel=next followed from the start until an"
         " empty answer, one keep-alive connection (median of 3 walks after a warm-up); the"
         " floor reads the same rows with the app's SQL in one in-process statement.",
+        *(
+            [
+                "PostgreSQL rows: the server started with `--database-url` (the data set"
+                " copied into a PostgreSQL 15 cluster on 127.0.0.1); each floor is PostgreSQL"
+                " building the same array with the app's PostgreSQL SQL"
+                " (app/data/pg/sql.py whole_array), fetched over one asyncpg connection."
+            ]
+            if any(setup.database_url for setup in setups)
+            else []
+        ),
         *(
             f"Server RSS ({setup.label}; with workers the largest worker's):"
             f" {setup.rss_start / MB:.1f} MB after start; peaks of (d), (k), (l): VmHWM after"
