@@ -168,8 +168,10 @@ def postgresql(option: str, db: str) -> Iterator[str]:
     if not option:
         yield ""
         return
+    from app.data.schema import upgrade_if_older
     from app.tools.pg_copy import copy_to_pg
 
+    upgrade_if_older(db)  # as the server would at start: the copy needs today's schema
     with contextlib.ExitStack() as stack:
         url = option
         if option == "auto":
