@@ -7,7 +7,8 @@ neutralised, as an attachment. ETags differ per format, ``Vary: Accept`` is sent
 and pagination headers apply to every format, and long unpaginated arrays stream in
 each. Every listing the OpenAPI document lists is checked: CSV and NDJSON are parsed
 back and compared with the JSON answer, through a flattening written here from the
-contract's words.
+contract's words. The tests that look at data run on both stores (contract.md 15: the
+same bytes in every format); negotiation depends on no store and runs on SQLite.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from app.config import Config
 from app.data import events
 from app.keys import CALLER
 from app.main import create_app
-from app.tools.loader import load_files
 from app.web.csv_layout import layout_of
 from app.web.responder import respond_record
 from app.web.schemas import CampaignEventSchema
@@ -42,10 +42,13 @@ from .support.factories import (
     assert_problem,
     generated_events,
     get,
-    make_sample_db,
     next_event_id,
     sample,
 )
+from .support.stores import STORES, Store
+
+# The tests that look at data: once on each store.
+on_both_stores = pytest.mark.parametrize("store_kind", STORES)
 
 SPEC = "/api/docs/openapi.json"
 CSV_TYPE = "text/csv; charset=utf-8"
@@ -162,6 +165,7 @@ async def assert_formats_agree(client: TestClient, url: str, key: str = KEY_1) -
     return records
 
 
+@on_both_stores
 @pytest.mark.parametrize("key", [KEY_1, KEY_2])
 async def test_every_listing_in_csv_and_ndjson_says_what_its_json_says(
     client: TestClient, key: str
@@ -172,6 +176,7 @@ async def test_every_listing_in_csv_and_ndjson_says_what_its_json_says(
         await assert_formats_agree(client, url, key)
 
 
+@on_both_stores
 async def test_paged_csv_keeps_the_format_in_its_links(client: TestClient) -> None:
     url = f"{API}/course-inscriptions?per_page=3&page=2&format=csv"
     response = await get(client, url)
@@ -183,9 +188,8 @@ async def test_paged_csv_keeps_the_format_in_its_links(client: TestClient) -> No
 
 
 @pytest.fixture
-def tricky_db(tmp_path: Path) -> Path:
+async def tricky_client(tmp_path: Path, store: Store, make_client: MakeClient) -> TestClient:
     """The sample plus values a spreadsheet would run, and a course without sections."""
-    db = make_sample_db(tmp_path)
     names = ["=SUM(A1)", "+1", "-2", "@me", "\tTab", "\rCR", 'say "hi", -x', "a=b"]
     people = [
         {"id": 900 + n, "company_id": 1, "first_name": name, "last_name": names[-1 - n]}
@@ -213,12 +217,13 @@ def tricky_db(tmp_path: Path) -> Path:
     }
     fixture = tmp_path / "tricky.json"
     fixture.write_text(json.dumps(document), encoding="utf-8")
-    load_files(db, [fixture])
-    return db
+    await store.load([fixture])
+    return await make_client()
 
 
-async def test_formula_cells_are_neutralised(make_client: MakeClient, tricky_db: Path) -> None:
-    client = await make_client(db=str(tricky_db))
+@on_both_stores
+async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
+    client = tricky_client
     for url in await listings(client):
         await assert_formats_agree(client, url.replace("/campaigns/1/", "/campaigns/900/"))
     response = await get(client, f"{API}/events?format=csv&limit=1000")
@@ -235,14 +240,16 @@ async def test_formula_cells_are_neutralised(make_client: MakeClient, tricky_db:
     assert {row[7] for row in table[1:]} == {"'=cmd|' /C calc'!A0"}  # groups
 
 
-async def test_long_arrays_stream_in_every_format(tmp_path: Path, make_client: MakeClient) -> None:
+@on_both_stores
+async def test_long_arrays_stream_in_every_format(
+    tmp_path: Path, store: Store, make_client: MakeClient
+) -> None:
     """Past the inline size the events arrays stream: chunked, gzip when accepted, same data."""
-    db = make_sample_db(tmp_path)
     fixture = tmp_path / "more.json"
     events = generated_events(5000, [1], next_event_id())
     fixture.write_text(json.dumps({"campaign_events": events}), encoding="utf-8")
-    load_files(db, [fixture])
-    client = await make_client(db=str(db))
+    await store.load([fixture])
+    client = await make_client()
     records = await assert_formats_agree(client, f"{API}/campaigns/1/events")
     assert len(records) > 5000
     for fmt in ("json", "csv", "ndjson"):

@@ -17,6 +17,7 @@ import os
 from typing import Any
 from urllib.parse import quote, quote_from_bytes
 
+import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, Phase, event, given, reject, settings
 from hypothesis import strategies as st
@@ -32,6 +33,7 @@ from .support.factories import (
     by_id,
     team_names_by_employee,
 )
+from .support.stores import STORES
 
 # One dataset and one served app per example, several requests each; no shrinking there
 # (an example costs a database and an app), the failing dataset is printed instead.
@@ -326,6 +328,7 @@ def junk_urls(draw: st.DrawFn) -> str:
     return template.replace("{id}", id_) + (f"?{query}" if pairs else "")
 
 
+@pytest.mark.parametrize("store_kind", STORES)  # a store may fail in its own ways
 @JUNK_PROFILE
 @given(raw=junk_urls(), with_key=st.sampled_from((True, True, True, False)))
 async def test_junk_in_any_parameter_is_never_a_server_error(
