@@ -119,11 +119,14 @@ def datasets(draw: st.DrawFn) -> Data:
 
 @contextlib.asynccontextmanager
 async def serving(
-    aiohttp_client: Any, data: Data, today: Callable[[], dt.date] | None = None
+    aiohttp_client: Any,
+    data: Data,
+    today: Callable[[], dt.date] | None = None,
+    store: Store | None = None,
 ) -> AsyncIterator[TestClient]:
     """In a hypothesis example: :func:`serving_fixture`, the dataset noted for a failure."""
     note(f"dataset: {json.dumps(data, ensure_ascii=False)}")
-    async with serving_fixture(aiohttp_client, data, today) as client:
+    async with serving_fixture(aiohttp_client, data, today, store) as client:
         yield client
 
 
