@@ -61,12 +61,17 @@ DOWNGRADE = (
 )
 
 
+def copy_into(sample_db: Path, target: Path) -> Path:
+    """A consistent copy of the sample file (VACUUM INTO), to be aged by a test."""
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    conn.execute("VACUUM INTO ?", (str(target),))
+    conn.close()
+    return target
+
+
 def version_1_copy(sample_db: Path, directory: Path) -> Path:
     """The sample as a version 1 file: what version 2 added, dropped again."""
-    old = directory / "old.sqlite3"
-    conn = sqlite3.connect(sample_db, isolation_level=None)
-    conn.execute("VACUUM INTO ?", (str(old),))
-    conn.close()
+    old = copy_into(sample_db, directory / "old.sqlite3")
     conn = sqlite3.connect(old, isolation_level=None)
     added = [
         f'DROP {kind.upper()} "{name}"'
@@ -133,10 +138,7 @@ ODD_CAMPAIGNS = "INSERT INTO campaigns (id, company_id, title, launch_date) VALU
 
 def version_2_copy(sample_db: Path, directory: Path) -> Path:
     """The sample as a version 2 file (no title_key), with the odd titles."""
-    old = directory / "v2.sqlite3"
-    conn = sqlite3.connect(sample_db, isolation_level=None)
-    conn.execute("VACUUM INTO ?", (str(old),))
-    conn.close()
+    old = copy_into(sample_db, directory / "v2.sqlite3")
     conn = sqlite3.connect(old, isolation_level=None)
     for statement in (
         "ALTER TABLE campaigns DROP COLUMN title_key",
