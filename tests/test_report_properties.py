@@ -5,7 +5,7 @@ read: campaign targets who may have done nothing, launch dates around the events
 some come before the launch), course sections and results on a 0.05 grid (so that means
 land on rounding ties), and a random date for ``overdue``. The real loader writes it,
 the real app serves it, and the plain-Python oracle (reports_oracle.py) says what every
-campaign, employee and course must be.
+campaign, employee and course must be; on SQLite and, with fewer examples, on PostgreSQL.
 """
 
 from __future__ import annotations
@@ -15,12 +15,14 @@ import os
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from .support import reports as oracle
 from .support.datasets import DAY0, FREE_ID, Data, datasets, serving
 from .support.factories import API, KEYS, Day, comparable
+from .support.stores import Store
 
 PROFILE = settings(
     max_examples=40,
@@ -34,6 +36,9 @@ PROFILE = settings(
     derandomize=bool(os.environ.get("CI")),
     database=None if os.environ.get("CI") else settings.default.database,
 )
+# On PostgreSQL fewer examples: each needs a database of its own.
+PG_PROFILE = settings(PROFILE, max_examples=10)
+ON_POSTGRESQL = pytest.mark.parametrize("store_kind", ["postgresql"])
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 PERSON = ("name", "last_name", "email", "department", "country", "teams")
 
@@ -93,7 +98,22 @@ async def test_every_report_is_the_oracles(
     aiohttp_client: Any, data: Data, today: dt.date, more: st.DataObject
 ) -> None:
     """Campaigns (listed and one by one, with and without captcha), employees, courses."""
-    async with serving(aiohttp_client, data, Day(today)) as client:
+    await reports_match_the_oracle(aiohttp_client, None, data, today, more)
+
+
+@ON_POSTGRESQL
+@PG_PROFILE
+@given(data=report_datasets(), today=days(), more=st.data())
+async def test_every_report_is_the_oracles_on_postgresql(
+    aiohttp_client: Any, store: Store, data: Data, today: dt.date, more: st.DataObject
+) -> None:
+    await reports_match_the_oracle(aiohttp_client, store, data, today, more)
+
+
+async def reports_match_the_oracle(
+    aiohttp_client: Any, store: Store | None, data: Data, today: dt.date, more: st.DataObject
+) -> None:
+    async with serving(aiohttp_client, data, Day(today), store) as client:
         for company in (1, 2):
             for captcha in (False, True):
                 params = {"filter[with_captcha]": "false"} if captcha else {}
@@ -132,8 +152,23 @@ async def test_directory_filters_keep_exactly_the_matching_people(
     aiohttp_client: Any, data: Data, more: st.DataObject
 ) -> None:
     """Person filters as on the inscriptions, and the two minimums, AND-ed (contract.md 12)."""
+    await directory_filters_match(aiohttp_client, None, data, more)
+
+
+@ON_POSTGRESQL
+@PG_PROFILE
+@given(data=report_datasets(), more=st.data())
+async def test_directory_filters_keep_exactly_the_matching_people_on_postgresql(
+    aiohttp_client: Any, store: Store, data: Data, more: st.DataObject
+) -> None:
+    await directory_filters_match(aiohttp_client, store, data, more)
+
+
+async def directory_filters_match(
+    aiohttp_client: Any, store: Store | None, data: Data, more: st.DataObject
+) -> None:
     day = DAY0
-    async with serving(aiohttp_client, data, Day(day)) as client:
+    async with serving(aiohttp_client, data, Day(day), store) as client:
         for _ in range(4):
             company = more.draw(st.sampled_from((1, 2)))
             everybody = oracle.employees(data, company, day)
