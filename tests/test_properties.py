@@ -15,14 +15,18 @@ import datetime as dt
 import itertools
 import math
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import quote, quote_from_bytes
 
+import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, Phase, event, given, reject, settings
 from hypothesis import strategies as st
 from yarl import URL
+
+from app.web.aiohttp_shim import MAX_REQUEST_LINE
 
 from .support.datasets import DAY0, EVENT_TYPES, FREE_ID, Data, datasets, serving
 from .support.factories import (
@@ -377,17 +381,29 @@ def junk_urls(draw: st.DrawFn) -> str:
     return template.replace("{id}", id_) + (f"?{query}" if pairs else "")
 
 
+# The longest Link header a page can carry: four links (first, last, prev, next), each
+# repeating the request's path and query, which the server bounds (README, Pagination).
+LONGEST_LINK = 4 * (MAX_REQUEST_LINE + len('<>; rel="first", '))
+
+
+@pytest.fixture
+async def roomy_session() -> AsyncIterator[aiohttp.ClientSession]:
+    """A client that reads a header as long as the longest Link (aiohttp's default: 8190)."""
+    async with aiohttp.ClientSession(max_field_size=LONGEST_LINK) as session:
+        yield session
+
+
 @pytest.mark.parametrize("store_kind", STORES)  # a store may fail in its own ways
 @JUNK_PROFILE
 @given(raw=junk_urls(), with_key=st.sampled_from((True, True, True, False)))
 async def test_junk_in_any_parameter_is_never_a_server_error(
-    client: TestClient, raw: str, with_key: bool
+    client: TestClient, roomy_session: aiohttp.ClientSession, raw: str, with_key: bool
 ) -> None:
     """Random bytes, long values, odd escapes and unicode: never 5xx; errors are problem+json."""
     url = URL(f"http://{client.host}:{client.port}{raw}", encoded=True)
     headers = {"X-API-KEY": KEY_1} if with_key else {}
     try:
-        response = await client.session.get(url, headers=headers)
+        response = await roomy_session.get(url, headers=headers)
     except ValueError:  # aiohttp's client refuses to send it (a control character)
         reject()
     async with response:
@@ -399,3 +415,19 @@ async def test_junk_in_any_parameter_is_never_a_server_error(
         else:
             assert response.status in TITLES, response.status
             await assert_problem(response, response.status)
+
+
+async def test_a_long_filter_is_kept_whole_in_every_link(
+    client: TestClient, roomy_session: aiohttp.ClientSession
+) -> None:
+    """contract.md 4: each link keeps every filter, however long (within the request line)."""
+    value = "x" * 10_000
+    url = URL(f"http://{client.host}:{client.port}{INSCRIPTIONS}").with_query(
+        {"filter[name]": value, "per_page": "1"}
+    )
+    async with roomy_session.get(url, headers={"X-API-KEY": KEY_1}) as response:
+        assert response.status == 200
+        links = response.headers["Link"].split(", ")
+    assert {link.rsplit('rel="', 1)[1] for link in links} == {'first"', 'last"'}
+    assert all(f"filter%5Bname%5D={value}" in link for link in links)
+    assert len(response.headers["Link"]) <= LONGEST_LINK
