@@ -200,13 +200,15 @@ import os, signal
 from gunicorn.arbiter import Arbiter as GunicornArbiter
 from app.config import Config
 from app.main import create_app
-from app.web.processes import Arbiter, stop_signal_before_start
+from app.web.processes import Arbiter, inherited_signal_queue, stop_signal_in
 
 config = Config(db="unused.sqlite3", log_level="WARNING")
 GunicornArbiter(Arbiter(config, lambda: create_app(config))).init_signals()  # as forks inherit
-print(stop_signal_before_start())
+pending = inherited_signal_queue()
+print(stop_signal_in(pending))
 os.kill(os.getpid(), signal.SIGTERM)  # queued by the arbiter's handler, as in a new worker
-print(stop_signal_before_start() == signal.SIGTERM)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the worker's own handlers come now
+print(stop_signal_in(pending) == signal.SIGTERM)
 """
 
 

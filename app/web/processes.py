@@ -34,18 +34,22 @@ log = logging.getLogger("app.server")
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
 
 
-def stop_signal_before_start() -> int | None:
-    """A stop signal this new worker got before it set its own handlers, if any.
+def inherited_signal_queue() -> Any:
+    """The queue of gunicorn's arbiter that this new worker's signal handler still feeds.
 
-    Until then the arbiter's handler, inherited through the fork, only puts a signal in
-    the arbiter's queue, whose copy here nobody reads: a SIGTERM that came just as the
-    arbiter forked would be lost, and the worker would serve on until gunicorn's
-    graceful timeout killed it (seen: a stop taking 31 s and exiting non-zero).
+    Until a worker sets its own handlers, the arbiter's handler, inherited through the
+    fork, only puts a signal in the arbiter's queue, whose copy here nobody reads: a
+    SIGTERM that came just as the arbiter forked would be lost, and the worker would
+    serve on until gunicorn's graceful timeout killed it (seen: a stop taking 31 s and
+    exiting non-zero). None when the handler is not the arbiter's.
     """
-    arbiter = getattr(signal.getsignal(signal.SIGTERM), "__self__", None)
-    pending = getattr(arbiter, "SIG_QUEUE", None)
+    return getattr(getattr(signal.getsignal(signal.SIGTERM), "__self__", None), "SIG_QUEUE", None)
+
+
+def stop_signal_in(pending: Any) -> int | None:
+    """The last stop signal in such a queue (a list before gunicorn 25), if any."""
     signals: list[Any] = []
-    if isinstance(pending, list):  # gunicorn before 25
+    if isinstance(pending, list):
         signals = list(pending)
     elif pending is not None:
         with contextlib.suppress(queue.Empty):
@@ -57,17 +61,19 @@ def stop_signal_before_start() -> int | None:
 class Worker(GunicornWebWorker):
     """aiohttp's gunicorn worker, starting its graceful shutdown as soon as SIGTERM comes."""
 
-    _stop_at_start: int | None = None
+    _inherited: Any = None
 
     def init_process(self) -> None:
-        """Look for a stop signal that came before this worker's handlers (then start)."""
-        self._stop_at_start = stop_signal_before_start()
+        """Keep the arbiter's queue the inherited handler feeds until ours are set."""
+        self._inherited = inherited_signal_queue()
         super().init_process()
 
     def init_signals(self) -> None:
+        """Our handlers; then a stop signal that came before them is obeyed too."""
         super().init_signals()
-        if self._stop_at_start is not None:  # serve nothing: stop as the signal asked
-            self.loop.call_soon(self.handle_quit, self._stop_at_start, None)
+        stop = stop_signal_in(self._inherited)
+        if stop is not None:  # serve nothing: stop as the signal asked
+            self.loop.call_soon(self.handle_quit, stop, None)
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         """Like SIGQUIT/SIGINT here: stop now, not at the worker loop's next one-second tick."""
