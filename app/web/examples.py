@@ -277,33 +277,36 @@ CAMPAIGN_REPORT = Example(
     },
 )
 
+# Employee 7 of the sample: the directory's first repeat offender, and the one-employee report.
+JOSE = {
+    "id": 7,
+    "first_name": "José",
+    "last_name": "Núñez",
+    "email": "jose.nunez@northwind.example",
+    "department": "Finance",
+    "country": "Spain",
+    "groups": [{"name": "Finance Champions"}, {"name": "Security Ambassadors"}],
+    "phishing": {
+        "campaigns": 4,
+        "opened": 4,
+        "clicked": 4,
+        "reported": 0,
+        "failed": 4,
+        "last_event_at": "2026-01-21T12:41:34Z",
+    },
+    "training": {
+        "inscriptions": 1,
+        "not_started": 1,
+        "in_progress": 0,
+        "completed": 0,
+        "overdue": 1,
+    },
+}
+
 EMPLOYEES = Example(
     f"{API}/victimsapi?filter[min_failed]=3&per_page=2",
     [
-        {
-            "id": 7,
-            "first_name": "José",
-            "last_name": "Núñez",
-            "email": "jose.nunez@northwind.example",
-            "department": "Finance",
-            "country": "Spain",
-            "groups": [{"name": "Finance Champions"}, {"name": "Security Ambassadors"}],
-            "phishing": {
-                "campaigns": 4,
-                "opened": 4,
-                "clicked": 4,
-                "reported": 0,
-                "failed": 4,
-                "last_event_at": "2026-01-21T12:41:34Z",
-            },
-            "training": {
-                "inscriptions": 1,
-                "not_started": 1,
-                "in_progress": 0,
-                "completed": 0,
-                "overdue": 1,
-            },
-        },
+        JOSE,
         {
             "id": 32,
             "first_name": "Mathieu",
@@ -331,33 +334,7 @@ EMPLOYEES = Example(
     ],
 )
 
-EMPLOYEE_REPORT = Example(
-    f"{API}/victimsapi/7",
-    {
-        "id": 7,
-        "first_name": "José",
-        "last_name": "Núñez",
-        "email": "jose.nunez@northwind.example",
-        "department": "Finance",
-        "country": "Spain",
-        "groups": [{"name": "Finance Champions"}, {"name": "Security Ambassadors"}],
-        "phishing": {
-            "campaigns": 4,
-            "opened": 4,
-            "clicked": 4,
-            "reported": 0,
-            "failed": 4,
-            "last_event_at": "2026-01-21T12:41:34Z",
-        },
-        "training": {
-            "inscriptions": 1,
-            "not_started": 1,
-            "in_progress": 0,
-            "completed": 0,
-            "overdue": 1,
-        },
-    },
-)
+EMPLOYEE_REPORT = Example(f"{API}/victimsapi/7", JOSE)
 
 COURSES = Example(
     f"{API}/courses?per_page=2",
