@@ -29,6 +29,7 @@ from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.schema import bump_data_version, connect_writer, write_transaction
 from .cli import ToolError, add_store_arguments, command
+from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
     CAMPAIGNS,
     COMPANIES,
@@ -44,11 +45,7 @@ from .generator_words import (
 )
 from .pg_copy import copy_to_pg
 
-DATA_TABLES = (
-    "companies", "api_keys", "employees", "teams", "team_members", "campaigns",
-    "campaign_targets", "campaign_events", "courses", "course_sections", "inscriptions",
-    "section_results",
-)  # fmt: skip
+DATA_TABLES = tuple(FIXTURE_TABLES)  # every data table, parents first
 BASE = dt.date(2024, 1, 1)  # fixed, so the data never depends on the day it is made
 BASE_EPOCH = 1_704_067_200  # BASE at midnight UTC
 EVENT_TYPES = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .staging import EVENT_COLUMNS
+from .staging import EVENT_COLUMNS, PERSON
 
 BULK = 50_000  # rows into an empty table from which its indexes are built after the insert
 ADVANCE_SEQ = "UPDATE main.meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'change_seq'"
@@ -83,7 +83,6 @@ OF_COMPANY = _parents(("company_id", "companies"))
 # in id order; an event that is already stored exactly as given is not written at all.
 EVENT = EVENT_COLUMNS
 SAME = " AND ".join(f"e.{c} IS s.{c}" for c in EVENT[1:])
-PERSON = ("first_name", "last_name", "email", "department", "country")
 MERGES: dict[str, str] = {
     "companies": _upsert("companies", ("id", "name")),
     "api_keys": _upsert(

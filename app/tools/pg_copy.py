@@ -15,23 +15,11 @@ from typing import Any
 import asyncpg
 
 from ..data.pg.schema import bump_data_version, ensure_schema
+from .fixture_format import TABLES as FIXTURE_TABLES
 from .pg_loader import sqlite_decimal
 
-# Dependency order; meta's change sequence and cursor secret come along.
-TABLES = (
-    "companies",
-    "api_keys",
-    "employees",
-    "teams",
-    "team_members",
-    "campaigns",
-    "campaign_targets",
-    "campaign_events",
-    "courses",
-    "course_sections",
-    "inscriptions",
-    "section_results",
-)
+# Dependency order (the fixture format's); meta's change sequence and cursor secret come along.
+TABLES = tuple(FIXTURE_TABLES)
 BATCH_ROWS = 50_000
 
 
