@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -12,6 +13,7 @@ import redis
 from aiohttp.test_utils import TestClient
 
 from app.config import Config
+from app.data.pool import configure_reader
 from app.keys import TODAY
 from app.main import create_app
 
@@ -31,6 +33,15 @@ def template_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def sample_db(tmp_path: Path, template_dir: Path) -> Path:
     """A fresh sample database for this test."""
     return make_sample_db(tmp_path, template_dir)
+
+
+@pytest.fixture
+def conn(sample_db: Path) -> Iterator[sqlite3.Connection]:
+    """A connection on a fresh sample database, set up as the server's readers are."""
+    connection = sqlite3.connect(sample_db, isolation_level=None)
+    configure_reader(connection)
+    yield connection
+    connection.close()
 
 
 @pytest.fixture

@@ -11,10 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from app.data import events, inscriptions
 from app.data.feed import START, FeedFilters, feed_listing
@@ -153,13 +150,6 @@ def read_all(conn: sqlite3.Connection, listing: Any) -> Any:
     records = read_small(conn, listing, 10_000)
     assert records is not None
     return records
-
-
-@pytest.fixture
-def conn(sample_db: Path) -> sqlite3.Connection:
-    connection = sqlite3.connect(sample_db, isolation_level=None)
-    yield connection
-    connection.close()
 
 
 def company_of_campaign(campaign_id: int) -> int:

@@ -12,15 +12,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.data import campaigns, courses, employees
 from app.data.listings import Paging, read_one, read_page
-from app.data.pool import configure_reader
 from app.web.schemas import (
     CampaignReportSchema,
     CampaignSummarySchema,
@@ -42,14 +39,6 @@ def compact(data: Any) -> str:
 def with_instants(record: dict[str, Any], *names: str) -> dict[str, Any]:
     """The record with its instants as datetimes, as the schemas take them."""
     return record | {n: None if record[n] is None else oracle.instant(record[n]) for n in names}
-
-
-@pytest.fixture
-def conn(sample_db: Path) -> Iterator[sqlite3.Connection]:
-    connection = sqlite3.connect(sample_db, isolation_level=None)
-    configure_reader(connection)
-    yield connection
-    connection.close()
 
 
 def page_texts(conn: sqlite3.Connection, listing: Any) -> list[str]:

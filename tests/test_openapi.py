@@ -19,6 +19,7 @@ from openapi_spec_validator import validate
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_2, sample
+from .support.openapi import deref, operation
 
 SPEC = "/api/docs/openapi.json"
 CAMPAIGN = f"{API}/campaigns/{{id}}/events"
@@ -54,18 +55,6 @@ async def fetch_document(client: TestClient) -> dict[str, Any]:
     assert response.status == 200
     assert response.content_type == "application/json"
     return await response.json()
-
-
-def deref(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    """Follow a local $ref (one level is all the document uses outside schemas)."""
-    while "$ref" in node:
-        *_, section, name = node["$ref"].split("/")
-        node = document["components"][section][name]
-    return node
-
-
-def operation(document: dict[str, Any], path: str) -> dict[str, Any]:
-    return document["paths"][path]["get"]
 
 
 def validator(document: dict[str, Any], schema: dict[str, Any]) -> OAS30Validator:

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from app.data import campaigns, courses, employees
 from app.data.listings import Listing
-from app.data.pool import configure_reader
 
 TODAY = dt.date(2025, 9, 1)
 BIG_TABLES = ("campaign_events", "inscriptions", "section_results", "campaign_targets")
@@ -45,14 +42,6 @@ EXPECTED_INDEXES = {
 }
 ALIASES = {"ev": "campaign_events", "i": "inscriptions", "r": "section_results"}
 ALIASES |= {"t": "campaign_targets"}
-
-
-@pytest.fixture
-def conn(sample_db: Path) -> Iterator[sqlite3.Connection]:
-    connection = sqlite3.connect(sample_db, isolation_level=None)
-    configure_reader(connection)
-    yield connection
-    connection.close()
 
 
 def plan(conn: sqlite3.Connection, listing: Listing) -> list[tuple[int, str]]:

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS30Validator
 
 from .support.factories import API, KEY_1, KEYS, sample
+from .support.openapi import deref, operation
 
 SPEC = "/api/docs/openapi.json"
 PAGING = {"page", "per_page", "format"}  # every listing takes format (contract.md 14)
@@ -38,17 +39,6 @@ NULLABLE = {
 @pytest.fixture
 async def document(client: TestClient) -> dict[str, Any]:
     return await (await client.get(SPEC)).json()
-
-
-def deref(document: dict[str, Any], node: dict[str, Any]) -> dict[str, Any]:
-    while "$ref" in node:
-        *_, section, name = node["$ref"].split("/")
-        node = document["components"][section][name]
-    return node
-
-
-def operation(document: dict[str, Any], path: str) -> dict[str, Any]:
-    return document["paths"][path]["get"]
 
 
 @pytest.mark.parametrize("path", list(QUERIES))
