@@ -45,10 +45,7 @@ from .support.factories import (
     next_event_id,
     sample,
 )
-from .support.stores import STORES, Store
-
-# The tests that look at data: once on each store.
-on_both_stores = pytest.mark.parametrize("store_kind", STORES)
+from .support.stores import EACH_STORE, Store
 
 SPEC = "/api/docs/openapi.json"
 CSV_TYPE = "text/csv; charset=utf-8"
@@ -165,7 +162,7 @@ async def assert_formats_agree(client: TestClient, url: str, key: str = KEY_1) -
     return records
 
 
-@on_both_stores
+@EACH_STORE
 @pytest.mark.parametrize("key", [KEY_1, KEY_2])
 async def test_every_listing_in_csv_and_ndjson_says_what_its_json_says(
     client: TestClient, key: str
@@ -176,7 +173,7 @@ async def test_every_listing_in_csv_and_ndjson_says_what_its_json_says(
         await assert_formats_agree(client, url, key)
 
 
-@on_both_stores
+@EACH_STORE
 async def test_paged_csv_keeps_the_format_in_its_links(client: TestClient) -> None:
     url = f"{API}/course-inscriptions?per_page=3&page=2&format=csv"
     response = await get(client, url)
@@ -221,7 +218,7 @@ async def tricky_client(tmp_path: Path, store: Store, make_client: MakeClient) -
     return await make_client()
 
 
-@on_both_stores
+@EACH_STORE
 async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
     client = tricky_client
     for url in await listings(client):
@@ -240,7 +237,7 @@ async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
     assert {row[7] for row in table[1:]} == {"'=cmd|' /C calc'!A0"}  # groups
 
 
-@on_both_stores
+@EACH_STORE
 async def test_long_arrays_stream_in_every_format(
     tmp_path: Path, store: Store, make_client: MakeClient
 ) -> None:

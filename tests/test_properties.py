@@ -38,7 +38,7 @@ from .support.factories import (
     by_id,
     team_names_by_employee,
 )
-from .support.stores import STORES, Store
+from .support.stores import EACH_STORE, ON_POSTGRESQL, Store
 
 # One dataset and one served app per example, several requests each; no shrinking there
 # (an example costs a database and an app), the failing dataset is printed instead.
@@ -61,7 +61,6 @@ PROFILE = settings.get_profile("properties-ci" if os.environ.get("CI") else "pro
 JUNK_PROFILE = settings(PROFILE, max_examples=600, phases=tuple(Phase))
 # On PostgreSQL fewer examples: each needs a database of its own (0.3 s against 0.08 s).
 PG_PROFILE = settings(PROFILE, max_examples=15)
-ON_POSTGRESQL = pytest.mark.parametrize("store_kind", ["postgresql"])
 
 Query = dict[str, Any]  # list filter -> values as sent; date filter -> "YYYY-MM-DD"
 Params = list[tuple[str, str]]
@@ -393,7 +392,7 @@ async def roomy_session() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
-@pytest.mark.parametrize("store_kind", STORES)  # a store may fail in its own ways
+@EACH_STORE  # a store may fail in its own ways
 @JUNK_PROFILE
 @given(raw=junk_urls(), with_key=st.sampled_from((True, True, True, False)))
 async def test_junk_in_any_parameter_is_never_a_server_error(

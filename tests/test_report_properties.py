@@ -15,14 +15,13 @@ import os
 from decimal import Decimal
 from typing import Any
 
-import pytest
 from hypothesis import HealthCheck, Phase, event, given, settings
 from hypothesis import strategies as st
 
 from .support import reports as oracle
 from .support.datasets import DAY0, FREE_ID, Data, datasets, serving
 from .support.factories import API, KEYS, Day, comparable
-from .support.stores import Store
+from .support.stores import ON_POSTGRESQL, Store
 
 PROFILE = settings(
     max_examples=40,
@@ -38,7 +37,6 @@ PROFILE = settings(
 )
 # On PostgreSQL fewer examples: each needs a database of its own.
 PG_PROFILE = settings(PROFILE, max_examples=10)
-ON_POSTGRESQL = pytest.mark.parametrize("store_kind", ["postgresql"])
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 PERSON = ("name", "last_name", "email", "department", "country", "teams")
 

@@ -46,6 +46,12 @@ def on_both_stores() -> Any:
     return store_kind
 
 
+# The same for one test of a module: on each store, or on PostgreSQL alone (where a
+# module's SQLite test has a PostgreSQL twin with settings of its own).
+EACH_STORE = pytest.mark.parametrize("store_kind", STORES)
+ON_POSTGRESQL = pytest.mark.parametrize("store_kind", ["postgresql"])
+
+
 def shares_store(request: pytest.FixtureRequest) -> bool:
     """Whether this test reads its module's shared copy of the sample (see above)."""
     reads_only = bool(getattr(request.module, "STORE_READS_ONLY", False))
