@@ -19,14 +19,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 
+from app.config import Config
+from app.main import create_app
 from app.tools.gophish import import_export
 from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
 from app.tools.gophish_mapping import stable_id
 from app.tools.loader import LoadError
 
-from .support.clients import MakeClient
+from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import (
     API,
     KEY_2,
@@ -38,6 +41,7 @@ from .support.factories import (
     query,
 )
 from .support.servers import ROOT, run_python
+from .support.stores import run_apart
 
 EXPORT = Path(__file__).parent / "data" / "gophish_export.json"
 TABLES = ("companies", "employees", "campaigns", "campaign_targets", "campaign_events")
@@ -370,3 +374,53 @@ async def test_the_event_feed_serves_addresses_and_user_agents(
     ]
     assert sorted(got, key=str) == sorted(expected, key=str)
     assert {row[4] is None for row in got} == {True, False}  # with and without an address
+
+
+# What an import into PostgreSQL must serve exactly as the same import into SQLite.
+SERVED = (
+    f"{API}/campaigns",
+    f"{API}/campaigns/{campaign_id(3)}/events",
+    f"{API}/victimsapi/{JOSE}/events",
+    f"{API}/events?limit=1000",
+)
+
+
+async def pg_state(url: str) -> list[Any]:
+    """The data token and the rows an import writes, of a PostgreSQL database."""
+    conn = await asyncpg.connect(url)
+    try:
+        found = [await conn.fetchval("SELECT value FROM meta WHERE key = 'data_token'")]
+        for table in TABLES:
+            found.append(sorted(map(tuple, await conn.fetch(f"SELECT * FROM {table}"))))
+        return found
+    finally:
+        await conn.close()
+
+
+@pytest.mark.system
+async def test_the_command_imports_into_postgresql_as_into_sqlite(
+    sample_db: Path, pg_database: str, tmp_path: Path, aiohttp_client: Any
+) -> None:
+    """contract.md 15, 16: ``--database-url``; a refusal there changes nothing either."""
+    path = write(tmp_path / "export.json", export())
+    store = ["--db", str(sample_db)], ["--database-url", pg_database]
+    for flags in store:
+        done = run_python("scripts/import_gophish.py", str(path), "--company", "1", *flags)
+        assert done.returncode == 0, done.stderr
+    before = run_apart(pg_state(pg_database))
+    bad = copy.deepcopy(export())
+    bad[0]["timeline"][0]["time"] = "yesterday"
+    refused = run_python(
+        "scripts/import_gophish.py", str(write(tmp_path / "bad.json", bad)), "--company", "1",
+        "--database-url", pg_database,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "[0].timeline[0].time" in refused.stderr
+    assert run_apart(pg_state(pg_database)) == before
+    bodies = []
+    for settings in ({"db": str(sample_db)}, {"db": str(sample_db), "database_url": pg_database}):
+        app = create_app(Config(**settings, rate_burst=10**6, rate_per_second=1e6))
+        client = await aiohttp_client(ProblemTestServer(app))
+        bodies.append([await (await get(client, url)).read() for url in SERVED])
+    assert bodies[0] == bodies[1]
+    assert f'"id":{campaign_id(3)},'.encode() in bodies[1][0]  # the import is there
+    assert bodies[1][1].startswith(b'[{"id":')

@@ -1,14 +1,16 @@
 """Import GoPhish campaigns into one company (contract.md 16), all or nothing.
 
-``python -m app.tools.gophish export.json --company 1 --db PATH [--people people.csv]
-[--source NAME] [--company-name NAME]``: the export (and people file) are read and
-checked whole, mapped to one fixture document, and loaded by the ordinary loader in
-one transaction. Any problem refuses the whole import and the database is unchanged.
+``python -m app.tools.gophish export.json --company 1 (--db PATH | --database-url URL)
+[--people people.csv] [--source NAME] [--company-name NAME]``: the export (and people
+file) are read and checked whole, mapped to one fixture document, and loaded by the
+ordinary loader of the store (SQLite's or PostgreSQL's) in one transaction. Any problem
+refuses the whole import and the database is unchanged.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import sqlite3
 import sys
@@ -16,17 +18,38 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import asyncpg
+
 from ..config import OneLineParser
 from ..data.fields import MAX_ID
+from ..data.pg.schema import schema_version
+from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
-from .cli import command
+from .cli import add_store_arguments, command
 from .fixture_reader import Item
 from .gophish_format import read_export, read_people
 from .gophish_mapping import Context, Summary, to_fixture
 from .loader import LoadError, load_items
+from .pg_loader import load_staged, stage_sources
 
 DEFAULT_SOURCE = "gophish"
 _SOURCE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")
+
+
+# The company's employees, newest first (so the lowest id wins an email), and every id.
+PEOPLE = (
+    "SELECT id, company_id, first_name, last_name, email, department, country"
+    " FROM employees WHERE company_id = ? ORDER BY id DESC"
+)
+EMPLOYEE_IDS = "SELECT id FROM employees"
+COMPANY_NAME = "SELECT name FROM companies WHERE id = ?"
+
+
+def _known(ctx: Context, people: Sequence[dict[str, Any]], ids: Sequence[int]) -> None:
+    """The company's employees by case-folded email, and the employee ids already taken."""
+    for person in people:
+        ctx.existing[person["email"].casefold()] = person  # the lowest id wins
+    ctx.taken_ids = set(ids)
 
 
 def read_company(db: Path, company: int, source: str) -> tuple[str | None, Context]:
@@ -41,17 +64,11 @@ def read_company(db: Path, company: int, source: str) -> tuple[str | None, Conte
         try:
             if conn.execute("PRAGMA user_version").fetchone()[0] == 0:
                 return None, ctx  # an empty file: the loader will create the schema
-            row = conn.execute("SELECT name FROM companies WHERE id = ?", (company,)).fetchone()
-            people = conn.execute(
-                "SELECT id, company_id, first_name, last_name, email, department, country"
-                " FROM employees WHERE company_id = ? ORDER BY id DESC",
-                (company,),
-            )
+            row = conn.execute(COMPANY_NAME, (company,)).fetchone()
+            people = conn.execute(PEOPLE, (company,))
             columns = [d[0] for d in people.description]
-            for values in people:
-                person = dict(zip(columns, values, strict=True))
-                ctx.existing[person["email"].casefold()] = person  # the lowest id wins
-            ctx.taken_ids = {r[0] for r in conn.execute("SELECT id FROM employees")}
+            rows = [dict(zip(columns, values, strict=True)) for values in people]
+            _known(ctx, rows, [r[0] for r in conn.execute(EMPLOYEE_IDS)])
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -59,28 +76,57 @@ def read_company(db: Path, company: int, source: str) -> tuple[str | None, Conte
     return (None if row is None else str(row[0])), ctx
 
 
+async def read_company_pg(url: str, company: int, source: str) -> tuple[str | None, Context]:
+    """:func:`read_company` from a PostgreSQL database."""
+    ctx = Context(company, source)
+    conn = await asyncpg.connect(url)
+    try:
+        if await schema_version(conn) is None:
+            return None, ctx  # an empty database: the loader will create the schema
+        name = await conn.fetchval(numbered(COMPANY_NAME), company)
+        people = [dict(r) for r in await conn.fetch(numbered(PEOPLE), company)]
+        _known(ctx, people, [r[0] for r in await conn.fetch(EMPLOYEE_IDS)])
+    finally:
+        await conn.close()
+    return (None if name is None else str(name)), ctx
+
+
 def import_export(
-    db: Path,
+    db: Path | None,
     export: Path,
     company: int,
     *,
     source: str = DEFAULT_SOURCE,
     people: Path | None = None,
     company_name: str | None = None,
+    database_url: str = "",
 ) -> Summary:
-    """Check, map and load one export; raise LoadError (database unchanged) on any problem."""
+    """Check, map and load one export into the SQLite file ``db`` or, with
+    ``database_url``, PostgreSQL; raise LoadError (database unchanged) on any problem."""
     campaigns = read_export(export)
-    name, ctx = read_company(db, company, source)
+    if database_url:
+        name, ctx = asyncio.run(read_company_pg(database_url, company, source))
+    else:
+        assert db is not None
+        name, ctx = read_company(db, company, source)
     if people is not None:
         ctx.people = read_people(people)
     if name is None and company_name is None:
-        raise LoadError([f"--company {company}: no such company in {db} (--company-name adds it)"])
+        where = "the database" if database_url else db
+        raise LoadError(
+            [f"--company {company}: no such company in {where} (--company-name adds it)"]
+        )
     document: dict[str, Any]
     document, summary = to_fixture(campaigns, ctx, str(export))
     if name is None:
         document["companies"] = [{"id": company, "name": company_name}]
     items = (Item(t, i, record) for t, rows in document.items() for i, record in enumerate(rows))
-    load_items(db, [(f"{export} (mapped)", items)])
+    sources = [(f"{export} (mapped)", items)]
+    if database_url:
+        asyncio.run(load_staged(database_url, stage_sources(sources)))
+    else:
+        assert db is not None
+        load_items(db, sources)
     return summary
 
 
@@ -105,7 +151,7 @@ def build_parser() -> OneLineParser:
     )
     parser.add_argument("export", type=Path, help="the JSON GoPhish's API returned")
     parser.add_argument("--company", type=_company, required=True, help="our company id")
-    parser.add_argument("--db", type=Path, required=True, help="SQLite database file")
+    add_store_arguments(parser, "SQLite database file")
     parser.add_argument("--people", type=Path, help="CSV with email,department,country")
     parser.add_argument(
         "--source",
@@ -122,12 +168,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run one import; print the summary line (a refusal names each problem)."""
     args = build_parser().parse_args(argv)
     summary = import_export(
-        args.db,
+        Path(args.db) if args.db else None,
         args.export,
         args.company,
         source=args.source,
         people=args.people,
         company_name=args.company_name,
+        database_url=args.database_url or "",
     )
     print(f"imported {args.export} into company {args.company} ({args.source}): {summary.line()}")
     return 0

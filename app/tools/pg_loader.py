@@ -23,6 +23,7 @@ import asyncpg
 
 from ..data.pg.schema import bump_data_version, ensure_schema
 from .fixture_format import TABLES as FIXTURE_TABLES
+from .fixture_reader import Item
 from .load_checks import duplicate
 from .load_progress import Meter
 from .loader import IMPLIED, WRITTEN, LoadError, _file_items, _stage_source, refuse_if_problems
@@ -138,11 +139,17 @@ class Staged:
 def read_batch(files: Iterable[str | Path]) -> Staged:
     """Read, validate and check every file among themselves; LoadError naming every bad
     record (the SQLite loader's stage and messages)."""
+    return stage_sources((str(name), _file_items(Path(name))) for name in files)
+
+
+def stage_sources(sources: Iterable[tuple[str, Iterable[Item]]]) -> Staged:
+    """:func:`read_batch` for records that come from elsewhere (an importer), each source
+    a name for the problems and its items, as the SQLite loader's ``load_items``."""
     conn = sqlite3.connect(":memory:")
     stage = Stage(conn)
     meter = Meter(False)
-    for name in files:
-        _stage_source(stage, str(name), _file_items(Path(name)), meter)
+    for name, items in sources:
+        _stage_source(stage, name, items, meter)
     stage.index()
     for table, _, key in TABLES:
         conn.execute(duplicate(table, key, shown="key" if table == "api_keys" else None))
@@ -153,7 +160,11 @@ def read_batch(files: Iterable[str | Path]) -> Staged:
 
 async def load_pg(url: str, files: Iterable[str | Path]) -> dict[str, int]:
     """Validate the files and load them into the PostgreSQL database at ``url``."""
-    batch = read_batch(files)
+    return await load_staged(url, read_batch(files))
+
+
+async def load_staged(url: str, batch: Staged) -> dict[str, int]:
+    """Load records staged and checked among themselves, in one transaction."""
     try:
         conn = await asyncpg.connect(url)
         try:
