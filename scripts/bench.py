@@ -387,12 +387,11 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(exist_ok=True)
         out.write_text(report, encoding="utf-8")
         print(f"(written to {out.relative_to(ROOT)})")
-        if clean and not args.rows:  # a full run without errors: the docs page's table too
-            from bench_page import write_between_markers
+    from bench_page import publish  # a full run without errors: the docs page's table too
 
-            page = ROOT / "docs" / "performance.md"
-            write_between_markers(page, report)
-            print(f"(and into {page.relative_to(ROOT)})")
+    page = ROOT / "docs" / "performance.md"
+    if publish(page, report, smoke=args.smoke, rows=args.rows, clean=clean):
+        print(f"(and into {page.relative_to(ROOT)})")
     return 0 if clean else 1
 
 

@@ -21,3 +21,12 @@ def write_between_markers(page: Path, report: str) -> None:
     head, rest = text.split(START)
     _, tail = rest.split(END)
     page.write_text(f"{head}{START}\n{report.strip()}\n{END}{tail}", encoding="utf-8")
+
+
+def publish(page: Path, report: str, *, smoke: bool, rows: str, clean: bool) -> bool:
+    """Write the report into the page when it is a full run's without errors (not the smoke
+    run's, not a few rows'); whether it was written."""
+    if smoke or rows or not clean:
+        return False
+    write_between_markers(page, report)
+    return True

@@ -30,6 +30,7 @@ from app.tools.gophish_mapping import stable_id
 from app.tools.loader import LoadError
 
 from .support.clients import MakeClient, ProblemTestServer
+from .support.docs import blocks, section
 from .support.factories import (
     API,
     KEY_2,
@@ -40,7 +41,7 @@ from .support.factories import (
     make_sample_db,
     query,
 )
-from .support.servers import ROOT, run_python
+from .support.servers import run_python
 from .support.stores import run_apart
 
 EXPORT = Path(__file__).parent / "data" / "gophish_export.json"
@@ -319,8 +320,7 @@ async def test_the_api_serves_what_was_imported(
 
 @pytest.mark.system
 def test_the_readme_example_prints_what_the_readme_says(sample_db: Path, tmp_path: Path) -> None:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## Coming from GoPhish", 1)[1].split("```sh\n")[2].split("```")[0]
+    block = blocks(section("Coming from GoPhish"), "sh")[1]
     command, shown = block.split("\n", 1)
     words = command.split()
     assert words[0] == "reporting-import-gophish"

@@ -1,15 +1,21 @@
-"""The README, followed as a new user would (issue 12 item 7).
+"""The README and the docs/ pages, followed as a new user would (issue 12 item 7, issue 21).
 
-Its `curl` examples run against a real server on the sample data and each returns
-records; its Python client is generated from the live OpenAPI document and its code runs
-and prints exactly the sample's records; its benchmark-database commands serve; it states
-one revocation delay, the key cache's (contract.md 1 promises at most 5 s, checked on a
-real server with the real key tool); it links only to what a clone has, says what
-`make clean` deletes, and quotes no test counts that go stale.
+The README's `curl` examples run against a real server on the sample data and each
+returns records; the Python client is generated from the live OpenAPI document and its
+code runs and prints exactly the sample's records; the benchmark-database commands
+serve; the pages state one revocation delay, the key cache's (contract.md 1 promises at
+most 5 s, checked on a real server with the real key tool); they link only to what a
+clone has (pages and anchors), name only files a clone has, say what `make clean`
+deletes, and quote no test counts that go stale. The README is a front door: at most 200
+lines, opening with its contents list. The configuration table is the server's settings,
+the fixture example loads, and the benchmark writes its table only between the
+performance page's markers.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib.util
 import json
 import os
 import re
@@ -20,29 +26,22 @@ import time
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
+from app.config import Config
+from app.tools.loader import load_files
 from app.web.auth import CACHE_SECONDS
 
-from .support.factories import by_id, make_sample_db, sample
+from .support.docs import DOCS, PAGES, anchors, blocks, headings, links, prose, read, section
+from .support.factories import by_id, make_sample_db, query, sample
 from .support.servers import GUARD_SECONDS, ROOT, Launcher, clean_env, fetch, run_python
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-BASE = "http://127.0.0.1:8080"  # where the README's examples point
+README = read(ROOT / "README.md")
+BASE = "http://127.0.0.1:8080"  # where the examples point
 BIN = Path(sys.executable).parent
-
-
-def section(title: str) -> str:
-    """The text of one `## title` section."""
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", README, re.M | re.S)
-    assert match, title
-    return match.group(1)
-
-
-def blocks(text: str, lang: str) -> list[str]:
-    """The fenced code blocks of one language in `text`."""
-    return re.findall(rf"^```{lang}\n(.*?)^```", text, re.M | re.S)
+README_LINES = 200
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +85,7 @@ def test_the_quoted_comma_example_finds_that_department(live: str) -> None:
 
 @pytest.mark.system
 def test_the_python_client_example_runs(live: str, tmp_path: Path) -> None:
-    """Generate the client as the README says, run its code, compare with the sample."""
+    """Generate the client as the interface page says, run its code, compare with the sample."""
     text = section("Python client")
     [shell] = blocks(text, "sh")
     [generate] = [line for line in shell.splitlines() if " generate " in line]
@@ -118,7 +117,7 @@ def test_the_python_client_example_runs(live: str, tmp_path: Path) -> None:
 
 
 def expected_client_output() -> list[str]:
-    """What the README's client code prints, computed from fixtures/sample.json."""
+    """What the client example prints, computed from fixtures/sample.json."""
     employees, courses = by_id("employees"), by_id("courses")
     events = sorted(
         (e for e in sample()["campaign_events"] if e["campaign_id"] == 1),
@@ -142,8 +141,8 @@ def expected_client_output() -> list[str]:
 
 @pytest.mark.system
 def test_the_benchmark_database_serves_as_shown(tmp_path: Path) -> None:
-    """The README's two commands, on a tiny set made by the generator at the same path."""
-    text = section("Performance")
+    """The performance page's two commands, on a tiny set the generator makes at that path."""
+    text = section("Running the benchmark")
     bench_db = re.search(r"^BENCH_DB := (\S+)$", (ROOT / "Makefile").read_text(), re.M)
     [block] = [b for b in blocks(text, "sh") if "python -m app" in b]
     lines = [line.split("#")[0].split() for line in block.splitlines() if line.strip()]
@@ -170,7 +169,7 @@ def test_the_benchmark_database_serves_as_shown(tmp_path: Path) -> None:
 
 def test_one_revocation_delay_everywhere() -> None:
     """Every sentence on revocation states the key cache's delay, and no other figure."""
-    sentences = re.split(r"(?<=\.)\s+", " ".join(README.split()))
+    sentences = re.split(r"(?<=\.)\s+", " ".join(" ".join(map(read, DOCS)).split()))
     about = [s for s in sentences if re.search(r"revoked key", s, re.I)]
     figures = {float(n) for s in about for n in re.findall(r"([0-9.]+) seconds?", s)}
     assert len(about) >= 2 and figures == {CACHE_SECONDS}, about
@@ -199,17 +198,53 @@ def test_a_key_revoked_by_the_tool_stops_working_on_a_running_server(tmp_path: P
             time.sleep(0.05)
 
 
-def test_links_point_at_what_a_clone_has() -> None:
-    assert "../" not in README
-    anchors = {
-        re.sub(r"[^a-z0-9 -]", "", title.lower()).replace(" ", "-")
-        for title in re.findall(r"^#+ (.+)$", README, re.M)
+@pytest.mark.parametrize("page", DOCS, ids=lambda page: page.name)
+def test_links_point_at_what_a_clone_has(page: Path) -> None:
+    """Every relative link reaches a file of the clone, and its anchor a heading there."""
+    text = read(page)
+    assert "../" not in text
+    assert links(text), "a page that links nowhere is an island"
+    for target in links(text):
+        if re.match(r"https?://", target):
+            continue
+        path, _, anchor = target.partition("#")
+        goal = (page.parent / path).resolve() if path else page
+        assert goal.is_file() and goal.is_relative_to(ROOT), (page.name, target)
+        if anchor:
+            assert anchor in anchors(read(goal)), (page.name, target)
+
+
+@pytest.mark.parametrize("page", DOCS, ids=lambda page: page.name)
+def test_only_files_a_clone_has_are_named(page: Path) -> None:
+    """A path in backquotes (`scripts/bench.py`, `tests/data/...`) names a file or folder
+    of the clone; nothing cites the specification, which a clone does not have."""
+    text = read(page)
+    assert "contract.md" not in text and "reporting-api.md" not in text
+    named = re.findall(r"`((?:app|scripts|tests|fixtures|docs|\.ci)/[\w./*-]*)[` ]", prose(text))
+    for path in named:
+        assert (ROOT / path).exists(), (page.name, path)
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most 200 lines; its title, a line or two, then the contents list, which links
+    every docs page."""
+    assert len(README.splitlines()) <= README_LINES
+    assert headings(README)[:2] == [headings(README)[0], "Contents"]
+    before = README.split("## Contents\n", 1)[0]
+    assert len(before.splitlines()) <= 6, "the contents list comes first"
+    contents = section("Contents")
+    assert {(ROOT / target).resolve() for target in links(contents) if "#" not in target} >= {
+        page.resolve() for page in PAGES
     }
-    for target in re.findall(r"\]\(([^)]+)\)", README):
-        if target.startswith("#"):
-            assert target[1:] in anchors, target
-        elif not re.match(r"https?://", target):
-            assert (ROOT / target).exists(), target
+    assert len(PAGES) >= 5
+    for title in ("Two commands", "Installing as a package", "Trying it", "Configuration"):
+        assert f"## {title}\n" in README, title
+    first = README.index("## Two commands")
+    assert (
+        README.index("make run", first)
+        < README.index("make test", first)
+        < README.index("## Installing as a package")
+    )
 
 
 def test_make_clean_is_said_to_delete_the_database() -> None:
@@ -221,6 +256,93 @@ def test_make_clean_is_said_to_delete_the_database() -> None:
     )
 
 
-def test_no_test_counts_that_go_stale() -> None:
+@pytest.mark.parametrize("page", DOCS, ids=lambda page: page.name)
+def test_no_test_counts_that_go_stale(page: Path) -> None:
     counts = r"\b\d+ (passed|failed|tests?|files already formatted|source files)\b"
-    assert not re.search(counts, README)
+    assert not re.search(counts, read(page))
+
+
+def test_the_configuration_table_is_the_servers_settings() -> None:
+    """One row per setting, with its flag, its variable and its default first."""
+    rows = re.findall(r"^\| `(--[\w-]+)` \| `(\w+)` \| (.+) \|$", section("Configuration"), re.M)
+    settings = dataclasses.fields(Config)
+    assert [(flag, env) for flag, env, _ in rows] == [
+        (f"--{item.name.replace('_', '-')}", item.metadata["env"]) for item in settings
+    ]
+    for (flag, _, default), item in zip(rows, settings, strict=True):
+        if item.default in ("", None):
+            assert default.startswith("none"), flag
+        else:
+            shown = str(item.default).lower() if isinstance(item.default, bool) else item.default
+            shown = f"{shown:g}" if isinstance(shown, float) else shown
+            assert default.startswith(f"`{shown}`"), (flag, default)
+
+
+def test_the_fixture_example_loads(tmp_path: Path) -> None:
+    """The data page's example fixture is a whole, valid fixture: it loads into a new
+    database and its employee is there."""
+    [example] = blocks(section("Fixture format"), "json")
+    fixture = tmp_path / "example.json"
+    fixture.write_text(example, encoding="utf-8")
+    db = tmp_path / "example.sqlite3"
+    read_back = load_files(db, [fixture])
+    assert read_back["employees"] == 1 and read_back["section_results"] == 1
+    assert query(db, "SELECT first_name, last_name FROM employees") == [("José", "Núñez")]
+
+
+def bench_page() -> ModuleType:
+    """scripts/bench_page.py, imported from its file."""
+    spec = importlib.util.spec_from_file_location("bench_page", ROOT / "scripts" / "bench_page.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_benchmark_writes_only_between_the_markers(tmp_path: Path) -> None:
+    """A table written into a copy of the performance page replaces what stood between the
+    markers, and every other byte of the page stays."""
+    writer = bench_page()
+    original = read(ROOT / "docs" / "performance.md")
+    head, rest = original.split(writer.START + "\n")
+    old_table, tail = rest.split(writer.END)
+    assert old_table.strip()
+    page = tmp_path / "performance.md"
+    page.write_text(original, encoding="utf-8")
+    table = "| scenario | req/s |\n|---|---|\n| (z) a fake row | 1 |\n"
+    writer.write_between_markers(page, table)
+    assert read(page) == f"{head}{writer.START}\n{table}{writer.END}{tail}"
+    writer.write_between_markers(page, "| again |\n")  # the markers stay, so it repeats
+    assert read(page) == f"{head}{writer.START}\n| again |\n{writer.END}{tail}"
+    assert read(ROOT / "docs" / "performance.md") == original
+
+
+@pytest.mark.parametrize("text", ["no markers", "<!-- bench:end -->\n<!-- bench:start -->\n"])
+def test_the_benchmark_refuses_a_page_without_its_markers(tmp_path: Path, text: str) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(text, encoding="utf-8")
+    with pytest.raises(ValueError, match="bench:start"):
+        bench_page().write_between_markers(page, "| table |\n")
+    assert read(page) == text
+
+
+@pytest.mark.parametrize(
+    ("smoke", "rows", "clean"), [(True, "", True), (False, "g,h", True), (False, "", False)]
+)
+def test_a_smoke_a_partial_or_a_failed_run_leaves_the_page_alone(
+    tmp_path: Path, smoke: bool, rows: str, clean: bool
+) -> None:
+    page = tmp_path / "performance.md"
+    page.write_text(read(ROOT / "docs" / "performance.md"), encoding="utf-8")
+    before = read(page)
+    assert not bench_page().publish(page, "| x |\n", smoke=smoke, rows=rows, clean=clean)
+    assert read(page) == before
+    assert bench_page().publish(page, "| x |\n", smoke=False, rows="", clean=True)
+    assert "\n| x |\n" in read(page)
+
+
+def test_the_benchmark_publishes_through_that_rule() -> None:
+    """bench.py hands its own flags to the rule above, whatever the run."""
+    source = read(ROOT / "scripts" / "bench.py")
+    assert "smoke=args.smoke, rows=args.rows, clean=clean)" in source
+    assert source.count("write_between_markers") == 0

@@ -1,4 +1,4 @@
-"""The README's two feed collectors, run as written against a live server (contract.md 13).
+"""The interface page's two feed collectors, run as written against a live server (contract.md 13).
 
 Each runs in a fresh directory against ``python -m app`` over a copy of the sample data;
 it must end up with every event of company 1 in its file. Then the real loader writes
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -24,20 +23,18 @@ import pytest
 
 from app.tools.loader import load_files
 
+from .support.docs import blocks, section
 from .support.factories import KEY_1, make_sample_db, sample
-from .support.servers import GUARD_SECONDS, ROOT, Launcher, ProcessGuard, clean_env, fetch
+from .support.servers import GUARD_SECONDS, Launcher, ProcessGuard, clean_env, fetch
 
 pytestmark = pytest.mark.system  # a server process and the collectors' own processes
 
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 BASE = "http://127.0.0.1:8080"
 
 
 def block(lang: str) -> str:
-    """The one fenced block of ``lang`` in the README's section on the feed."""
-    section = re.search(r"^## Incremental sync and exports\n(.*?)(?=^## )", README, re.M | re.S)
-    assert section, "the README has no section on the feed"
-    [code] = re.findall(rf"^```{lang}\n(.*?)^```", section.group(1), re.M | re.S)
+    """The one fenced block of ``lang`` in the docs' section on the feed."""
+    [code] = blocks(section("Incremental sync and exports"), lang)
     return str(code)
 
 
