@@ -20,7 +20,8 @@ def write_between_markers(page: Path, report: str) -> None:
         raise ValueError(f"{page}: needs one {START} line before one {END} line")
     head, rest = text.split(START)
     _, tail = rest.split(END)
-    page.write_text(f"{head}{START}\n{report.strip()}\n{END}{tail}", encoding="utf-8")
+    # Blank lines around the report: a table must not run into a marker.
+    page.write_text(f"{head}{START}\n\n{report.strip()}\n\n{END}{tail}", encoding="utf-8")
 
 
 def publish(page: Path, report: str, *, smoke: bool, rows: str, clean: bool) -> bool:

@@ -311,9 +311,9 @@ def test_the_benchmark_writes_only_between_the_markers(tmp_path: Path) -> None:
     page.write_text(original, encoding="utf-8")
     table = "| scenario | req/s |\n|---|---|\n| (z) a fake row | 1 |\n"
     writer.write_between_markers(page, table)
-    assert read(page) == f"{head}{writer.START}\n{table}{writer.END}{tail}"
+    assert read(page) == f"{head}{writer.START}\n\n{table}\n{writer.END}{tail}"
     writer.write_between_markers(page, "| again |\n")  # the markers stay, so it repeats
-    assert read(page) == f"{head}{writer.START}\n| again |\n{writer.END}{tail}"
+    assert read(page) == f"{head}{writer.START}\n\n| again |\n\n{writer.END}{tail}"
     assert read(ROOT / "docs" / "performance.md") == original
 
 
