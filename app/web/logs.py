@@ -109,6 +109,7 @@ class LogWriter(logging.handlers.QueueListener):
 
     @property
     def formatter(self) -> logging.Formatter | None:
+        """The format every line is written in (text or JSON)."""
         return self.formats.formatter
 
     def dequeue(self, block: bool) -> Any:
@@ -119,12 +120,14 @@ class LogWriter(logging.handlers.QueueListener):
         return super().dequeue(block)
 
     def handle(self, record: logging.LogRecord) -> None:
+        """Format the record into the batch; a record that cannot be formatted is reported."""
         try:
             self.lines.append(self.formats.format(record) + "\n")
         except Exception:
             self.formats.handleError(record)
 
     def write_batch(self) -> None:
+        """Write the formatted lines in one call (a stream gone away is not an error)."""
         text, self.lines = "".join(self.lines), []
         try:
             if text:
@@ -134,6 +137,7 @@ class LogWriter(logging.handlers.QueueListener):
             pass
 
     def start(self) -> None:
+        """Start the thread unless it runs (a fork restarts it on both sides)."""
         if not self.running:
             self.running = True
             super().start()
@@ -161,9 +165,11 @@ class RecordQueue(logging.handlers.QueueHandler):
         self.writer = writer
 
     def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        """The record as it is: the writer's thread formats it."""
         return record
 
     def close(self) -> None:
+        """Stop the writer, which writes every queued line first."""
         self.writer.stop()
         super().close()
 
