@@ -14,6 +14,7 @@ import http.client
 import io
 import json
 import logging
+import logging.handlers
 import re
 import shutil
 import signal
@@ -104,11 +105,12 @@ def restored_logging() -> Iterator[None]:
 
 @pytest.mark.usefixtures("restored_logging")
 async def test_json_log_format(logged_client: TestClient) -> None:
-    setup_logging("INFO", "json")
+    writer = setup_logging("INFO", "json")
     (handler,) = logging.getLogger().handlers
-    assert isinstance(handler.formatter, JsonFormatter)
+    assert isinstance(handler, logging.handlers.QueueHandler)  # the standard library's
+    assert isinstance(writer.formatter, JsonFormatter)
     stream = io.StringIO()
-    handler.setStream(stream)
+    writer.stream = stream
     assert await send(logged_client, CAMPAIGN, KEY_1, "json-1") == 200
     await wait_for(lambda: "json-1" in stream.getvalue())
     entries = [json.loads(line) for line in stream.getvalue().splitlines()]

@@ -15,7 +15,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -137,14 +137,31 @@ def test_scripts_are_the_tools(script: str, argv: list[str], prefix: str) -> Non
     assert done.stdout == ""
 
 
+def ignore_sigint() -> None:
+    """In the child before exec: SIGINT ignored, as a shell's ``tool &`` without job control."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def block_sigint() -> None:
+    """In the child before exec: SIGINT blocked, as a parent thread's mask passes it on."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 @pytest.mark.system
-def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "inherited", [None, ignore_sigint, block_sigint], ids=["default", "ignored", "blocked"]
+)
+def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(
+    tmp_path: Path, inherited: Callable[[], None] | None
+) -> None:
+    """Also when the generator inherits SIGINT ignored or blocked (issue 21 item 8): it
+    then ran to the end and exited 0, once the suite had left its process that way."""
     db = tmp_path / "gen.sqlite3"
     big = ["--companies", "2", "--employees", "20000", "--campaigns", "100"]
     big += ["--events-per-campaign", "5000", "--courses", "10", "--inscriptions", "50000"]
     proc = start_python(
         "scripts/generate_fixtures.py", "--db", str(db), *big, "--seed", "1",
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=inherited,
     )  # fmt: skip
     try:
         assert proc.stderr is not None

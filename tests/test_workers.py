@@ -200,7 +200,8 @@ import os, signal
 from gunicorn.arbiter import Arbiter as GunicornArbiter
 from app.config import Config
 from app.main import create_app
-from app.web.processes import Arbiter, inherited_signal_queue, stop_signal_in
+from app.web.gunicorn_shim import inherited_signal_queue, stop_signal_in
+from app.web.processes import Arbiter
 
 config = Config(db="unused.sqlite3", log_level="WARNING")
 GunicornArbiter(Arbiter(config, lambda: create_app(config))).init_signals()  # as forks inherit

@@ -8,11 +8,14 @@ traceback is kept for what nobody expected: a bug.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import os
+import signal
 import sqlite3
 import sys
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 import asyncpg
 
@@ -57,10 +60,35 @@ def cause_of(exc: sqlite3.Error) -> str:
     return str(exc)
 
 
+@contextlib.contextmanager
+def ctrl_c_interrupts() -> Iterator[None]:
+    """Make SIGINT raise KeyboardInterrupt while the tool runs, whatever it inherited.
+
+    An ignored or blocked SIGINT survives exec: a shell starts ``tool &`` with it
+    ignored when job control is off, and a parent may spawn us from a thread that blocks
+    it. Python then installs no handler of its own, so Ctrl-C was lost and the tool ran
+    to the end and exited 0 (issue 21 item 8). Every write is one transaction, so an
+    interrupt is always safe. The caller's handler and mask come back afterwards (the
+    tests call the tools in-process); only the main thread may set a handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        if previous is not None:  # None: set outside Python, so it cannot be put back
+            signal.signal(signal.SIGINT, previous)
+
+
 def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     """Run ``main``; print any expected error as ``refused: cause`` and return its exit code."""
     try:
-        return main(argv)
+        with ctrl_c_interrupts():
+            return main(argv)
     except KeyboardInterrupt:
         print(f"{refused}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

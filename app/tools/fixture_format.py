@@ -16,6 +16,7 @@ from marshmallow import RAISE, Schema, ValidationError, fields, missing, validat
 
 from ..data.fields import MAX_ID
 from ..data.schema import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from .marshmallow_shim import value_loader
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _INSTANT = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2}):(\d{2})Z")
@@ -136,7 +137,7 @@ class Record(Schema):
         super().__init__(**kwargs)
         self._names = frozenset(self.load_fields)
         self._plan = [
-            (name, f, f.required, f.allow_none, f.load_default, bool(f.validators))
+            (name, value_loader(f), f.required, f.allow_none, f.load_default)
             for name, f in self.load_fields.items()
         ]
 
@@ -152,7 +153,7 @@ class Record(Schema):
             return None
         out: dict[str, Any] = {}
         try:
-            for name, field, required, nullable, default, validated in self._plan:
+            for name, load, required, nullable, default in self._plan:
                 value = data.get(name, missing)
                 if value is missing:
                     if required or callable(default):
@@ -163,9 +164,7 @@ class Record(Schema):
                         return None
                     out[name] = None
                 else:
-                    out[name] = field._deserialize(value, name, data)
-                    if validated:
-                        field._validate(out[name])
+                    out[name] = load(value, name, data)
             for check in self.record_checks:
                 getattr(self, check)(out)
         except ValidationError:

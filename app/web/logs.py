@@ -1,19 +1,21 @@
 """Logging: setup (plain text or one JSON object per line) and the access log (contract.md 8).
 
-Every line is handed to a background thread that formats it and writes a batch every
-``FLUSH_SECONDS``: a request's own path only builds its record, so the access log costs
-little and stays on (``BufferedHandler``). Escaping, like all formatting, happens there.
+Every line is handed through the standard library's queue handler to a listener thread
+that formats it and writes a batch every ``FLUSH_SECONDS``: a request's own path only
+builds its record, so the access log costs little and stays on. Escaping, like all
+formatting, happens on that thread.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import logging.handlers
 import os
+import queue
 import sys
 import threading
 import time
-from collections import deque
 from typing import IO, Any
 
 from aiohttp import web
@@ -85,87 +87,105 @@ class JsonFormatter(logging.Formatter):
 FLUSH_SECONDS = 0.1  # how stale a line may be before it is written
 
 
-class BufferedHandler(logging.StreamHandler):  # type: ignore[type-arg]
-    """Queues records; a thread formats and writes them in one batch every FLUSH_SECONDS.
+class LogWriter(logging.handlers.QueueListener):
+    """The thread that formats queued records and writes them, a batch at a time.
 
-    Pending lines are written before a fork (gunicorn starting a worker), and the child
-    starts its own thread; ``logging.shutdown`` at exit writes what is left.
+    When the queue runs dry the formatted lines are written in one call and the thread
+    lets more gather for FLUSH_SECONDS, so a busy server pays one write (and one handover
+    of the interpreter lock) per batch, not per line. It stops before a fork (gunicorn
+    starting a worker) having written everything, and starts again on both sides.
     """
 
-    def __init__(self, stream: IO[str]) -> None:
-        super().__init__(stream)
-        self._pending: deque[logging.LogRecord] = deque()
-        self._writing = threading.Lock()
-        self._closed = False
-        self._start()
-        os.register_at_fork(
-            before=self._before_fork,
-            after_in_parent=self._after_fork_in_parent,
-            after_in_child=self._after_fork_in_child,
-        )
+    def __init__(self, records: queue.SimpleQueue[Any], stream: IO[str], fmt: logging.Formatter):
+        super().__init__(records)
+        self.records = records
+        self.stream = stream
+        self.formats = logging.Handler()  # its format and handleError, as a handler's
+        self.formats.setFormatter(fmt)
+        self.lines: list[str] = []
+        self.running = False
+        self.awake = threading.Event()  # set by stop: no more waiting for lines to gather
+        os.register_at_fork(before=self.stop, after_in_parent=self.start, after_in_child=self.start)
 
-    def handle(self, record: logging.LogRecord) -> Any:
-        """Queue the record: no lock and no I/O on the caller's path (deque is thread-safe)."""
-        self._pending.append(record)
-        return True
+    @property
+    def formatter(self) -> logging.Formatter | None:
+        """The format every line is written in (text or JSON)."""
+        return self.formats.formatter
 
-    def flush(self) -> None:
-        with self._writing:
-            self._write_pending()
+    def dequeue(self, block: bool) -> Any:
+        """The next record; when none waits, write the batch, then let lines gather."""
+        if self.records.empty():
+            self.write_batch()
+            self.awake.wait(FLUSH_SECONDS)
+        return super().dequeue(block)
 
-    def close(self) -> None:
-        self._closed = True
-        self.flush()
-        super().close()
-
-    def _write_pending(self) -> None:
-        lines = []
-        while self._pending:
-            record = self._pending.popleft()
-            try:
-                lines.append(self.format(record) + self.terminator)
-            except Exception:
-                self.handleError(record)
+    def handle(self, record: logging.LogRecord) -> None:
+        """Format the record into the batch; a record that cannot be formatted is reported."""
         try:
-            if lines:
-                self.stream.write("".join(lines))
+            self.lines.append(self.formats.format(record) + "\n")
+        except Exception:
+            self.formats.handleError(record)
+
+    def write_batch(self) -> None:
+        """Write the formatted lines in one call (a stream gone away is not an error)."""
+        text, self.lines = "".join(self.lines), []
+        try:
+            if text:
+                self.stream.write(text)
             self.stream.flush()
         except (OSError, ValueError):  # the stream went away (closed pipe, closed file)
             pass
 
-    def _start(self) -> None:
-        threading.Thread(target=self._run, name="log-writer", daemon=True).start()
+    def start(self) -> None:
+        """Start the thread unless it runs (a fork restarts it on both sides)."""
+        if not self.running:
+            self.running = True
+            super().start()
 
-    def _run(self) -> None:
-        while not self._closed:
-            time.sleep(FLUSH_SECONDS)
-            self.flush()
-
-    def _before_fork(self) -> None:
-        self._writing.acquire()  # held across the fork: no write is half done in the child
-        self._write_pending()
-
-    def _after_fork_in_parent(self) -> None:
-        self._writing.release()
-
-    def _after_fork_in_child(self) -> None:
-        self._writing = threading.Lock()
-        if not self._closed:
-            self._start()
+    def stop(self) -> None:
+        """Write every queued line, then end the thread."""
+        if self.running:
+            self.running = False
+            self.awake.set()
+            super().stop()
+            self.awake.clear()
+            self.write_batch()
 
 
-def setup_logging(level: str, fmt: str) -> None:
+class RecordQueue(logging.handlers.QueueHandler):
+    """Hands each record, unformatted, to the writer's queue: the caller's path does no I/O.
+
+    QueueHandler formats in ``prepare`` so that records can cross processes; ours stay
+    in this one, so formatting (and escaping) is left to the writer's thread. Closed by
+    ``logging.shutdown`` at exit, it stops the writer, which writes what is left.
+    """
+
+    def __init__(self, writer: LogWriter) -> None:
+        super().__init__(writer.records)
+        self.writer = writer
+
+    def prepare(self, record: logging.LogRecord) -> logging.LogRecord:
+        """The record as it is: the writer's thread formats it."""
+        return record
+
+    def close(self) -> None:
+        """Stop the writer, which writes every queued line first."""
+        self.writer.stop()
+        super().close()
+
+
+def setup_logging(level: str, fmt: str) -> LogWriter:
     """Send every log line to stderr in the configured format, written in batches."""
-    handler = BufferedHandler(sys.stderr)
-    if fmt == "json":
-        handler.setFormatter(JsonFormatter())
-    else:
-        text = "%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s"
-        handler.setFormatter(TextFormatter(text))
+    formatter: logging.Formatter = JsonFormatter()
+    if fmt != "json":
+        formatter = TextFormatter("%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s")
+    writer = LogWriter(queue.SimpleQueue(), sys.stderr, formatter)
+    writer.start()
     logging.logThreads = False  # records skip looking up the thread: nothing prints it
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [RecordQueue(writer)]
     root.setLevel(level.upper())
+    return writer
 
 
 class AccessLogger(AbstractAccessLogger):

@@ -11,10 +11,7 @@ the same. SIGTERM and SIGINT let requests in flight finish, then everything exit
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import queue
-import signal
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -26,36 +23,10 @@ from gunicorn.app.base import BaseApplication
 
 from ..config import Config
 from .connections import quiet_resource_errors
+from .gunicorn_shim import inherited_signal_queue, stop_signal_in
 from .server import SHUTDOWN_SECONDS, make_runner
 
 log = logging.getLogger("app.server")
-
-
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT)
-
-
-def inherited_signal_queue() -> Any:
-    """The queue of gunicorn's arbiter that this new worker's signal handler still feeds.
-
-    Until a worker sets its own handlers, the arbiter's handler, inherited through the
-    fork, only puts a signal in the arbiter's queue, whose copy here nobody reads: a
-    SIGTERM that came just as the arbiter forked would be lost, and the worker would
-    serve on until gunicorn's graceful timeout killed it (seen: a stop taking 31 s and
-    exiting non-zero). None when the handler is not the arbiter's.
-    """
-    return getattr(getattr(signal.getsignal(signal.SIGTERM), "__self__", None), "SIG_QUEUE", None)
-
-
-def stop_signal_in(pending: Any) -> int | None:
-    """The last stop signal in such a queue (a list before gunicorn 25), if any."""
-    signals: list[Any] = []
-    if isinstance(pending, list):
-        signals = list(pending)
-    elif pending is not None:
-        with contextlib.suppress(queue.Empty):
-            while True:
-                signals.append(pending.get_nowait())
-    return next((int(sig) for sig in reversed(signals) if sig in STOP_SIGNALS), None)
 
 
 class Worker(GunicornWebWorker):
@@ -64,7 +35,10 @@ class Worker(GunicornWebWorker):
     _inherited: Any = None
 
     def init_process(self) -> None:
-        """Keep the arbiter's queue the inherited handler feeds until ours are set."""
+        """Keep the arbiter's queue the inherited handler feeds until ours are set.
+
+        A stop signal arriving in between lands there (app/web/gunicorn_shim.py says why).
+        """
         self._inherited = inherited_signal_queue()
         super().init_process()
 

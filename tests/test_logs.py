@@ -1,0 +1,120 @@
+"""The log's plumbing (issue 21 item 4): the standard library's queue handler and listener.
+
+A request's path only queues its record: formatting and writing happen on the writer's
+thread, in batches; closing the handler (``logging.shutdown`` at exit) writes what is
+left; a fork finds nothing half written, and the child writes its own lines.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import logging.handlers
+import os
+import queue
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from app.web.logs import FLUSH_SECONDS, LogWriter, RecordQueue, TextFormatter, setup_logging
+
+
+class Watched(io.StringIO):
+    """A stream that remembers which threads wrote to it, and how many writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writers: set[str] = set()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writers.add(threading.current_thread().name)
+        self.writes += 1
+        return super().write(text)
+
+
+class Message:
+    """A log message that remembers on which thread it was turned into text."""
+
+    def __init__(self) -> None:
+        self.threads: set[str] = set()
+
+    def __str__(self) -> str:
+        self.threads.add(threading.current_thread().name)
+        return "hello"
+
+
+@pytest.fixture
+def root() -> Iterator[logging.Logger]:
+    """The root logger, put back as pytest had it afterwards."""
+    logger = logging.getLogger()
+    handlers, level = logger.handlers[:], logger.level
+    try:
+        yield logger
+    finally:
+        for handler in logger.handlers:
+            if handler not in handlers:
+                handler.close()
+        logger.handlers[:] = handlers
+        logger.setLevel(level)
+
+
+def test_the_caller_only_queues(root: logging.Logger) -> None:
+    writer = setup_logging("INFO", "text")
+    stream = writer.stream = Watched()
+    (handler,) = root.handlers
+    assert isinstance(handler, logging.handlers.QueueHandler)
+    assert isinstance(writer, logging.handlers.QueueListener)
+    message = Message()
+    for _ in range(500):
+        logging.getLogger("app.test").info(message)
+    deadline = time.monotonic() + 10
+    while stream.getvalue().count("hello") < 500:
+        assert time.monotonic() < deadline, stream.getvalue()
+        time.sleep(FLUSH_SECONDS)
+    main = threading.main_thread().name
+    assert main not in message.threads and main not in stream.writers
+    assert stream.writes < 100  # in batches, not a write a line
+    assert all(line.endswith(" INFO app.test hello") for line in stream.getvalue().splitlines())
+
+
+def test_closing_the_handler_writes_what_is_left(root: logging.Logger) -> None:
+    """What logging.shutdown does at exit: every queued line is written, nothing lost."""
+    writer = setup_logging("INFO", "text")
+    stream = writer.stream = Watched()
+    for number in range(2000):
+        logging.getLogger("app.test").info("line %d", number)
+    (handler,) = root.handlers
+    handler.close()
+    lines = stream.getvalue().splitlines()
+    assert [line.rsplit(" ", 1)[1] for line in lines] == [str(n) for n in range(2000)]
+    assert not writer.running
+
+
+@pytest.mark.system  # forks this process
+def test_a_forked_child_writes_its_own_lines_once() -> None:
+    """Lines queued before a fork are written by the parent only; the child writes its own."""
+    read, write = os.pipe()
+    with os.fdopen(write, "w") as stream:
+        writer = LogWriter(queue.SimpleQueue(), stream, TextFormatter("%(message)s"))
+        writer.start()
+        handler = RecordQueue(writer)
+        logger = logging.getLogger("app.fork-test")
+        logger.propagate, logger.handlers = False, [handler]
+        logger.setLevel(logging.INFO)
+        try:
+            logger.info("before")
+            pid = os.fork()
+            if pid == 0:  # the child: one line of its own, then out without cleanup
+                logger.info("child")
+                handler.close()
+                os._exit(0)
+            assert os.waitpid(pid, 0)[1] == 0
+            logger.info("after")
+        finally:
+            handler.close()
+            logger.handlers = []
+    with os.fdopen(read) as output:
+        assert sorted(output.read().splitlines()) == ["after", "before", "child"]
