@@ -175,7 +175,7 @@ def postgresql(option: str, db: str) -> Iterator[str]:
     with contextlib.ExitStack() as stack:
         url = option
         if option == "auto":
-            from tests.support.pgserver import cluster
+            from pgcluster import cluster
 
             url = stack.enter_context(cluster())
         asyncio.run(copy_to_pg(db, url))
