@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from .aggregates import Fields, json_pairs, rate, rounded_mean
 from .listings import Listing, placeholders
-from .schema import INSCRIPTION_STATUSES
+from .vocabulary import INSCRIPTION_STATUSES
 
 _STATUSES = ", ".join(
     f"count(CASE WHEN i.status = '{status}' THEN 1 END) AS {status}"

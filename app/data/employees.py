@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from .aggregates import COUNT_NAMES, Fields, json_pairs
 from .inscriptions import GROUPS_JSON, person_conditions
 from .listings import Listing, owned
-from .schema import INSCRIPTION_STATUSES
+from .vocabulary import INSCRIPTION_STATUSES
 
 
 @dataclass(frozen=True)

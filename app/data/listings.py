@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .schema import data_token
+
 CHUNK_ROWS = 2000
 
 Params = tuple[Any, ...]
@@ -151,12 +153,6 @@ class StreamState:
     token: str
     cursor: sqlite3.Cursor | None
     first: list[bytes] = field(default_factory=list)
-
-
-def data_token(conn: sqlite3.Connection) -> str:
-    """The token that changes with every committed load (ETags are made from it)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
-    return str(row[0]) if row else ""
 
 
 def check_guard(conn: sqlite3.Connection, guard: Guard | None) -> None:

@@ -75,6 +75,7 @@ def guard(guard: Guard) -> str:
     return numbered(guard.sql)
 
 
+# The data token (ETags are made from it), read by every snapshot.
 TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
 
 
