@@ -2,7 +2,7 @@
 
 Same schema, constraints and tenancy triggers as the loader, one transaction, and the
 same seed always gives the same table contents. The API keys are derived from the seed
-(see :func:`bench_key`) so benchmarks can authenticate: never serve generated data.
+(see :func:`generated_key`) so a client can authenticate: never serve generated data.
 """
 
 from __future__ import annotations
@@ -88,10 +88,10 @@ class GenerateError(ToolError):
     """The sizes are impossible or the database already holds data."""
 
 
-def bench_key(company_id: int, seed: int) -> str:
-    """The API key the generator gives a company, so the benchmark can authenticate."""
-    digest = hashlib.sha256(f"bench:{company_id}:{seed}".encode()).hexdigest()[:16]
-    return f"rk_bench_{company_id}_{seed}_{digest}"
+def generated_key(company_id: int, seed: int) -> str:
+    """The API key the generator gives a company: whoever knows the seed can authenticate."""
+    digest = hashlib.sha256(f"generated:{company_id}:{seed}".encode()).hexdigest()[:16]
+    return f"rk_gen_{company_id}_{seed}_{digest}"
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -249,8 +249,8 @@ def _companies(ctx: Context) -> Rows:
 def _api_keys(ctx: Context) -> Rows:
     """One key per company, stored hashed like any other key."""
     for c in ctx.companies:
-        key = bench_key(c.id, ctx.seed)
-        yield c.id, apikeys.hash_key(key), apikeys.prefix_of(key), "bench", f"{BASE}T00:00:00Z"
+        key = generated_key(c.id, ctx.seed)
+        yield c.id, apikeys.hash_key(key), apikeys.prefix_of(key), "generated", f"{BASE}T00:00:00Z"
 
 
 def _employees(ctx: Context) -> Rows:
@@ -509,5 +509,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = args.db or "PostgreSQL"
     print(f"generated {total} rows into {where} in {seconds:.1f} s ({total / seconds:,.0f} rows/s)")
     for company_id in range(1, args.companies + 1):
-        print(f"company {company_id} key: {bench_key(company_id, args.seed)}")
+        print(f"company {company_id} key: {generated_key(company_id, args.seed)}")
     return 0
