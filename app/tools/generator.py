@@ -48,7 +48,7 @@ from .pg_copy import copy_to_pg
 DATA_TABLES = tuple(FIXTURE_TABLES)  # every data table, parents first
 BASE = dt.date(2024, 1, 1)  # fixed, so the data never depends on the day it is made
 BASE_EPOCH = 1_704_067_200  # BASE at midnight UTC
-EVENT_TYPES = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
+EVENT_DRAWS = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
 STATUSES = ("not_started",) * 4 + ("in_progress",) * 7 + ("completed",) * 9
 EVENT_SPREAD = 21 * 86_400  # events come within three weeks of the launch
 SENT_TO = (0.4, 0.8)  # a campaign goes to 40% to 80% of its company's employees
@@ -354,7 +354,7 @@ def _events(ctx: Context) -> Rows:
                 hours, seconds = divmod(seconds, 3600)
                 minutes, seconds = divmod(seconds, 60)
                 stamp = f"{days[day]}T{hours:02d}:{minutes:02d}:{seconds:02d}Z"
-                employee_id, kind = targets[int(r() * n)], EVENT_TYPES[int(r() * 20)]
+                employee_id, kind = targets[int(r() * n)], EVENT_DRAWS[int(r() * 20)]
                 ip = agent = None
                 if kind in ("click", "fail") or (kind == "open" and r() < 0.5):
                     net = NETWORKS[int(r() * len(NETWORKS))]
