@@ -3,10 +3,9 @@
 A :class:`Listing` carries everything a query needs: its record, named (SQLite builds
 the record's JSON, so Python only joins finished texts; PostgreSQL keeps its own JSON
 by the record's name), where rows come from, their order, the bound parameters and the
-ownership guard. Each read below opens one read
-transaction and closes it before it returns (a stream closes it in
-:func:`close_stream`), so a response never mixes data from two loads. The pool
-(:mod:`app.data.pool`) decides where a read runs.
+ownership guard. Each read below opens one read transaction and closes it before it
+returns (a stream closes it in :func:`close_stream`), so a response never mixes data
+from two loads. The pool (:mod:`app.data.pool`) decides where a read runs.
 """
 
 from __future__ import annotations
