@@ -1,15 +1,23 @@
 """Named seams (issue 21 item 3): each thing is written once, where it belongs.
 
-The data token is read by one statement per store; the interface's enumerations live in
-app/data/vocabulary.py, not in the schema; no module of app/ is about the benchmark
-(its floors and its fixture export live in scripts/).
+A listing names its record and each store finds its JSON by that name (PostgreSQL's in
+app/data/pg/records.py: tests/test_pg_identity.py checks every record has one), so one
+name stands for one record. The data token is read by one statement per store; the
+interface's enumerations live in app/data/vocabulary.py, not in the schema; no module
+of app/ is about the benchmark (its floors and its fixture export live in scripts/).
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
+import pkgutil
 import re
+from collections import defaultdict
 from pathlib import Path
+
+import app.data
+from app.data.listings import Record
 
 from .support.servers import ROOT
 
@@ -50,3 +58,16 @@ def test_no_module_of_app_is_about_the_benchmark() -> None:
         if "bench" in line.lower()
     ]
     assert mentions == []
+
+
+def test_one_name_stands_for_one_record() -> None:
+    """Two records of one name would share PostgreSQL's JSON: each name has one JSON."""
+    jsons: dict[str, set[str]] = defaultdict(set)
+    for info in pkgutil.iter_modules(app.data.__path__):
+        for value in vars(importlib.import_module(f"app.data.{info.name}")).values():
+            found = value.values() if isinstance(value, dict) else [value]
+            for record in (r for r in found if isinstance(r, Record)):
+                jsons[record.name].add(record.json)
+    assert {"campaign_event", "employee_event", "feed_event", "inscription"} <= set(jsons)
+    assert {"employee", "course", "campaign", "campaign_report_without_captcha"} <= set(jsons)
+    assert {name: len(texts) for name, texts in jsons.items() if len(texts) > 1} == {}
