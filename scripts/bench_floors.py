@@ -44,6 +44,39 @@ class Floor:
         return [*self.listing.select_params, *([self.limit] if self.limit else [])]
 
 
+def whole_array(listing: Listing, limit: bool = False, joined: bool = False) -> str:
+    """SQLite's floor: the array (or its first ``?`` records) built in one value.
+
+    By default each record goes through ``json_group_array(json(...))``; ``joined``
+    concatenates the records' texts instead, the same bytes without re-parsing. Its
+    parameters are ``listing.select_params`` (then the limit).
+    """
+    page = " LIMIT ?" if limit else ""
+    array = (
+        "'[' || coalesce(group_concat(j, ','), '') || ']'"
+        if joined
+        else "json_group_array(json(j))"
+    )
+    return (
+        f"SELECT {array} FROM (SELECT {listing.record.json} AS j"
+        f" {listing.rows_from} ORDER BY {listing.order_by}{page})"
+    )
+
+
+def pg_whole_array(listing: Listing, limit: bool = False) -> str:
+    """PostgreSQL's floor: the array (or its first ``$n`` records) built by the database
+    in one value, with the app's PostgreSQL JSON. Its parameters are
+    ``listing.select_params`` (then the limit).
+    """
+    page = " LIMIT ?" if limit else ""
+    return pg_sql.numbered(
+        f"SELECT '[' || coalesce(string_agg(j::text, ',' ORDER BY n), '') || ']' FROM"
+        f" (SELECT {pg_sql.record_json(listing)} AS j, row_number() OVER (ORDER BY"
+        f" {listing.order_by}) AS n {pg_sql.rows_from(listing)}"
+        f" ORDER BY {listing.order_by}{page}) a"
+    )
+
+
 class Floors(Protocol):
     """One store's floors."""
 
@@ -77,7 +110,7 @@ class SqliteFloors:
         # the same bytes with less work, so the floor cannot flatter the server.
         limit = s.floor.limit is not None
         listing = s.floor.listing
-        sqls = [listing.whole_array(limit=limit), listing.whole_array(limit=limit, joined=True)]
+        sqls = [whole_array(listing, limit), whole_array(listing, limit, joined=True)]
         (s.floor_s, s.floor_json), (seconds, text) = lib.floor_seconds(
             self._conn, sqls, s.floor.params, budget
         )
@@ -118,7 +151,7 @@ class PgFloors:
 
     def measure(self, s: Scenario, budget: float) -> None:
         if s.floor is not None:
-            statement = pg_sql.whole_array(s.floor.listing, s.floor.limit is not None)
+            statement = pg_whole_array(s.floor.listing, s.floor.limit is not None)
             s.floor_s, s.floor_json = self._run(self._time(statement, s.floor.params, budget))
 
     async def _time(self, statement: str, params: list[object], budget: float) -> tuple[float, str]:
@@ -175,7 +208,7 @@ def postgresql(option: str, db: str) -> Iterator[str]:
     with contextlib.ExitStack() as stack:
         url = option
         if option == "auto":
-            from tests.support.pgserver import cluster
+            from pgcluster import cluster
 
             url = stack.enter_context(cluster())
         asyncio.run(copy_to_pg(db, url))

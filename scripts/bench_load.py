@@ -1,7 +1,7 @@
 """The load scenario of the benchmark (issue 12 item 2): the data set, from JSON, into a new
 database with ``scripts/load_fixtures.py``, as a user would run it.
 
-The benchmark's database is written out as a fixture (``app.tools.fixture_export``), then
+The benchmark's database is written out as a fixture (``fixture_export``), then
 loaded into a new file by a separate process whose wall time and peak RSS are taken. In the
 same run: the time ijson alone takes to parse the file (the floor of any streaming load),
 and the peak RSS of loading the small sample file, so that memory growth with the file's
@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 
 import ijson
+from fixture_export import export_fixture
 
-from app.tools.fixture_export import export_fixture
-from app.tools.generator import bench_key
+from app.tools.generator import generated_key
 from app.tools.loader import SAMPLE_FIXTURE
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,7 +70,7 @@ def report(db: str, seed: int, work: Path) -> list[str]:
     """Export, time the floor and the load, and return the markdown lines of the section."""
     fixture = work / "bench-load.json"
     companies = range(1, 100)
-    export_fixture(db, fixture, {c: bench_key(c, seed) for c in companies})
+    export_fixture(db, fixture, {c: generated_key(c, seed) for c in companies})
     size_mb = fixture.stat().st_size / 1e6
     floor = parse_seconds(fixture)
     seconds, records, peak, cpu = run_load(fixture, work / "loaded.sqlite3")

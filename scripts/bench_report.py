@@ -121,7 +121,7 @@ def render(
                 "PostgreSQL rows: the server started with `--database-url` (the data set"
                 " copied into a PostgreSQL 15 cluster on 127.0.0.1); each floor is PostgreSQL"
                 " building the same array with the app's PostgreSQL SQL"
-                " (app/data/pg/sql.py whole_array), fetched over one asyncpg connection."
+                " (scripts/bench_floors.py pg_whole_array), fetched over one asyncpg connection."
             ]
             if any(setup.database_url for setup in setups)
             else []

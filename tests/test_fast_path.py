@@ -13,6 +13,8 @@ import json
 import sqlite3
 from typing import Any
 
+from bench_floors import whole_array
+
 from app.data import events, inscriptions
 from app.data.feed import START, FeedFilters, feed_listing
 from app.data.listings import Paging, read_page, read_small, read_window
@@ -202,12 +204,12 @@ def test_statements_per_page_do_not_grow_with_page_size(conn: sqlite3.Connection
 def test_the_benchmark_floor_builds_the_same_array(conn: sqlite3.Connection) -> None:
     """The floor make bench measures is this very JSON, built whole by SQLite."""
     listing = events.campaign_listing(1, 1)
-    whole = conn.execute(listing.whole_array(), listing.params).fetchone()[0]
+    whole = conn.execute(whole_array(listing), listing.params).fetchone()[0]
     assert json.loads(whole) == [json.loads(text) for text in expected_campaign_events(1)]
     page = inscriptions.inscriptions_listing(2, inscriptions.InscriptionFilters())
-    first = conn.execute(page.whole_array(limit=True), [*page.params, 25]).fetchone()[0]
+    first = conn.execute(whole_array(page, limit=True), [*page.params, 25]).fetchone()[0]
     assert json.loads(first) == [json.loads(text) for text in expected_inscriptions(2)[:25]]
-    joined = conn.execute(listing.whole_array(joined=True), listing.params).fetchone()[0]
+    joined = conn.execute(whole_array(listing, joined=True), listing.params).fetchone()[0]
     assert joined == whole
 
 

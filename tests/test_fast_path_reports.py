@@ -15,6 +15,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+from bench_floors import whole_array
 
 from app.data import campaigns, courses, employees
 from app.data.listings import Paging, read_one, read_page
@@ -107,6 +108,6 @@ def test_a_page_of_reports_is_one_statement(conn: sqlite3.Connection) -> None:
 def test_the_floor_is_the_page(conn: sqlite3.Connection) -> None:
     """The benchmark's floor (whole_array) builds the very records of the page."""
     listing = employees.employees_listing(1, employees.EmployeeFilters(min_failed=2), TODAY)
-    floor = conn.execute(listing.whole_array(limit=True), [*listing.select_params, 25])
+    floor = conn.execute(whole_array(listing, limit=True), [*listing.select_params, 25])
     page = page_texts(conn, listing)[:25]
     assert json.loads(floor.fetchone()[0]) == [json.loads(text) for text in page]

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fixture_export import export_fixture
 
 from app.config import Config
 from app.main import create_app
-from app.tools.fixture_export import export_fixture
-from app.tools.generator import GenerateError, Sizes, bench_key, generate
+from app.tools.generator import GenerateError, Sizes, generate, generated_key
 from app.tools.loader import load_files
 
 from .support.factories import API, DATA_TABLES, dump_tables, query
@@ -149,7 +149,7 @@ def test_values_keep_the_loader_invariants(tiny_db: Path) -> None:
 
 
 def _hash(company_id: int, seed: int) -> str:
-    key = bench_key(company_id, seed)
+    key = generated_key(company_id, seed)
     assert len(key) >= 20 and key.startswith("rk_")
     return hashlib.sha256(key.encode()).hexdigest()
 
@@ -158,7 +158,7 @@ async def test_the_app_serves_the_generated_data(aiohttp_client: Any, tiny_db: P
     client = await aiohttp_client(
         create_app(Config(db=str(tiny_db), rate_burst=100_000, rate_per_second=100_000.0))
     )
-    key_1 = {"X-API-KEY": bench_key(1, 7)}
+    key_1 = {"X-API-KEY": generated_key(1, 7)}
     response = await client.get(f"{API}/campaigns/1/events", headers=key_1)
     assert response.status == 200
     assert len(await response.json()) == 40
@@ -168,7 +168,8 @@ async def test_the_app_serves_the_generated_data(aiohttp_client: Any, tiny_db: P
     # Campaigns 3 and 4 are company 2's: hidden from company 1, served to company 2.
     response = await client.get(f"{API}/campaigns/3/events", headers=key_1)
     assert response.status == 404
-    response = await client.get(f"{API}/campaigns/3/events", headers={"X-API-KEY": bench_key(2, 7)})
+    key_2 = {"X-API-KEY": generated_key(2, 7)}
+    response = await client.get(f"{API}/campaigns/3/events", headers=key_2)
     assert response.status == 200
     assert len(await response.json()) == 15
 
@@ -247,7 +248,7 @@ def test_events_carry_addresses_and_take_their_feed_places_in_id_order(tiny_db: 
 def test_an_exported_fixture_loads_back_into_the_same_data(tmp_path: Path, tiny_db: Path) -> None:
     """The exporter writes the loader's format: loading it rebuilds every table exactly."""
     fixture = tmp_path / "tiny.json"
-    export_fixture(tiny_db, fixture, {c: bench_key(c, 7) for c in (1, 2)})
+    export_fixture(tiny_db, fixture, {c: generated_key(c, 7) for c in (1, 2)})
     copy = tmp_path / "copy.sqlite3"
     counts = load_files(copy, [fixture])
     assert counts["campaign_targets (implied)"] == 0

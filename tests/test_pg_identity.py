@@ -20,9 +20,10 @@ from typing import Any
 
 import asyncpg
 import pytest
+from bench_floors import pg_whole_array
 
 from app.data import campaigns, courses, employees, events, inscriptions
-from app.data.listings import Listing
+from app.data.listings import Listing, Record
 from app.data.pg import sql
 from app.tools.pg_loader import load_pg, sqlite_decimal
 
@@ -148,7 +149,7 @@ async def test_every_listing_answers_the_same_bytes(both: tuple[Path, str]) -> N
             assert got == expected, (listing.rows_from, listing.params)
             count = await pg.fetchval(sql.count(listing), *listing.params)
             assert count == lite.execute(listing.count(), listing.params).fetchone()[0]
-            floor = await pg.fetchval(sql.whole_array(listing), *params)
+            floor = await pg.fetchval(pg_whole_array(listing), *params)
             assert floor.encode() == b"[" + b",".join(expected) + b"]"
             checked += len(expected)
         assert checked > 3000  # the listings above really hold records
@@ -270,24 +271,29 @@ async def test_the_event_feed_is_the_same_on_both_stores(
 
 
 def test_every_record_json_has_a_postgresql_counterpart() -> None:
-    """A listing added for SQLite (a ``*_JSON`` record of app/data) must be ported too."""
+    """A listing added for SQLite (a :class:`Record` of app/data) must be ported too."""
     import importlib
     import pkgutil
 
     import app.data
     from app.data.pg.records import RECORDS
 
-    missing = []
+    missing, seen = [], []
     for info in pkgutil.iter_modules(app.data.__path__):
         module = importlib.import_module(f"app.data.{info.name}")
         for name, value in vars(module).items():
-            if name.endswith("_JSON") and isinstance(value, str) and value not in RECORDS:
-                missing.append(f"app.data.{info.name}.{name}")
+            found = value.values() if isinstance(value, dict) else [value]
+            for record in (r for r in found if isinstance(r, Record)):
+                seen.append(record.name)
+                if record.name not in RECORDS:
+                    missing.append(f"app.data.{info.name}.{name}: {record.name}")
+    assert len(seen) >= 10  # the events, feed, inscriptions, reports (4 campaign variants)
     assert not missing, f"no PostgreSQL JSON (app/data/pg/records.py) for {missing}"
 
 
 def test_a_record_without_postgresql_json_is_refused() -> None:
     """A listing whose JSON has no counterpart is NotPorted (a 501), never guessed at."""
-    listing = Listing("json_object('key', key)", "FROM meta", "FROM meta", "key", ())
+    record = Record("meta_key", "json_object('key', key)")
+    listing = Listing(record, "FROM meta", "FROM meta", "key", ())
     with pytest.raises(sql.NotPorted):
         sql.one_statement(listing, True, "LIMIT ?")

@@ -232,7 +232,8 @@ async def test_the_server_serves_from_a_hot_standby(
     make_client: Any, pg_url: str, pg_database: str, store: Store, tmp_path: Path
 ) -> None:
     """A streaming replica (read-only, no LISTEN): answers, and loads on the primary show."""
-    from .support.pgserver import standby
+    from pgcluster import standby
+
     from .support.stores import database_url
 
     url = "/api/companies/v1/campaigns/1/events"

@@ -6,7 +6,7 @@ SQLite computes every figure of a page in the page's one statement.
 
 from __future__ import annotations
 
-from .schema import EVENT_TYPES
+from .vocabulary import EVENT_TYPES
 
 # A record's keys in order, each with its SQL expression: each backend builds its JSON
 # object from them (SQLite json_object, PostgreSQL row_to_json).

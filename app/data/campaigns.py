@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs, lower_median, rate, seconds_after
-from .listings import Listing, owned, placeholders
+from .listings import Listing, Record, owned, placeholders
 
 
 @dataclass(frozen=True)
@@ -114,6 +114,23 @@ def campaign_json(without_captcha: bool, by_department: bool) -> str:
         {departments}) FROM s)"""
 
 
+def record_name(without_captcha: bool, by_department: bool) -> str:
+    """The name of a campaign's record: a page's (``campaign``) or one report's
+    (``campaign_report``), without the captcha-solving events or with them."""
+    name = "campaign_report" if by_department else "campaign"
+    return f"{name}_without_captcha" if without_captcha else name
+
+
+# Every variant of the campaign's record, built once.
+RECORDS = {
+    (without, departments): Record(
+        record_name(without, departments), campaign_json(without, departments)
+    )
+    for without in (False, True)
+    for departments in (False, True)
+}
+
+
 def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
     """The company's campaigns matching the filters, by launch date then id."""
     where = ["c.company_id = ?"]
@@ -129,14 +146,14 @@ def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
             where.append(condition)
             params.append(value.isoformat())
     rows_from = f"FROM campaigns c WHERE {' AND '.join(where)}"
-    record = campaign_json(filters.without_captcha, by_department=False)
+    record = RECORDS[filters.without_captcha, False]
     return Listing(record, rows_from, rows_from, "c.launch_date, c.id", tuple(params), heavy=True)
 
 
 def campaign_report(company_id: int, campaign_id: int, without_captcha: bool) -> Listing:
     """One campaign of the company with its departments; RecordNotFound unless theirs."""
     rows_from = "FROM campaigns c WHERE c.id = ? AND c.company_id = ?"
-    record = campaign_json(without_captcha, by_department=True)
+    record = RECORDS[without_captcha, True]
     guard = owned("campaigns", campaign_id, company_id)
     params = (campaign_id, company_id)
     return Listing(record, rows_from, rows_from, "c.id", params, guard, heavy=True)

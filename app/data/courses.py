@@ -12,8 +12,8 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from .aggregates import Fields, json_pairs, rate, rounded_mean
-from .listings import Listing, placeholders
-from .schema import INSCRIPTION_STATUSES
+from .listings import Listing, Record, placeholders
+from .vocabulary import INSCRIPTION_STATUSES
 
 _STATUSES = ", ".join(
     f"count(CASE WHEN i.status = '{status}' THEN 1 END) AS {status}"
@@ -47,8 +47,11 @@ def course_fields(rate: Callable[[str, str], str], mean: Callable[[str, str], st
 
 
 # JSON of one course; one ``?``: today's date.
-COURSE_JSON = f"""(SELECT json_object({json_pairs(course_fields(rate, rounded_mean))})
-    FROM ({COVERAGE}) k, ({RESULTS}) res)"""
+COURSE = Record(
+    "course",
+    f"""(SELECT json_object({json_pairs(course_fields(rate, rounded_mean))})
+    FROM ({COVERAGE}) k, ({RESULTS}) res)""",
+)
 
 
 def courses_listing(company_id: int, titles: Sequence[str], today: dt.date) -> Listing:
@@ -60,6 +63,4 @@ def courses_listing(company_id: int, titles: Sequence[str], today: dt.date) -> L
         params.extend(titles)
     rows_from = f"FROM courses c WHERE {' AND '.join(where)}"
     today_param = (today.isoformat(),)
-    return Listing(
-        COURSE_JSON, rows_from, rows_from, "c.id", tuple(params), None, today_param, True
-    )
+    return Listing(COURSE, rows_from, rows_from, "c.id", tuple(params), None, today_param, True)

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs
 from .inscriptions import GROUPS_JSON, person_conditions
-from .listings import Listing, owned
-from .schema import INSCRIPTION_STATUSES
+from .listings import Listing, Record, owned
+from .vocabulary import INSCRIPTION_STATUSES
 
 
 @dataclass(frozen=True)
@@ -54,10 +54,13 @@ TRAINING_FROM = "FROM inscriptions i WHERE i.employee_id = e.id"
 PERSON_COLUMNS = ("id", "first_name", "last_name", "email", "department", "country")
 
 # JSON of one employee, keys in the order of contract.md 12; one ``?``: today's date.
-EMPLOYEE_JSON = f"""json_object({json_pairs([(c, f"e.{c}") for c in PERSON_COLUMNS])},
+EMPLOYEE = Record(
+    "employee",
+    f"""json_object({json_pairs([(c, f"e.{c}") for c in PERSON_COLUMNS])},
     'groups', {GROUPS_JSON},
     'phishing', (SELECT json_object({json_pairs(PHISHING)}) {PHISHING_FROM}),
-    'training', (SELECT json_object({json_pairs(TRAINING)}) {TRAINING_FROM}))"""
+    'training', (SELECT json_object({json_pairs(TRAINING)}) {TRAINING_FROM}))""",
+)
 
 
 def _campaigns_with(kind: str) -> str:
@@ -82,7 +85,7 @@ def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date)
     # Not heavy: an employee's figures are a few short index ranges, so a page of them
     # is a short read, like a filtered page of inscriptions.
     today_param = (today.isoformat(),)
-    return Listing(EMPLOYEE_JSON, rows_from, rows_from, "e.id", tuple(params), None, today_param)
+    return Listing(EMPLOYEE, rows_from, rows_from, "e.id", tuple(params), None, today_param)
 
 
 def employee_report(company_id: int, employee_id: int, today: dt.date) -> Listing:
@@ -91,4 +94,4 @@ def employee_report(company_id: int, employee_id: int, today: dt.date) -> Listin
     params = (employee_id, company_id)
     guard = owned("employees", employee_id, company_id)
     today_param = (today.isoformat(),)
-    return Listing(EMPLOYEE_JSON, rows_from, rows_from, "e.id", params, guard, today_param)
+    return Listing(EMPLOYEE, rows_from, rows_from, "e.id", params, guard, today_param)

@@ -4,17 +4,23 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .listings import Listing, owned, placeholders
+from .listings import Listing, Record, owned, placeholders
 
 # JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
-CAMPAIGN_EVENT_JSON = """json_object(
+CAMPAIGN_EVENT = Record(
+    "campaign_event",
+    """json_object(
     'id', ev.id, 'type', ev.type, 'timestamp', ev.timestamp,
     'victim', json_object('id', e.id, 'first_name', e.first_name,
-        'last_name', e.last_name, 'email', e.email, 'department', e.department))"""
+        'last_name', e.last_name, 'email', e.email, 'department', e.department))""",
+)
 
-EMPLOYEE_EVENT_JSON = """json_object(
+EMPLOYEE_EVENT = Record(
+    "employee_event",
+    """json_object(
     'id', ev.id, 'type', ev.type, 'timestamp', ev.timestamp,
-    'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date))"""
+    'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date))""",
+)
 
 
 def campaign_listing(
@@ -36,7 +42,7 @@ def campaign_listing(
     )
     guard = owned("campaigns", campaign_id, company_id)
     order = "ev.timestamp, ev.id"
-    return Listing(CAMPAIGN_EVENT_JSON, rows_from, rows_from, order, tuple(params), guard)
+    return Listing(CAMPAIGN_EVENT, rows_from, rows_from, order, tuple(params), guard)
 
 
 def employee_listing(company_id: int, employee_id: int) -> Listing:
@@ -47,4 +53,4 @@ def employee_listing(company_id: int, employee_id: int) -> Listing:
     )
     params = (employee_id, company_id)
     guard = owned("employees", employee_id, company_id)
-    return Listing(EMPLOYEE_EVENT_JSON, rows_from, rows_from, "ev.timestamp, ev.id", params, guard)
+    return Listing(EMPLOYEE_EVENT, rows_from, rows_from, "ev.timestamp, ev.id", params, guard)

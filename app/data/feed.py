@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .listings import Listing, placeholders
+from .listings import Listing, Record, placeholders
 from .schema import DatabaseError
 
 # A position in the feed: the (seq, id) of the last event a client received.
@@ -22,13 +22,16 @@ Position = tuple[int, int]
 START: Position = (0, 0)  # before every event (ids start at 1)
 
 # JSON of one event, keys in the order of contract.md 13.
-FEED_EVENT_JSON = """json_object(
+FEED_EVENT = Record(
+    "feed_event",
+    """json_object(
     'id', ev.id, 'type', ev.type, 'timestamp', ev.timestamp,
     'with_captcha', json(iif(ev.with_captcha, 'true', 'false')),
     'ip', ev.ip, 'user_agent', ev.user_agent,
     'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date),
     'victim', json_object('id', e.id, 'first_name', e.first_name,
-        'last_name', e.last_name, 'email', e.email, 'department', e.department))"""
+        'last_name', e.last_name, 'email', e.email, 'department', e.department))""",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +86,7 @@ def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> List
         f" WHERE {' AND '.join(where)}"
     )
     order = "ev.seq, ev.id"
-    return Listing(FEED_EVENT_JSON, rows_from, rows_from, order, tuple(params), key=order)
+    return Listing(FEED_EVENT, rows_from, rows_from, order, tuple(params), key=order)
 
 
 def cursor_secret(conn: sqlite3.Connection) -> bytes:

@@ -6,7 +6,7 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from .listings import Listing, placeholders
+from .listings import Listing, Record, placeholders
 
 # The teams of employee ``e``, by name: the ``groups`` of an inscription or an employee.
 GROUPS_JSON = """(SELECT json_group_array(json_object('name', name)) FROM (
@@ -15,7 +15,9 @@ GROUPS_JSON = """(SELECT json_group_array(json_object('name', name)) FROM (
 
 # JSON of one inscription, keys in the order of reporting-api.md 2.3; teams by name,
 # sections in course order (2.4).
-INSCRIPTION_JSON = f"""json_object(
+INSCRIPTION = Record(
+    "inscription",
+    f"""json_object(
     'victim_name', e.first_name || ' ' || e.last_name,
     'victim_department', e.department,
     'course_title', c.title,
@@ -31,7 +33,8 @@ INSCRIPTION_JSON = f"""json_object(
         SELECT s.title, s.section_type, r.completed_at, r.result, r.status
         FROM course_sections s
         LEFT JOIN section_results r ON r.section_id = s.id AND r.inscription_id = i.id
-        WHERE s.course_id = i.course_id ORDER BY s.position, s.id)))"""
+        WHERE s.course_id = i.course_id ORDER BY s.position, s.id)))""",
+)
 
 # Employee columns matched by the person filters, in their case-folded form (the sixth
 # person filter, ``teams``, looks at the employee's teams).
@@ -116,4 +119,4 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
     counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
     rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
     order = "i.start_date, i.id"
-    return Listing(INSCRIPTION_JSON, rows_from, counted_from, order, tuple(params))
+    return Listing(INSCRIPTION, rows_from, counted_from, order, tuple(params))

@@ -1,11 +1,11 @@
 """Listings as values, and the synchronous reads that turn one into records.
 
-A :class:`Listing` carries everything a query needs: the JSON of one record (SQLite
-builds it, so Python only joins finished texts), where rows come from, their order,
-the bound parameters and the ownership guard. Each read below opens one read
-transaction and closes it before it returns (a stream closes it in
-:func:`close_stream`), so a response never mixes data from two loads. The pool
-(:mod:`app.data.pool`) decides where a read runs.
+A :class:`Listing` carries everything a query needs: its record, named (SQLite builds
+the record's JSON, so Python only joins finished texts; PostgreSQL keeps its own JSON
+by the record's name), where rows come from, their order, the bound parameters and the
+ownership guard. Each read below opens one read transaction and closes it before it
+returns (a stream closes it in :func:`close_stream`), so a response never mixes data
+from two loads. The pool (:mod:`app.data.pool`) decides where a read runs.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .schema import data_token
 
 CHUNK_ROWS = 2000
 
@@ -43,8 +45,18 @@ def owned(table: str, record_id: int, company_id: int) -> Guard:
 
 
 @dataclass(frozen=True, slots=True)
+class Record:
+    """What a listing's rows are: a record's name (``"campaign_event"``) and the JSON
+    SQLite builds for one. Each store keeps its JSON by the name (PostgreSQL's:
+    app/data/pg/records.py)."""
+
+    name: str
+    json: str
+
+
+@dataclass(frozen=True, slots=True)
 class Listing:
-    """One listing query: the JSON of a record, where rows come from, their order.
+    """One listing query: its record, where rows come from, their order.
 
     ``counted_from`` is the cheapest FROM/WHERE that counts the same rows (it joins only
     what the filters need and builds no JSON). ``params`` belong to the FROM/WHERE (both
@@ -54,7 +66,7 @@ class Listing:
     page of them may take long.
     """
 
-    record_json: str
+    record: Record
     rows_from: str
     counted_from: str
     order_by: str
@@ -67,7 +79,7 @@ class Listing:
 
     @property
     def select_params(self) -> Params:
-        """The parameters of :meth:`select` and :meth:`whole_array` (then ``LIMIT ?``)."""
+        """The parameters of :meth:`select` (then ``LIMIT ?``, ``OFFSET ?``)."""
         return (*self.record_params, *self.params)
 
     def select(self) -> str:
@@ -76,34 +88,16 @@ class Listing:
         As a BLOB the text reaches Python as bytes, ready to send: no decoding and
         encoding again of every record.
         """
-        return f"SELECT CAST({self.record_json} AS BLOB) {self.rows_from} ORDER BY {self.order_by}"
+        return f"SELECT CAST({self.record.json} AS BLOB) {self.rows_from} ORDER BY {self.order_by}"
 
     def select_keyed(self) -> str:
         """The first ``?`` records, each with its position after its JSON."""
-        record = f"CAST({self.record_json} AS BLOB), {self.key}"
+        record = f"CAST({self.record.json} AS BLOB), {self.key}"
         return f"SELECT {record} {self.rows_from} ORDER BY {self.order_by} LIMIT ?"
 
     def count(self) -> str:
         """The number of records, without building any JSON."""
         return f"SELECT count(*) {self.counted_from}"
-
-    def whole_array(self, limit: bool = False, joined: bool = False) -> str:
-        """The array (or its first ``?`` records) built by SQLite in one value.
-
-        This is the benchmark's floor: the least work any server could do for it. By
-        default each record goes through ``json_group_array(json(...))``; ``joined``
-        concatenates the records' texts instead, the same bytes without re-parsing.
-        """
-        page = " LIMIT ?" if limit else ""
-        array = (
-            "'[' || coalesce(group_concat(j, ','), '') || ']'"
-            if joined
-            else "json_group_array(json(j))"
-        )
-        return (
-            f"SELECT {array} FROM (SELECT {self.record_json} AS j"
-            f" {self.rows_from} ORDER BY {self.order_by}{page})"
-        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,12 +145,6 @@ class StreamState:
     token: str
     cursor: sqlite3.Cursor | None
     first: list[bytes] = field(default_factory=list)
-
-
-def data_token(conn: sqlite3.Connection) -> str:
-    """The token that changes with every committed load (ETags are made from it)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
-    return str(row[0]) if row else ""
 
 
 def check_guard(conn: sqlite3.Connection, guard: Guard | None) -> None:

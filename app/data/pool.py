@@ -34,7 +34,6 @@ from .listings import (
     Window,
     check_guard,
     close_stream,
-    data_token,
     next_records,
     open_stream,
     read_one,
@@ -42,7 +41,7 @@ from .listings import (
     read_small,
     read_window,
 )
-from .schema import check_readable
+from .schema import check_readable, data_token
 
 T = TypeVar("T")
 

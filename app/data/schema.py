@@ -11,14 +11,9 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
-SCHEMA_VERSION = 3
+from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-# The enumerations of the interface, defined once: the CHECK constraints below, the
-# fixture format and the response schemas all take them from here.
-EVENT_TYPES = ("open", "click", "report", "fail")
-SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
-INSCRIPTION_STATUSES = ("not_started", "in_progress", "completed")
-SECTION_STATUSES = ("APPROVED", "DISAPPROVED")
+SCHEMA_VERSION = 3
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -344,10 +339,18 @@ def _statements(script: str) -> list[str]:
     return [s for s in statements if s]
 
 
+def data_token(conn: sqlite3.Connection) -> str:
+    """The token that changes with every committed load (ETags are made from it)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
+    return str(row[0]) if row else ""
+
+
 def bump_data_version(conn: sqlite3.Connection) -> None:
     """Mark a committed change of data: new ETags from the next read on."""
-    conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'data_version'")
-    conn.execute("UPDATE meta SET value = lower(hex(randomblob(16))) WHERE key = 'data_token'")
+    conn.execute(
+        "UPDATE meta SET value = CASE key WHEN 'data_version' THEN CAST(value AS INTEGER) + 1"
+        " ELSE lower(hex(randomblob(16))) END WHERE key IN ('data_version', 'data_token')"
+    )
 
 
 def upgrade_if_older(path: str | Path) -> bool:
@@ -383,14 +386,14 @@ def check_readable(path: str | Path) -> str:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
             if version != SCHEMA_VERSION:
                 raise DatabaseError(f"{file} has schema version {version}")
-            row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
+            token = data_token(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
         raise DatabaseError(f"database file {file} is not readable: {exc}") from exc
-    if row is None:
+    if not token:
         raise DatabaseError(f"database file {file} has no data token")
-    return str(row[0])
+    return token
 
 
 def check_integrity(path: str | Path) -> None:

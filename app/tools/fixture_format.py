@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from marshmallow import RAISE, Schema, ValidationError, fields, missing, validates_schema
 
 from ..data.fields import MAX_ID
-from ..data.schema import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .marshmallow_shim import value_loader
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")

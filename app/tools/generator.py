@@ -2,7 +2,7 @@
 
 Same schema, constraints and tenancy triggers as the loader, one transaction, and the
 same seed always gives the same table contents. The API keys are derived from the seed
-(see :func:`bench_key`) so benchmarks can authenticate: never serve generated data.
+(see :func:`generated_key`) so a client can authenticate: never serve generated data.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from .pg_copy import copy_to_pg
 DATA_TABLES = tuple(FIXTURE_TABLES)  # every data table, parents first
 BASE = dt.date(2024, 1, 1)  # fixed, so the data never depends on the day it is made
 BASE_EPOCH = 1_704_067_200  # BASE at midnight UTC
-EVENT_TYPES = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
+EVENT_DRAWS = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
 STATUSES = ("not_started",) * 4 + ("in_progress",) * 7 + ("completed",) * 9
 EVENT_SPREAD = 21 * 86_400  # events come within three weeks of the launch
 SENT_TO = (0.4, 0.8)  # a campaign goes to 40% to 80% of its company's employees
@@ -88,10 +88,10 @@ class GenerateError(ToolError):
     """The sizes are impossible or the database already holds data."""
 
 
-def bench_key(company_id: int, seed: int) -> str:
-    """The API key the generator gives a company, so the benchmark can authenticate."""
-    digest = hashlib.sha256(f"bench:{company_id}:{seed}".encode()).hexdigest()[:16]
-    return f"rk_bench_{company_id}_{seed}_{digest}"
+def generated_key(company_id: int, seed: int) -> str:
+    """The API key the generator gives a company: whoever knows the seed can authenticate."""
+    digest = hashlib.sha256(f"generated:{company_id}:{seed}".encode()).hexdigest()[:16]
+    return f"rk_gen_{company_id}_{seed}_{digest}"
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -249,8 +249,8 @@ def _companies(ctx: Context) -> Rows:
 def _api_keys(ctx: Context) -> Rows:
     """One key per company, stored hashed like any other key."""
     for c in ctx.companies:
-        key = bench_key(c.id, ctx.seed)
-        yield c.id, apikeys.hash_key(key), apikeys.prefix_of(key), "bench", f"{BASE}T00:00:00Z"
+        key = generated_key(c.id, ctx.seed)
+        yield c.id, apikeys.hash_key(key), apikeys.prefix_of(key), "generated", f"{BASE}T00:00:00Z"
 
 
 def _employees(ctx: Context) -> Rows:
@@ -354,7 +354,7 @@ def _events(ctx: Context) -> Rows:
                 hours, seconds = divmod(seconds, 3600)
                 minutes, seconds = divmod(seconds, 60)
                 stamp = f"{days[day]}T{hours:02d}:{minutes:02d}:{seconds:02d}Z"
-                employee_id, kind = targets[int(r() * n)], EVENT_TYPES[int(r() * 20)]
+                employee_id, kind = targets[int(r() * n)], EVENT_DRAWS[int(r() * 20)]
                 ip = agent = None
                 if kind in ("click", "fail") or (kind == "open" and r() < 0.5):
                     net = NETWORKS[int(r() * len(NETWORKS))]
@@ -509,5 +509,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     where = args.db or "PostgreSQL"
     print(f"generated {total} rows into {where} in {seconds:.1f} s ({total / seconds:,.0f} rows/s)")
     for company_id in range(1, args.companies + 1):
-        print(f"company {company_id} key: {bench_key(company_id, args.seed)}")
+        print(f"company {company_id} key: {generated_key(company_id, args.seed)}")
     return 0

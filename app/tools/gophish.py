@@ -29,8 +29,9 @@ from .cli import add_store_arguments, command
 from .fixture_reader import Item
 from .gophish_format import read_export, read_people
 from .gophish_mapping import Context, Summary, to_fixture
-from .loader import LoadError, load_items
+from .loader import load_items
 from .pg_loader import load_staged, stage_sources
+from .staging import LoadError
 
 DEFAULT_SOURCE = "gophish"
 _SOURCE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")

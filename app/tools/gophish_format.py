@@ -21,7 +21,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
 from ..data.fields import MAX_ID
 from .fixture_format import MAX_IP, MAX_USER_AGENT, flatten_errors
-from .loader import LoadError
+from .staging import LoadError
 
 MAX_EXPORT_BYTES = 512 * 2**20
 MAX_PEOPLE_BYTES = 64 * 2**20

@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -30,33 +30,32 @@ from ..data.schema import (
     scratch_transaction,
     write_transaction,
 )
-from .cli import ToolError, add_store_arguments, cause_of, command
+from .cli import add_store_arguments, cause_of, command
 from .fixture_format import TABLES
-from .fixture_reader import Item, NotAFixture, read_items
+from .fixture_reader import Item
 from .load_checks import check
 from .load_progress import Meter
 from .load_writes import ADVANCE_SEQ, IMPLIED_TARGETS, MERGES, indexes_set_aside
-from .staging import Stage
+from .pg_loader import load_pg
+from .staging import (
+    IMPLIED,
+    WRITTEN,
+    Stage,
+    file_items,
+    refuse_if_problems,
+    stage_source,
+)
+from .staging import LoadError as LoadError  # the loader's refusal, where callers look
 
 # fixtures/ ships inside the package as app.fixtures (see pyproject.toml), so an
 # installed wheel finds the sample as a clone does.
 SAMPLE_FIXTURE = Path(str(resources.files("app.fixtures") / "sample.json"))
-MAX_SHOWN = 100  # problems listed in full; the rest are counted
 LOCK_WAIT = 30.0  # seconds a load waits for another writer before giving up
 # Tables whose rows later checks read: written even once a problem is known, so that their
 # children are checked against them; the others are only written by a clean load.
 PARENTS = frozenset(
     ("companies", "employees", "teams", "campaigns", "courses", "course_sections", "inscriptions")
 )
-IMPLIED = "campaign_targets (implied)"
-WRITTEN = "campaign_events (new or changed)"
-
-
-class LoadError(ToolError):
-    """A fixture could not be loaded; ``problems`` name file, record path and cause."""
-
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__(*problems)
 
 
 def load_files(
@@ -72,7 +71,7 @@ def load_files(
     changed, targets implied); raises LoadError listing the problems, the database
     unchanged, or DatabaseError when the database itself refuses.
     """
-    sources = ((str(name), _file_items(Path(name))) for name in files)
+    sources = ((str(name), file_items(Path(name))) for name in files)
     return load_items(db_path, sources, progress=progress, lock_wait=lock_wait)
 
 
@@ -96,7 +95,7 @@ def load_items(
         with scratch_transaction(conn):  # the temporary database only: no lock on the file
             stage = Stage(conn)
             for name, items in sources:
-                _stage_source(stage, name, items, meter)
+                stage_source(stage, name, items, meter)
             meter.close()
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
@@ -108,24 +107,6 @@ def load_items(
     finally:
         meter.close()
         conn.close()
-
-
-def _file_items(path: Path) -> Iterator[Item]:
-    """The items of one fixture file, read as they are needed."""
-    with path.open("rb") as stream:
-        yield from read_items(stream)
-
-
-def _stage_source(stage: Stage, name: str, items: Iterable[Item], meter: Meter) -> None:
-    """Stream one source into the stage; one that cannot be read or parsed is a problem."""
-    src = stage.source(name)
-    try:
-        stage.add(src, items, meter.tick)
-    except OSError as exc:
-        stage.problem(src, f"cannot read: {exc.strerror}")
-    except NotAFixture as exc:
-        stage.problem(src, str(exc))
-    stage.flush()
 
 
 def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> dict[str, int]:
@@ -151,22 +132,6 @@ def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> di
 
 def _any_problem(conn: sqlite3.Connection) -> bool:
     return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM temp.load_problems)").fetchone()[0])
-
-
-def refuse_if_problems(conn: sqlite3.Connection) -> None:
-    """Raise LoadError with the first problems in stream order, and how many more."""
-    total = conn.execute("SELECT count(*) FROM temp.load_problems").fetchone()[0]
-    if not total:
-        return
-    shown = [
-        line
-        for (line,) in conn.execute(
-            "SELECT line FROM temp.load_problems ORDER BY pos, rowid LIMIT ?", (MAX_SHOWN,)
-        )
-    ]
-    if total > len(shown):
-        shown.append(f"... and {total - len(shown)} more")
-    raise LoadError(shown)
 
 
 def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
@@ -208,8 +173,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.db:
         counts = load_files(args.db, args.files, progress=not args.no_progress)
     else:
-        from .pg_loader import load_pg  # it builds on this module
-
         counts = asyncio.run(load_pg(args.database_url, args.files))
     print(summary(args.db or "PostgreSQL", counts, time.perf_counter() - started))
     return 0

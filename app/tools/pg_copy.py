@@ -1,4 +1,5 @@
-"""Copying a whole SQLite database into an empty PostgreSQL one (generator, benchmark).
+"""Copying a whole SQLite database into an empty PostgreSQL one (the generator's
+``--database-url``, or any generated file moved to PostgreSQL).
 
 The generator writes its synthetic data set into SQLite (its fastest path); with
 ``--database-url`` that file is then copied here, table by table with COPY, in one

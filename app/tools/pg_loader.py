@@ -26,9 +26,17 @@ from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
 from .load_checks import duplicate
 from .load_progress import Meter
-from .loader import IMPLIED, WRITTEN, LoadError, _file_items, _stage_source, refuse_if_problems
 from .pg_checks import CHECKS
-from .staging import STAGED, Stage
+from .staging import (
+    IMPLIED,
+    STAGED,
+    WRITTEN,
+    LoadError,
+    Stage,
+    file_items,
+    refuse_if_problems,
+    stage_source,
+)
 
 Row = tuple[Any, ...]
 NOW = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
@@ -139,7 +147,7 @@ class Staged:
 def read_batch(files: Iterable[str | Path]) -> Staged:
     """Read, validate and check every file among themselves; LoadError naming every bad
     record (the SQLite loader's stage and messages)."""
-    return stage_sources((str(name), _file_items(Path(name))) for name in files)
+    return stage_sources((str(name), file_items(Path(name))) for name in files)
 
 
 def stage_sources(sources: Iterable[tuple[str, Iterable[Item]]]) -> Staged:
@@ -149,7 +157,7 @@ def stage_sources(sources: Iterable[tuple[str, Iterable[Item]]]) -> Staged:
     stage = Stage(conn)
     meter = Meter(False)
     for name, items in sources:
-        _stage_source(stage, name, items, meter)
+        stage_source(stage, name, items, meter)
     stage.index()
     for table, _, key in TABLES:
         conn.execute(duplicate(table, key, shown="key" if table == "api_keys" else None))

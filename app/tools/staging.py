@@ -1,5 +1,8 @@
 """Stage a load: validate each record as it streams and keep it in a temporary table.
 
+Both loaders (SQLite's :mod:`.loader`, PostgreSQL's :mod:`.pg_loader`) stage through the
+public functions here, and refuse a load with the same :class:`LoadError`.
+
 Staged rows live in the connection's temporary database (``temp.stage_<table>``), never
 in memory, so a load's memory does not grow with its files. Each row keeps where it came
 from (``src`` file, ``idx`` in its table's array) and ``pos``, its place in the stream,
@@ -13,17 +16,24 @@ pointing at an unknown id: the one real problem is reported once.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from marshmallow import ValidationError
 
 from ..data import api_keys as apikeys
+from .cli import ToolError
 from .fixture_format import TABLES, Record, flatten_errors
-from .fixture_reader import Item
+from .fixture_reader import Item, NotAFixture, read_items
+from .load_progress import Meter
 
 CHUNK = 5_000  # rows per executemany
+MAX_SHOWN = 100  # problems listed in full; the rest are counted
+# What a load wrote of note, counted beside the records read (both loaders).
+IMPLIED = "campaign_targets (implied)"
+WRITTEN = "campaign_events (new or changed)"
 
 # The columns of an event as staged and as written (load_writes compares them all).
 EVENT_COLUMNS = (
@@ -227,3 +237,44 @@ class Stage:
             " (course_id, position)"
         )
         self.conn.execute("CREATE INDEX temp.load_problems_pos ON load_problems (pos)")
+
+
+class LoadError(ToolError):
+    """A fixture could not be loaded; ``problems`` name file, record path and cause."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__(*problems)
+
+
+def file_items(path: Path) -> Iterator[Item]:
+    """The items of one fixture file, read as they are needed."""
+    with path.open("rb") as stream:
+        yield from read_items(stream)
+
+
+def stage_source(stage: Stage, name: str, items: Iterable[Item], meter: Meter) -> None:
+    """Stream one source into the stage; one that cannot be read or parsed is a problem."""
+    src = stage.source(name)
+    try:
+        stage.add(src, items, meter.tick)
+    except OSError as exc:
+        stage.problem(src, f"cannot read: {exc.strerror}")
+    except NotAFixture as exc:
+        stage.problem(src, str(exc))
+    stage.flush()
+
+
+def refuse_if_problems(conn: sqlite3.Connection) -> None:
+    """Raise LoadError with the first problems in stream order, and how many more."""
+    total = conn.execute("SELECT count(*) FROM temp.load_problems").fetchone()[0]
+    if not total:
+        return
+    shown = [
+        line
+        for (line,) in conn.execute(
+            "SELECT line FROM temp.load_problems ORDER BY pos, rowid LIMIT ?", (MAX_SHOWN,)
+        )
+    ]
+    if total > len(shown):
+        shown.append(f"... and {total - len(shown)} more")
+    raise LoadError(shown)

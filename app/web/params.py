@@ -15,7 +15,7 @@ from multidict import MultiMapping
 
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
 from ..data.listings import Paging
-from ..data.schema import EVENT_TYPES
+from ..data.vocabulary import EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from marshmallow import Schema, fields, validate
 
 from ..data.fields import StrictDate, UtcTimestamp
-from ..data.schema import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 
 class VictimSchema(Schema):

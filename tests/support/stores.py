@@ -25,12 +25,11 @@ from typing import Any
 
 import asyncpg
 import pytest
+from pgcluster import cluster, server_bin
 
 from app.data.pg.sql import numbered
 from app.tools.loader import SAMPLE_FIXTURE, load_files
 from app.tools.pg_loader import load_pg
-
-from .pgserver import cluster, server_bin
 
 STORES = ("sqlite", "postgresql")
 TEMPLATE = "reporting_sample"

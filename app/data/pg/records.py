@@ -1,4 +1,4 @@
-"""PostgreSQL's JSON for each record, keyed by the SQLite expression it stands in for.
+"""PostgreSQL's JSON for each record, by the record's name (``Listing.record.name``).
 
 Everything else of a listing (FROM, WHERE, ORDER BY, parameters) is shared SQL; only
 the JSON differs, and the bytes are the same (tests/test_pg_identity.py compares every
@@ -8,7 +8,6 @@ records are in :mod:`.reports`.
 
 from __future__ import annotations
 
-from .. import courses, employees, events, feed, inscriptions
 from . import reports
 from .objects import GROUPS, array
 
@@ -43,13 +42,11 @@ INSCRIPTION = f"""(SELECT row_to_json(r) FROM (SELECT
     {GROUPS} AS groups, e.country AS victim_country, {SECTIONS} AS events) r)"""
 
 RECORDS: dict[str, str] = {
-    events.CAMPAIGN_EVENT_JSON: CAMPAIGN_EVENT,
-    events.EMPLOYEE_EVENT_JSON: EMPLOYEE_EVENT,
-    inscriptions.INSCRIPTION_JSON: INSCRIPTION,
-    # A fragment of two records (inscriptions, employees), a record of its own too.
-    inscriptions.GROUPS_JSON: GROUPS,
-    feed.FEED_EVENT_JSON: FEED_EVENT,
+    "campaign_event": CAMPAIGN_EVENT,
+    "employee_event": EMPLOYEE_EVENT,
+    "inscription": INSCRIPTION,
+    "feed_event": FEED_EVENT,
     **reports.CAMPAIGNS,
-    employees.EMPLOYEE_JSON: reports.EMPLOYEE,
-    courses.COURSE_JSON: reports.COURSE,
+    "employee": reports.EMPLOYEE,
+    "course": reports.COURSE,
 }

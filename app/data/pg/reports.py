@@ -41,9 +41,9 @@ def campaign_json(without_captcha: bool, by_department: bool) -> str:
     return f"(WITH s AS MATERIALIZED ({figures}) {json_select(fields, 'FROM s')})"
 
 
-# Every variant of the campaign's JSON, by SQLite's expression.
+# Every variant of the campaign's JSON, by its record's name.
 CAMPAIGNS = {
-    campaigns.campaign_json(without, departments): campaign_json(without, departments)
+    campaigns.record_name(without, departments): campaign_json(without, departments)
     for without in (False, True)
     for departments in (False, True)
 }

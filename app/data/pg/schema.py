@@ -11,14 +11,8 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..schema import (
-    EVENT_TYPES,
-    INSCRIPTION_STATUSES,
-    SCHEMA_VERSION,
-    SECTION_STATUSES,
-    SECTION_TYPES,
-    DatabaseError,
-)
+from ..schema import SCHEMA_VERSION, DatabaseError
+from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
 CHANNEL = "reporting_data"

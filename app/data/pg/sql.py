@@ -34,10 +34,10 @@ def numbered(sql: str) -> str:
 
 
 def record_json(listing: Listing) -> str:
-    """The listing's record JSON for PostgreSQL; NotPorted when there is none."""
-    if listing.record_json not in RECORDS:
+    """The JSON of the listing's record for PostgreSQL; NotPorted when there is none."""
+    if listing.record.name not in RECORDS:
         raise NotPorted("this listing has no PostgreSQL record JSON")
-    return RECORDS[listing.record_json]
+    return RECORDS[listing.record.name]
 
 
 def rows_from(listing: Listing) -> str:
@@ -75,6 +75,7 @@ def guard(guard: Guard) -> str:
     return numbered(guard.sql)
 
 
+# The data token (ETags are made from it), read by every snapshot.
 TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
 
 
@@ -97,17 +98,3 @@ def one_statement(listing: Listing, count: bool, window: str) -> tuple[str, tupl
     params = (*(guard.params if guard is not None else ()), *(listing.params if count else ()))
     statement = numbered(f"SELECT ({TOKEN}), {owned}, {total}, {rows}")
     return statement, (*params, *listing.select_params)
-
-
-def whole_array(listing: Listing, limit: bool = False) -> str:
-    """The array (or its first ``$n`` records) built by the database in one value.
-
-    The benchmark's PostgreSQL floor: the least work any server could do for it. Its
-    parameters are ``listing.select_params`` (then the limit).
-    """
-    page = " LIMIT ?" if limit else ""
-    return numbered(
-        f"SELECT '[' || coalesce(string_agg(j::text, ',' ORDER BY n), '') || ']' FROM"
-        f" (SELECT {record_json(listing)} AS j, row_number() OVER (ORDER BY"
-        f" {listing.order_by}) AS n {rows_from(listing)} ORDER BY {listing.order_by}{page}) a"
-    )

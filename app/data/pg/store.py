@@ -39,7 +39,6 @@ from .schema import CHANNEL
 log = logging.getLogger("app.pg")
 
 INLINE_ROWS = 200
-TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
 CALLER = (
     "SELECT id, company_id, extract(epoch FROM expires_at::timestamptz - now())::float8"
     " FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
@@ -127,14 +126,14 @@ class PgStore:
             self._pool.acquire() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            token = str(await conn.fetchval(TOKEN))
+            token = str(await conn.fetchval(sql.TOKEN))
             await _check_guard(conn, guard)
             yield conn, token
 
     async def current_token(self) -> str:
         """The data token now; DatabaseError while the database does not answer."""
         try:
-            return str(await self._pool.fetchval(TOKEN, timeout=5))
+            return str(await self._pool.fetchval(sql.TOKEN, timeout=5))
         except UNAVAILABLE as exc:
             raise DatabaseError(str(exc)) from None
 
@@ -247,4 +246,4 @@ async def check_schema(conn: asyncpg.Connection) -> str:
             f"the PostgreSQL database has schema version {version}, not {SCHEMA_VERSION}"
             " (a load or the key tool, run as the tables' owner, upgrades an older one)"
         )
-    return str(await conn.fetchval(TOKEN))
+    return str(await conn.fetchval(sql.TOKEN))

@@ -1,9 +1,10 @@
 """Write a database's data back out as a fixture file (the loader's input format).
 
-The benchmark uses it to load the standard data set from JSON; it also turns a generated
-database into fixtures to share. SQLite builds each record's JSON (``json_object``) and
-the file is written as it is read, so memory stays flat. API keys are stored hashed, so
-their plain text must be given (``keys``: company id to key); companies without one get none.
+The benchmark's load scenario (``bench_load``) uses it to load the standard data set
+from JSON; it also turns a generated database into fixtures to share. SQLite builds each
+record's JSON (``json_object``) and the file is written as it is read, so memory stays
+flat. API keys are stored hashed, so their plain text must be given (``keys``: company id
+to key); companies without one get none.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TextIO
 
-from .fixture_format import TABLES
+from app.tools.fixture_format import TABLES
 
 CHUNK = 10_000
 

@@ -1,7 +1,9 @@
-"""A throwaway PostgreSQL cluster for the tests: its own directory, 127.0.0.1, a free port.
+"""A throwaway PostgreSQL cluster: its own directory, 127.0.0.1, a free port.
 
-As root the server must run as the ``postgres`` user (PostgreSQL refuses root), so
-initdb and postgres run through ``runuser``; the cluster is stopped by PID.
+The benchmark (``--postgresql auto``) and the tests both start theirs here, so it needs
+only the standard library: the serving install runs the benchmark without the test
+extras. As root the server must run as the ``postgres`` user (PostgreSQL refuses root),
+so initdb and postgres run through ``runuser``; the cluster is stopped by PID.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from .servers import free_port
+from benchlib import free_port
 
 START_SECONDS = 60.0
 
@@ -98,14 +100,14 @@ def _wait_ready(bin_dir: Path, port: int, process: subprocess.Popen[bytes]) -> N
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError("the PostgreSQL test server exited at start")
+            raise RuntimeError("the throwaway PostgreSQL server exited at start")
         ready = subprocess.run(
             [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port), "-q"], check=False
         )
         if ready.returncode == 0:
             return
         time.sleep(0.1)
-    raise RuntimeError("the PostgreSQL test server did not start")
+    raise RuntimeError("the throwaway PostgreSQL server did not start")
 
 
 def _stop(process: subprocess.Popen[bytes], data: Path) -> None:
