@@ -184,9 +184,7 @@ async def test_paged_csv_keeps_the_format_in_its_links(client: TestClient) -> No
     assert len({tuple(row[:9]) for row in table[1:]}) == 3  # 3 inscriptions, a row per section
 
 
-async def test_csv_needs_nothing_from_the_docs_set_up(
-    aiohttp_client: Any, sample_db: Path
-) -> None:
+async def test_csv_needs_nothing_from_the_docs_set_up(aiohttp_client: Any, sample_db: Path) -> None:
     """Each listing view gives its own record schema: an app without the docs serves CSV."""
     app = api_app(Config(db=str(sample_db), rate_burst=10**6, rate_per_second=1e6))
     client = await aiohttp_client(ProblemTestServer(app))
