@@ -1,6 +1,7 @@
 """Writing a listing's body in its format: read whole, or streamed chunk by chunk.
 
-Either way gzip applies when the client accepts it (a whole body only past 1 KiB), and
+Either way gzip applies when the client's Accept-Encoding accepts it (read here, and by
+the docs' fixed bodies; a whole body only past 1 KiB), and
 a streamed body is written under the write timeout: a client that stops reading is cut
 off instead of holding its snapshot and pooled connection.
 """
