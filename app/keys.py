@@ -8,11 +8,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
-from aiohttp.typedefs import Handler
 
 if TYPE_CHECKING:
-    from marshmallow import Schema
-
     from .config import Config
     from .data.store import Store, Version
     from .web.auth import KeyCache
@@ -39,8 +36,6 @@ COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 DATA_VERSION: web.AppKey[Version] = web.AppKey("data_version")
-# Each listing view and the schema of its records (CSV columns come from it).
-RECORD_SCHEMAS: web.AppKey[dict[Handler, type[Schema]]] = web.AppKey("record_schemas")
 # Today's UTC date (the reports count overdue inscriptions): a clock tests can set.
 TODAY: web.AppKey[Callable[[], dt.date]] = web.AppKey("today")
 

@@ -38,6 +38,13 @@ def middleware_chain(config: Config) -> list[Middleware]:
 
 def create_app(config: Config) -> web.Application:
     """Build the application; nothing touches the database until it starts."""
+    app = api_app(config)
+    setup_openapi(app)
+    return app
+
+
+def api_app(config: Config) -> web.Application:
+    """The API and its health checks, without the documentation: it needs none of it."""
     app = web.Application(middlewares=middleware_chain(config))
     app[CONFIG] = config
     app[COUNTS] = CountCache()
@@ -53,7 +60,6 @@ def create_app(config: Config) -> web.Application:
     app.on_response_prepare.append(add_standard_headers)
     app.on_response_prepare.append(add_ratelimit_headers)
     setup_routes(app)
-    setup_openapi(app)
     return app
 
 

@@ -28,7 +28,7 @@ from yarl import URL
 from app.config import Config
 from app.data import events
 from app.keys import CALLER
-from app.main import create_app
+from app.main import api_app, create_app
 from app.web.csv_layout import layout_of
 from app.web.responder import respond_record
 from app.web.schemas import CampaignEventSchema
@@ -182,6 +182,28 @@ async def test_paged_csv_keeps_the_format_in_its_links(client: TestClient) -> No
         assert "format=csv" in link
     table = parse_csv(await response.read())
     assert len({tuple(row[:9]) for row in table[1:]}) == 3  # 3 inscriptions, a row per section
+
+
+async def test_csv_needs_nothing_from_the_docs_set_up(aiohttp_client: Any, sample_db: Path) -> None:
+    """Each listing view gives its own record schema: an app without the docs serves CSV."""
+    app = api_app(Config(db=str(sample_db), rate_burst=10**6, rate_per_second=1e6))
+    client = await aiohttp_client(ProblemTestServer(app))
+    assert (await client.get(SPEC)).status == 404  # no docs set up here
+    urls = [
+        f"{API}/campaigns/1/events",
+        f"{API}/campaigns/1/events?per_page=500",
+        f"{API}/victimsapi/7/events",
+        f"{API}/course-inscriptions?per_page=500",
+        f"{API}/events?limit=1000",
+        f"{API}/campaigns?per_page=500",
+        f"{API}/victimsapi?per_page=500",
+        f"{API}/courses?per_page=500",
+    ]
+    for url in urls:
+        assert await assert_formats_agree(client, url), url
+    as_csv = await get(client, f"{API}/campaigns/1/events?format=csv")
+    header = "id,type,timestamp,victim.id,victim.first_name,victim.last_name,victim.email,"
+    assert (await as_csv.read()).startswith(f"{header}victim.department\r\n".encode())
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestClient
 from multidict import CIMultiDict
 from requests.utils import parse_header_links
 
-from app.web.headers import coding_weights
+from app.web.bodies import coding_weights
 from app.web.ratelimit import address_key
 
 from .support.clients import MakeClient

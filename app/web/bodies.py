@@ -1,6 +1,7 @@
 """Writing a listing's body in its format: read whole, or streamed chunk by chunk.
 
-Either way gzip applies when the client accepts it (a whole body only past 1 KiB), and
+Either way gzip applies when the client's Accept-Encoding accepts it (read here, and by
+the docs' fixed bodies; a whole body only past 1 KiB), and
 a streamed body is written under the write timeout: a client that stops reading is cut
 off instead of holding its snapshot and pooled connection.
 """
@@ -9,15 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import re
 import socket
 import struct
 
 from aiohttp import hdrs, web
 
+from ..data.listings import Records
 from ..data.store import RecordStream
 from ..keys import CONFIG
 from .formats import Body, Format
-from .headers import accepts_gzip
 
 GZIP_MIN_BYTES = 1024
 
@@ -37,6 +40,15 @@ def finish(request: web.Request, response: web.Response, fmt: Format) -> web.Res
     if len(response.body) > GZIP_MIN_BYTES and accepts_gzip(request):
         response.enable_compression(web.ContentCoding.gzip)
     return response
+
+
+async def array_response(
+    request: web.Request, body: Body, result: Records | RecordStream, headers: dict[str, str]
+) -> web.StreamResponse:
+    """A whole listing: as one body when the store read it all, else chunk by chunk."""
+    if isinstance(result, Records):
+        return whole_response(request, body, result.texts, headers)
+    return await stream_response(request, body, result, headers)
 
 
 async def stream_response(
@@ -94,3 +106,46 @@ def reset(transport: asyncio.Transport) -> None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
     transport.abort()
+
+
+_QVALUE = re.compile(r"(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)")  # RFC 9110 12.4.2
+
+
+def coding_weights(accept_encoding: str) -> dict[str, float]:
+    """Each content coding of an Accept-Encoding value and its weight, lower-cased.
+
+    A malformed weight counts as 0 (not acceptable): answering without a coding is
+    always safe, guessing one the client refused is not.
+    """
+    weights: dict[str, float] = {}
+    for element in accept_encoding.split(","):
+        coding, *params = (part.strip() for part in element.split(";"))
+        if not coding:
+            continue
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                value = value.strip()
+                weight = float(value) if _QVALUE.fullmatch(value) else 0.0
+        weights[coding.lower()] = weight
+    return weights
+
+
+def accepts_gzip(request: web.BaseRequest) -> bool:
+    """Whether gzip is acceptable: named (or x-gzip, or covered by ``*``) with q > 0.
+
+    Every Accept-Encoding line counts, as if joined by commas (RFC 9110 5.3).
+    """
+    return _gzip_acceptable(",".join(request.headers.getall(hdrs.ACCEPT_ENCODING, ())))
+
+
+@functools.lru_cache(maxsize=256)  # clients send a handful of distinct values
+def _gzip_acceptable(header: str) -> bool:
+    if not header:
+        return False
+    weights = coding_weights(header)
+    for name in ("gzip", "x-gzip"):
+        if name in weights:
+            return weights[name] > 0
+    return weights.get("*", 0.0) > 0

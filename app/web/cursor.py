@@ -17,7 +17,7 @@ import hmac
 import struct
 from dataclasses import dataclass
 
-from ..data.feed import Position
+from ..data.feed import START, Position
 from ..data.fields import MAX_ID
 from .errors import BadRequest
 
@@ -85,3 +85,13 @@ class CursorPage:
         """The cursor after the last record sent, or this one's position on an empty page."""
         position = (last[0], last[1]) if last else self.after
         return self.signer.sign(self.company_id, self.scope, position)
+
+
+def cursor_page(
+    secret: bytes, company_id: int, scope: str, given: str | None, limit: int
+) -> CursorPage:
+    """A feed request after the position ``given`` holds (400 unless it was made here for
+    this company and scope), or from the start; ``secret`` is the database's own."""
+    signer = CursorSigner(secret)
+    after = START if given is None else signer.open(company_id, scope, given)
+    return CursorPage(after, limit, company_id, scope, signer)

@@ -37,7 +37,6 @@ JSON = Format("json", "application/json")
 CSV = Format("csv", "text/csv")
 NDJSON = Format("ndjson", "application/x-ndjson")
 LISTING_FORMATS = (JSON, CSV, NDJSON)  # in the order ties are settled
-RECORD_FORMATS = (JSON,)  # single-object answers
 FORMAT_NAMES = tuple(f.name for f in LISTING_FORMATS)
 
 
@@ -68,16 +67,31 @@ def encode_ndjson_chunk(texts: list[bytes], first: bool) -> bytes:
     return b"\n".join(texts) + b"\n" if texts else b""
 
 
-def body_of(fmt: Format, schema: type[Schema] | None) -> Body:
-    """The body layout of ``fmt`` for records of ``schema`` (CSV's columns come from it)."""
-    if fmt is CSV:
-        if schema is None:
-            raise NotAcceptable("CSV is not available for this resource.")
-        layout = layout_of(schema)
-        return Body(fmt, layout.header(), layout.encode, b"")
-    if fmt is NDJSON:
-        return Body(fmt, b"", encode_ndjson_chunk, b"")
-    return Body(fmt, b"[", encode_json_chunk, b"]")
+class Offer:
+    """The formats an answer offers, in the order ties go to, each with its body layout."""
+
+    def __init__(self, *bodies: Body) -> None:
+        self.formats = tuple(body.format for body in bodies)
+        self._bodies = {body.format.name: body for body in bodies}
+
+    def negotiate(self, request: web.Request) -> Body:
+        """The body layout of the format the request asks for; 406 when none fits."""
+        return self._bodies[negotiate(request, self.formats).name]
+
+
+JSON_ARRAY = Body(JSON, b"[", encode_json_chunk, b"]")
+NDJSON_LINES = Body(NDJSON, b"", encode_ndjson_chunk, b"")
+# The one-object answers: the record's own JSON text, nothing around it.
+RECORD = Offer(Body(JSON, b"", encode_json_chunk, b""))
+
+
+def listing_offer(schema: type[Schema]) -> Offer:
+    """JSON, CSV and NDJSON of records of ``schema``: the CSV columns come from it.
+
+    Each listing view makes its own once, so CSV needs nothing from the docs set-up.
+    """
+    layout = layout_of(schema)
+    return Offer(JSON_ARRAY, Body(CSV, layout.header(), layout.encode, b""), NDJSON_LINES)
 
 
 def negotiate(request: web.Request, offered: Sequence[Format] = LISTING_FORMATS) -> Format:

@@ -28,7 +28,7 @@ from ..data.fields import (
     DecimalId,
     UtcTimestamp,
 )
-from ..keys import CONFIG, RECORD_SCHEMAS
+from ..keys import CONFIG
 from .auth import CHALLENGE
 from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
@@ -228,15 +228,6 @@ def _other_formats(records: type[Schema]) -> dict[str, Any]:
     }
 
 
-def record_schemas() -> dict[Handler, type[Schema]]:
-    """Each listing view and the schema of its records, which its CSV columns come from.
-
-    The schema the document gives for a listing is the one its CSV follows, so that the
-    columns are defined once.
-    """
-    return {view: op.response for view, op in OPERATIONS.items() if op.many}
-
-
 def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
     """apispec attribute function: the limits our strict fields check by hand."""
     if isinstance(field, DecimalId):
@@ -322,9 +313,5 @@ def _carrier(view: Handler, decorators: tuple[Callable[[Any], Any], ...]) -> Han
 
 
 def setup_openapi(app: web.Application) -> None:
-    """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes.
-
-    Also keeps the schema of each listing's records (RECORD_SCHEMAS): its CSV columns.
-    """
-    app[RECORD_SCHEMAS] = record_schemas()
+    """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes."""
     setup_swagger(app, TITLE, json.dumps(build_document(app), indent=1).encode())

@@ -1,19 +1,26 @@
 """Query parameters: their schemas, and validation in the contract's order (contract.md 3).
 
-The schemas also generate the OpenAPI document's parameters. Validated query strings
-are remembered per app (:class:`QueryParsers`): clients repeat the same ones.
+The schemas also generate the OpenAPI document's parameters. Each one turns what it
+validated into its endpoint's frozen dataclass (``parsed``), which the view reads; the
+dataclasses are remembered per app (:class:`QueryParsers`): clients repeat the same
+query strings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Generic, TypeVar
 
 from aiohttp import web
 from marshmallow import Schema, ValidationError, fields, validates_schema
 from multidict import MultiMapping
 
+from ..data.campaigns import CampaignFilters
+from ..data.employees import EmployeeFilters
+from ..data.feed import FeedFilters
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
+from ..data.inscriptions import InscriptionFilters
 from ..data.listings import Paging
 from ..data.vocabulary import EVENT_TYPES
 from .errors import BadRequest
@@ -24,11 +31,17 @@ DEFAULT_PER_PAGE = 100
 MAX_LIMIT = 1000
 DEFAULT_LIMIT = 100
 
+Parsed = TypeVar("Parsed")
 
-class Query(Schema):
+
+class Query(Schema, Generic[Parsed]):
     """A query string's schema; ``RANGES`` names the (from, to) date pairs it checks."""
 
     RANGES: ClassVar[tuple[tuple[str, str], ...]] = ()
+
+    def parsed(self, data: dict[str, Any]) -> Parsed:
+        """The endpoint's dataclass of the validated ``data`` (absent names not in it)."""
+        raise NotImplementedError
 
     @validates_schema
     def ranges_in_order(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -52,7 +65,7 @@ class Choice(fields.String):
         raise ValidationError(f"Must be one of: {', '.join(self.choices)}.")
 
 
-class FormatQuery(Query):
+class FormatQuery(Query[Parsed]):
     """What every listing accepts: the format of its answer (contract.md 14)."""
 
     format = Choice(
@@ -62,7 +75,7 @@ class FormatQuery(Query):
     )
 
 
-class PagingQuery(FormatQuery):
+class PagingQuery(FormatQuery[Parsed]):
     # No example or default in the document: Swagger UI's Try it out would send it, and
     # the events endpoints would always paginate.
     page = DecimalId(
@@ -96,13 +109,30 @@ def _type_filter() -> CommaList:
     )
 
 
-class CampaignEventsQuery(PagingQuery):
+@dataclass(frozen=True, slots=True)
+class CampaignEvents:
+    types: tuple[str, ...]  # each once, in the order given; empty: every type
+    without_captcha: bool
+    paging: Paging | None  # None: the whole array
+
+
+class CampaignEventsQuery(PagingQuery[CampaignEvents]):
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
     type = _type_filter()
 
+    def parsed(self, data: dict[str, Any]) -> CampaignEvents:
+        types = tuple(dict.fromkeys(data.get("type", ())))
+        return CampaignEvents(types, data.get("with_captcha") is False, _paging(data))
 
-class EmployeeEventsQuery(PagingQuery):
-    pass
+
+@dataclass(frozen=True, slots=True)
+class EmployeeEvents:
+    paging: Paging | None  # None: the whole array
+
+
+class EmployeeEventsQuery(PagingQuery[EmployeeEvents]):
+    def parsed(self, data: dict[str, Any]) -> EmployeeEvents:
+        return EmployeeEvents(_paging(data))
 
 
 def _list_filter(name: str, what: str) -> CommaList:
@@ -122,7 +152,7 @@ def _date_filter(name: str, what: str) -> StrictDate:
     )
 
 
-class PersonQuery(PagingQuery):
+class PersonQuery(PagingQuery[Parsed]):
     """The six person filters, shared by the inscriptions and the employee directory."""
 
     name = _list_filter("name", "employee first names")
@@ -136,7 +166,13 @@ class PersonQuery(PagingQuery):
 PERSON_FILTERS = ("name", "last_name", "email", "department", "country", "teams")
 
 
-class InscriptionsQuery(PersonQuery):
+@dataclass(frozen=True, slots=True)
+class Inscriptions:
+    filters: InscriptionFilters
+    paging: Paging
+
+
+class InscriptionsQuery(PersonQuery[Inscriptions]):
     RANGES = (
         ("from_inscription_date", "to_inscription_date"),
         ("from_due_date", "to_due_date"),
@@ -147,6 +183,16 @@ class InscriptionsQuery(PersonQuery):
     to_inscription_date = _date_filter("to_inscription_date", "Inscriptions on or before")
     from_due_date = _date_filter("from_due_date", "Due on or after")
     to_due_date = _date_filter("to_due_date", "Due on or before")
+
+    def parsed(self, data: dict[str, Any]) -> Inscriptions:
+        filters = InscriptionFilters(
+            lists=_folded(data, (*PERSON_FILTERS, "courses")),
+            from_inscription_date=data.get("from_inscription_date"),
+            to_inscription_date=data.get("to_inscription_date"),
+            from_due_date=data.get("from_due_date"),
+            to_due_date=data.get("to_due_date"),
+        )
+        return Inscriptions(filters, _page(data))
 
 
 def _minimum_filter(name: str, what: str) -> DecimalId:
@@ -160,16 +206,42 @@ def _minimum_filter(name: str, what: str) -> DecimalId:
     )
 
 
-class EmployeesQuery(PersonQuery):
+@dataclass(frozen=True, slots=True)
+class Employees:
+    filters: EmployeeFilters
+    paging: Paging
+
+
+class EmployeesQuery(PersonQuery[Employees]):
     min_clicked = _minimum_filter("min_clicked", "clicked")
     min_failed = _minimum_filter("min_failed", "failed")
 
+    def parsed(self, data: dict[str, Any]) -> Employees:
+        filters = EmployeeFilters(
+            lists=_folded(data, PERSON_FILTERS),
+            min_clicked=data.get("min_clicked", 0),
+            min_failed=data.get("min_failed", 0),
+        )
+        return Employees(filters, _page(data))
 
-class EmployeeQuery(Query):
-    pass
+
+@dataclass(frozen=True, slots=True)
+class Employee:
+    """The one-employee report takes no parameter."""
 
 
-class CampaignsQuery(PagingQuery):
+class EmployeeQuery(Query[Employee]):
+    def parsed(self, data: dict[str, Any]) -> Employee:
+        return Employee()
+
+
+@dataclass(frozen=True, slots=True)
+class Campaigns:
+    filters: CampaignFilters
+    paging: Paging
+
+
+class CampaignsQuery(PagingQuery[Campaigns]):
     RANGES = (("from_launch_date", "to_launch_date"),)
 
     title = _list_filter("title", "campaign titles")
@@ -177,16 +249,50 @@ class CampaignsQuery(PagingQuery):
     to_launch_date = _date_filter("to_launch_date", "Launched on or before this UTC date")
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
 
+    def parsed(self, data: dict[str, Any]) -> Campaigns:
+        filters = CampaignFilters(
+            titles=_folded(data, ("title",)).get("title", ()),
+            from_launch_date=data.get("from_launch_date"),
+            to_launch_date=data.get("to_launch_date"),
+            without_captcha=data.get("with_captcha") is False,
+        )
+        return Campaigns(filters, _page(data))
 
-class CampaignQuery(Query):
+
+@dataclass(frozen=True, slots=True)
+class Campaign:
+    without_captcha: bool
+
+
+class CampaignQuery(Query[Campaign]):
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
 
+    def parsed(self, data: dict[str, Any]) -> Campaign:
+        return Campaign(data.get("with_captcha") is False)
 
-class CoursesQuery(PagingQuery):
+
+@dataclass(frozen=True, slots=True)
+class Courses:
+    titles: Sequence[str]  # case-folded; empty: every course
+    paging: Paging
+
+
+class CoursesQuery(PagingQuery[Courses]):
     title = _list_filter("title", "course titles")
 
+    def parsed(self, data: dict[str, Any]) -> Courses:
+        return Courses(_folded(data, ("title",)).get("title", ()), _page(data))
 
-class FeedQuery(FormatQuery):
+
+@dataclass(frozen=True, slots=True)
+class Feed:
+    filters: FeedFilters
+    scope: str  # the filters' text a cursor is bound to
+    limit: int
+    cursor: str | None  # None: from the start
+
+
+class FeedQuery(FormatQuery[Feed]):
     RANGES = (("from_date", "to_date"),)
 
     limit = DecimalId(
@@ -204,10 +310,28 @@ class FeedQuery(FormatQuery):
     from_date = _date_filter("from_date", "Events on or after this UTC date")
     to_date = _date_filter("to_date", "Events on or before this UTC date")
 
+    def parsed(self, data: dict[str, Any]) -> Feed:
+        filters = FeedFilters.of(
+            types=data.get("type", ()),
+            without_captcha=data.get("with_captcha") is False,
+            from_date=data.get("from_date"),
+            to_date=data.get("to_date"),
+        )
+        return Feed(filters, filters.scope(), data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
 
-def folded_lists(query: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:
-    """The given list filters of a parsed query, case-folded (the form they match in)."""
-    return {name: [value.casefold() for value in query[name]] for name in names if name in query}
+
+def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:
+    """The given list filters, case-folded (the form they match in)."""
+    return {name: [value.casefold() for value in data[name]] for name in names if name in data}
+
+
+def _paging(data: dict[str, Any]) -> Paging | None:
+    """The page asked for: the events endpoints paginate only when page or per_page is given."""
+    return _page(data) if "page" in data or "per_page" in data else None
+
+
+def _page(data: dict[str, Any]) -> Paging:
+    return Paging(data.get("page", 1), data.get("per_page", DEFAULT_PER_PAGE))
 
 
 class PathId(Schema):
@@ -249,7 +373,7 @@ def parse_query(schema: Schema, query: MultiMapping[str]) -> dict[str, Any]:
 
 
 class QueryParsers:
-    """Validated query strings, remembered per app (the app keeps one under PARSERS).
+    """Parsed query strings, remembered per app (the app keeps one under PARSERS).
 
     Clients repeat the same query strings (pages, revalidations); validating one costs
     more than the rest of a 304. Only short, valid strings are kept, at most 1024.
@@ -259,25 +383,29 @@ class QueryParsers:
     MAX_LENGTH = 512
 
     def __init__(self) -> None:
-        self._known: dict[tuple[type[Schema], str], dict[str, Any]] = {}
+        self._known: dict[tuple[type[Schema], str], Any] = {}
 
-    def parse(self, schema: Schema, request: web.Request) -> dict[str, Any]:
-        """The validated parameters of the request's query string for ``schema``.
+    def parse(self, schema: Query[Parsed], request: web.Request) -> Parsed:
+        """The request's query string for ``schema``, validated, as its dataclass.
 
         The key is the raw (still percent-encoded) string: decoded, ``a%26b`` and
-        ``a&b`` would look alike. The result is shared between requests: read-only.
+        ``a&b`` would look alike. The result is shared between requests (it is frozen).
         """
         raw_query = request.rel_url.raw_query_string
         key = (type(schema), raw_query)
-        known = self._known.get(key)
+        known: Parsed | None = self._known.get(key)
         if known is not None:
             return known
-        data = parse_query(schema, request.query)
+        parsed = schema.parsed(parse_query(schema, request.query))
         if len(raw_query) <= self.MAX_LENGTH:
             if len(self._known) >= self.MAX_ENTRIES:
                 self._known.pop(next(iter(self._known)))
-            self._known[key] = data
-        return data
+            self._known[key] = parsed
+        return parsed
+
+    def parse_with_id(self, schema: Query[Parsed], request: web.Request) -> tuple[int, Parsed]:
+        """The path's ``{id}`` and the query string: a bad id is reported first, alone."""
+        return parse_path_id(request.match_info["id"]), self.parse(schema, request)
 
 
 def parse_path_id(text: str) -> int:
@@ -301,10 +429,3 @@ def _flat(messages: Any) -> dict[str, list[str]]:
 
 def _summary(errors: dict[str, list[str]]) -> str:
     return "Invalid parameter(s): " + ", ".join(errors) + "."
-
-
-def requested_paging(query: dict[str, Any], *, always: bool) -> Paging | None:
-    """The page asked for; event arrays paginate only when page or per_page is given."""
-    if not always and "page" not in query and "per_page" not in query:
-        return None
-    return Paging(query.get("page", 1), query.get("per_page", DEFAULT_PER_PAGE))

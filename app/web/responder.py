@@ -1,10 +1,11 @@
-"""The one listing responder: format, freshness, ETag/304, count cache, read, headers, body.
+"""The listing responders: a page, the feed's window, a whole array, one record.
 
-Every listing endpoint answers through :func:`respond_listing`, top to bottom, once
-each: which format the client asked for (406 when none fits); is the data token fresh;
-does the client already hold this answer (304, no query); what total is already known;
-read (a page, a window after a feed cursor, a short array, or a stream from one
-snapshot); headers from the snapshot the records came from; the body in its format
+Each kind of answer has its responder, and every one starts with the same prelude, each
+step once: the format the client asked for (406 when none fits); the data token, read
+again only when it may have moved; the ETag; 304 when the client already holds this
+answer (no listing query runs). Then it reads (what total is already known, for a
+page), takes the headers of the snapshot the records came from (the prelude's ETag,
+unless a load landed in between) and writes the body in its format
 (:mod:`app.web.bodies`).
 """
 
@@ -17,13 +18,12 @@ from contextlib import asynccontextmanager
 
 from aiohttp import hdrs, web
 
-from ..data.listings import Listing, Paging, Records
-from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, RECORD_SCHEMAS, STREAMS
-from .bodies import finish, stream_response, whole_response
+from ..data.listings import Listing, Paging
+from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, STREAMS
+from .bodies import array_response, whole_response
 from .cursor import CursorPage
 from .errors import TooManyRequests
-from .formats import CSV, RECORD_FORMATS, Format, body_of, negotiate
-from .headers import etag_matches, make_etag
+from .formats import CSV, RECORD, Body, Offer
 from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
 VARY = "Accept, Accept-Encoding"
@@ -85,97 +85,150 @@ class StreamSlots:
                 del self._active[company_id]
 
 
-async def respond_listing(
-    request: web.Request,
-    listing: Listing,
-    paging: Paging | CursorPage | None,
-    variant: str = "",
+async def respond_page(
+    request: web.Request, listing: Listing, paging: Paging, offer: Offer, variant: str = ""
 ) -> web.StreamResponse:
-    """Answer a listing in the format asked for: a page, a feed window or the whole array.
+    """One page of a listing, with its total and the page links (contract.md 4).
 
     ``variant`` goes into the ETag: what the answer depends on besides the data, the URL
     and the format (today's date, for the reports that count overdue inscriptions).
     """
-    fmt = negotiate(request)
-    body = body_of(fmt, request.app.get(RECORD_SCHEMAS, {}).get(request.match_info.handler))
-    not_modified = await revalidate(request, listing, fmt, variant)
-    if not_modified is not None:
-        return not_modified
+    ready = await prelude(request, listing, offer, variant)
+    if ready.not_modified is not None:
+        return ready.not_modified
     app = request.app
-    pool = app[POOL]
-    path, query = request.rel_url.raw_path, request.rel_url.raw_query_string
-    if isinstance(paging, CursorPage):
-        window = await pool.window(listing, paging.limit)
-        headers = snapshot_headers(request, window.token, fmt)
-        headers.update(cursor_headers(path, query, paging.next_cursor(window.last)))
-        return whole_response(request, body, window.texts, headers)
-    if paging is not None:
-        key = count_key(request, request[CALLER].company_id)
-        page = await pool.page(listing, paging, app[COUNTS].get(key, app[DATA_VERSION].token))
-        app[COUNTS].put(key, page.token, page.total)
-        headers = snapshot_headers(request, page.token, fmt, variant)
-        headers.update(page_headers(path, query, paging, page.total))
-        return whole_response(request, body, page.texts, headers)
+    key = count_key(request, ready.company_id)
+    page = await app[POOL].page(listing, paging, app[COUNTS].get(key, ready.token))
+    app[COUNTS].put(key, page.token, page.total)
+    headers = await ready.headers(page.token)
+    url = request.rel_url
+    headers.update(page_headers(url.raw_path, url.raw_query_string, paging, page.total))
+    return whole_response(request, ready.body, page.texts, headers)
 
-    slot = app[STREAMS].hold(request[CALLER].company_id)
-    async with pool.whole(listing, body.encode, slot) as result:
-        headers = snapshot_headers(request, result.token, fmt, variant)
-        if isinstance(result, Records):
-            return whole_response(request, body, result.texts, headers)
-        return await stream_response(request, body, result, headers)
+
+async def respond_window(
+    request: web.Request, listing: Listing, cursor: CursorPage, offer: Offer
+) -> web.StreamResponse:
+    """The feed's records after the cursor's position, with the next cursor (contract.md 13)."""
+    ready = await prelude(request, listing, offer, "")
+    if ready.not_modified is not None:
+        return ready.not_modified
+    window = await request.app[POOL].window(listing, cursor.limit)
+    headers = await ready.headers(window.token)
+    url = request.rel_url
+    next_cursor = cursor.next_cursor(window.last)
+    headers.update(cursor_headers(url.raw_path, url.raw_query_string, next_cursor))
+    return whole_response(request, ready.body, window.texts, headers)
+
+
+async def respond_all(
+    request: web.Request, listing: Listing, offer: Offer, variant: str = ""
+) -> web.StreamResponse:
+    """The whole listing: read whole when short, else streamed from one snapshot."""
+    ready = await prelude(request, listing, offer, variant)
+    if ready.not_modified is not None:
+        return ready.not_modified
+    slot = request.app[STREAMS].hold(ready.company_id)
+    async with request.app[POOL].whole(listing, ready.body.encode, slot) as result:
+        headers = await ready.headers(result.token)
+        return await array_response(request, ready.body, result, headers)
 
 
 async def respond_record(
     request: web.Request, listing: Listing, variant: str = ""
 ) -> web.StreamResponse:
     """Answer one JSON object: the listing's single record (404 when its guard fails)."""
-    fmt = negotiate(request, RECORD_FORMATS)
-    not_modified = await revalidate(request, listing, fmt, variant)
-    if not_modified is not None:
-        return not_modified
+    ready = await prelude(request, listing, RECORD, variant)
+    if ready.not_modified is not None:
+        return ready.not_modified
     records = await request.app[POOL].one(listing)
-    headers = snapshot_headers(request, records.token, fmt, variant)
-    return finish(request, web.Response(body=records.texts[0], headers=headers), fmt)
+    headers = await ready.headers(records.token)
+    return whole_response(request, ready.body, records.texts, headers)
 
 
-async def revalidate(
-    request: web.Request, listing: Listing, fmt: Format, variant: str = ""
-) -> web.Response | None:
-    """A 304 when the client's If-None-Match holds the current ETag (no listing query runs).
+class Prelude:
+    """What an answer settled before reading: its body layout, the data token, its ETag.
 
-    The data token is refreshed first (and the pool reopened if the file was replaced).
+    ``not_modified`` is the 304 when the client already holds the answer.
+    """
+
+    __slots__ = ("body", "company_id", "etag", "not_modified", "request", "token", "variant")
+
+    def __init__(self, request: web.Request, body: Body, variant: str, token: str) -> None:
+        self.request = request
+        self.company_id = request[CALLER].company_id
+        self.body = body
+        self.variant = f"{body.format.name}|{variant}"
+        self.at(token)
+        self.not_modified: web.Response | None = None
+
+    def at(self, token: str) -> None:
+        """Take ``token`` as the data's version: the ETag is this answer's at that token."""
+        self.token = token
+        self.etag = make_etag(token, self.company_id, self.request, self.variant)
+
+    async def headers(self, token: str) -> dict[str, str]:
+        """ETag and Vary of the snapshot the records came from; CSV comes as a file."""
+        if token != self.token:  # a load landed after the prelude
+            await refresh_version(self.request.app, token)
+            self.at(token)
+        headers: dict[str, str] = {hdrs.ETAG: self.etag, hdrs.VARY: VARY}
+        if self.body.format is CSV:
+            headers[hdrs.CONTENT_DISPOSITION] = f'attachment; filename="{csv_name(self.request)}"'
+        return headers
+
+
+async def prelude(request: web.Request, listing: Listing, offer: Offer, variant: str) -> Prelude:
+    """Format, data token, ETag and 304, once each, before any listing query.
+
     A record that does not exist for this company is 404 before any 304, even for
     ``If-None-Match: *``.
     """
-    pool = request.app[POOL]
-    await refresh_version(request.app)
-    company_id = request[CALLER].company_id
-    etag = make_etag(request.app[DATA_VERSION].token, company_id, request, f"{fmt.name}|{variant}")
-    if not etag_matches(request, etag):
-        return None
-    await pool.check_guard(listing.guard)
-    return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: VARY})
+    ready = Prelude(request, offer.negotiate(request), variant, await refresh_version(request.app))
+    if etag_matches(request, ready.etag):
+        await request.app[POOL].check_guard(listing.guard)
+        ready.not_modified = web.Response(
+            status=304, headers={hdrs.ETAG: ready.etag, hdrs.VARY: VARY}
+        )
+    return ready
 
 
-async def refresh_version(app: web.Application) -> None:
-    """Read the data token again when it may have moved (the store's version says when)."""
+async def refresh_version(app: web.Application, seen: str = "") -> str:
+    """The data token: the one place the app's data version moves.
+
+    It is read again when the version says it may have moved (the pool reopens when the
+    file was replaced); ``seen`` is a token a snapshot just showed, taken as it is.
+    """
     version = app[DATA_VERSION]
-    if version.is_stale():
+    if seen:
+        if seen != version.token:
+            version.update(seen)
+    elif version.is_stale():
         version.update(await app[POOL].current_token())
+    return version.token
 
 
-def snapshot_headers(
-    request: web.Request, token: str, fmt: Format, variant: str = ""
-) -> dict[str, str]:
-    """The ETag of the snapshot the records came from (and remember a newer token)."""
-    version = request.app[DATA_VERSION]
-    if token != version.token:
-        version.update(token)
-    etag = make_etag(token, request[CALLER].company_id, request, f"{fmt.name}|{variant}")
-    headers: dict[str, str] = {hdrs.ETAG: etag, hdrs.VARY: VARY}
-    if fmt is CSV:
-        headers[hdrs.CONTENT_DISPOSITION] = f'attachment; filename="{csv_name(request)}"'
-    return headers
+def make_etag(token: str, company_id: int, request: web.Request, variant: str) -> str:
+    """A weak validator for this company's view of this URL at this data version.
+
+    ``variant`` is whatever else the answer depends on: the format an Accept header
+    chose, today's date for a report that counts overdue inscriptions.
+    """
+    digest = hashlib.blake2b(
+        f"{token}|{company_id}|{request.rel_url.raw_path_qs}|{variant}".encode(), digest_size=12
+    ).hexdigest()
+    return f'W/"{digest}"'
+
+
+def etag_matches(request: web.Request, etag: str) -> bool:
+    """Weak comparison against If-None-Match (RFC 9110 13.1.2)."""
+    header = request.headers.get("If-None-Match")
+    if not header:
+        return False
+    if header.strip() == "*":
+        return True
+    tags = {tag.strip().removeprefix("W/") for tag in header.split(",")}
+    return etag.removeprefix("W/") in tags
 
 
 def csv_name(request: web.Request) -> str:

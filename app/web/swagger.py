@@ -15,8 +15,8 @@ from collections.abc import Callable
 from aiohttp import hdrs, web
 from aiohttp_apigami.swagger_ui import SWAGGER_UI_STATIC_FILES
 
-from .bodies import GZIP_MIN_BYTES
-from .headers import accepts_gzip, etag_matches
+from .bodies import GZIP_MIN_BYTES, accepts_gzip
+from .responder import etag_matches
 
 DOCS_URL = "/api/docs"
 SPEC_URL = f"{DOCS_URL}/openapi.json"

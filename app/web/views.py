@@ -10,10 +10,9 @@ from aiohttp import web
 from ..data import campaigns, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
-from .cursor import CursorPage, CursorSigner
+from .cursor import cursor_page
+from .formats import listing_offer
 from .params import (
-    DEFAULT_LIMIT,
-    PERSON_FILTERS,
     CampaignEventsQuery,
     CampaignQuery,
     CampaignsQuery,
@@ -23,11 +22,23 @@ from .params import (
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
-    folded_lists,
-    parse_path_id,
-    requested_paging,
 )
-from .responder import refresh_version, respond_listing, respond_record
+from .responder import (
+    refresh_version,
+    respond_all,
+    respond_page,
+    respond_record,
+    respond_window,
+)
+from .schemas import (
+    CampaignEventSchema,
+    CampaignSummarySchema,
+    CourseSchema,
+    EmployeeEventSchema,
+    EmployeeSchema,
+    FeedEventSchema,
+    InscriptionSchema,
+)
 
 log = logging.getLogger("app.views")
 
@@ -41,101 +52,80 @@ EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
 
+# Each listing's formats, the CSV columns from the schema of its records.
+CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
+EMPLOYEE_EVENTS = listing_offer(EmployeeEventSchema)
+INSCRIPTIONS = listing_offer(InscriptionSchema)
+FEED_EVENTS = listing_offer(FeedEventSchema)
+CAMPAIGNS = listing_offer(CampaignSummarySchema)
+EMPLOYEES = listing_offer(EmployeeSchema)
+COURSES = listing_offer(CourseSchema)
+
 
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
-    campaign_id = parse_path_id(request.match_info["id"])
-    query = request.app[PARSERS].parse(CAMPAIGN_EVENTS_QUERY, request)
+    campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_EVENTS_QUERY, request)
     listing = events.campaign_listing(
-        request[CALLER].company_id,
-        campaign_id,
-        types=tuple(dict.fromkeys(query.get("type", ()))),
-        without_captcha=query.get("with_captcha") is False,
+        request[CALLER].company_id, campaign_id, query.types, query.without_captcha
     )
-    return await respond_listing(request, listing, requested_paging(query, always=False))
+    if query.paging is None:
+        return await respond_all(request, listing, CAMPAIGN_EVENTS)
+    return await respond_page(request, listing, query.paging, CAMPAIGN_EVENTS)
 
 
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
-    employee_id = parse_path_id(request.match_info["id"])
-    query = request.app[PARSERS].parse(EMPLOYEE_EVENTS_QUERY, request)
+    employee_id, query = request.app[PARSERS].parse_with_id(EMPLOYEE_EVENTS_QUERY, request)
     listing = events.employee_listing(request[CALLER].company_id, employee_id)
-    return await respond_listing(request, listing, requested_paging(query, always=False))
+    if query.paging is None:
+        return await respond_all(request, listing, EMPLOYEE_EVENTS)
+    return await respond_page(request, listing, query.paging, EMPLOYEE_EVENTS)
 
 
 async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
     query = request.app[PARSERS].parse(INSCRIPTIONS_QUERY, request)
-    filters = inscriptions.InscriptionFilters(
-        lists=folded_lists(query, (*PERSON_FILTERS, "courses")),
-        from_inscription_date=query.get("from_inscription_date"),
-        to_inscription_date=query.get("to_inscription_date"),
-        from_due_date=query.get("from_due_date"),
-        to_due_date=query.get("to_due_date"),
-    )
-    listing = inscriptions.inscriptions_listing(request[CALLER].company_id, filters)
-    return await respond_listing(request, listing, requested_paging(query, always=True))
+    listing = inscriptions.inscriptions_listing(request[CALLER].company_id, query.filters)
+    return await respond_page(request, listing, query.paging, INSCRIPTIONS)
 
 
 async def event_feed(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/events: the change feed, by cursor (contract.md 13)."""
     query = request.app[PARSERS].parse(FEED_QUERY, request)
     company_id = request[CALLER].company_id
-    filters = feed.FeedFilters.of(
-        types=query.get("type", ()),
-        without_captcha=query.get("with_captcha") is False,
-        from_date=query.get("from_date"),
-        to_date=query.get("to_date"),
-    )
     # The secret is the database's own: read each time, so a replaced file signs anew.
-    signer = CursorSigner(await request.app[POOL].cursor_secret())
-    scope = filters.scope()
-    given = query.get("cursor")
-    after = feed.START if given is None else signer.open(company_id, scope, given)
-    page = CursorPage(after, query.get("limit", DEFAULT_LIMIT), company_id, scope, signer)
-    return await respond_listing(request, feed.feed_listing(company_id, filters, after), page)
+    secret = await request.app[POOL].cursor_secret()
+    cursor = cursor_page(secret, company_id, query.scope, query.cursor, query.limit)
+    listing = feed.feed_listing(company_id, query.filters, cursor.after)
+    return await respond_window(request, listing, cursor, FEED_EVENTS)
 
 
 async def campaign_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns: the campaigns with their funnel (contract.md 11)."""
     query = request.app[PARSERS].parse(CAMPAIGNS_QUERY, request)
-    filters = campaigns.CampaignFilters(
-        titles=folded_lists(query, ("title",)).get("title", ()),
-        from_launch_date=query.get("from_launch_date"),
-        to_launch_date=query.get("to_launch_date"),
-        without_captcha=query.get("with_captcha") is False,
-    )
-    listing = campaigns.campaigns_listing(request[CALLER].company_id, filters)
-    return await respond_listing(request, listing, requested_paging(query, always=True))
+    listing = campaigns.campaigns_listing(request[CALLER].company_id, query.filters)
+    return await respond_page(request, listing, query.paging, CAMPAIGNS)
 
 
 async def campaign_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}: one campaign with by_department (contract.md 11)."""
-    campaign_id = parse_path_id(request.match_info["id"])
-    query = request.app[PARSERS].parse(CAMPAIGN_QUERY, request)
-    without_captcha = query.get("with_captcha") is False
-    listing = campaigns.campaign_report(request[CALLER].company_id, campaign_id, without_captcha)
+    campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_QUERY, request)
+    company_id = request[CALLER].company_id
+    listing = campaigns.campaign_report(company_id, campaign_id, query.without_captcha)
     return await respond_record(request, listing)
 
 
 async def employee_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi: the employee directory (contract.md 12)."""
     query = request.app[PARSERS].parse(EMPLOYEES_QUERY, request)
-    filters = employees.EmployeeFilters(
-        lists=folded_lists(query, PERSON_FILTERS),
-        min_clicked=query.get("min_clicked", 0),
-        min_failed=query.get("min_failed", 0),
-    )
     today = request.app[TODAY]()
-    listing = employees.employees_listing(request[CALLER].company_id, filters, today)
-    paging = requested_paging(query, always=True)
-    return await respond_listing(request, listing, paging, variant=today.isoformat())
+    listing = employees.employees_listing(request[CALLER].company_id, query.filters, today)
+    return await respond_page(request, listing, query.paging, EMPLOYEES, today.isoformat())
 
 
 async def employee_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}: one employee (contract.md 12)."""
-    employee_id = parse_path_id(request.match_info["id"])
-    request.app[PARSERS].parse(EMPLOYEE_QUERY, request)
+    employee_id, _ = request.app[PARSERS].parse_with_id(EMPLOYEE_QUERY, request)
     today = request.app[TODAY]()
     listing = employees.employee_report(request[CALLER].company_id, employee_id, today)
     return await respond_record(request, listing, variant=today.isoformat())
@@ -144,11 +134,9 @@ async def employee_report(request: web.Request) -> web.StreamResponse:
 async def course_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/courses: the courses with their coverage (contract.md 12)."""
     query = request.app[PARSERS].parse(COURSES_QUERY, request)
-    titles = folded_lists(query, ("title",)).get("title", ())
     today = request.app[TODAY]()
-    listing = courses.courses_listing(request[CALLER].company_id, titles, today)
-    paging = requested_paging(query, always=True)
-    return await respond_listing(request, listing, paging, variant=today.isoformat())
+    listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
+    return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
 
 
 async def healthz(request: web.Request) -> web.Response:
