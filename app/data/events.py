@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .listings import Listing, Record, owned, placeholders
+from .listings import Listing, Record, owned
 
 # JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
 CAMPAIGN_EVENT = Record(
@@ -32,7 +32,7 @@ def campaign_listing(
     where = ["ev.campaign_id = ?", "e.company_id = ?"]
     params: list[object] = [campaign_id, company_id]
     if types:
-        where.append(f"ev.type IN ({placeholders(list(types))})")
+        where.append(f"ev.type IN ({', '.join(['?'] * len(types))})")
         params.extend(types)
     if without_captcha:
         where.append("ev.with_captcha = 0")
