@@ -10,6 +10,7 @@ from aiohttp import web
 from ..data import campaigns, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
+from . import openapi, schemas
 from .cursor import CursorPage, CursorSigner
 from .params import (
     DEFAULT_LIMIT,
@@ -42,6 +43,7 @@ EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
 
 
+@openapi.documented(CampaignEventsQuery, schemas.CampaignEventSchema, path_id="campaign")
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
     campaign_id = parse_path_id(request.match_info["id"])
@@ -55,6 +57,7 @@ async def campaign_events(request: web.Request) -> web.StreamResponse:
     return await respond_listing(request, listing, requested_paging(query, always=False))
 
 
+@openapi.documented(EmployeeEventsQuery, schemas.EmployeeEventSchema, path_id="employee")
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
     employee_id = parse_path_id(request.match_info["id"])
@@ -63,6 +66,7 @@ async def employee_events(request: web.Request) -> web.StreamResponse:
     return await respond_listing(request, listing, requested_paging(query, always=False))
 
 
+@openapi.documented(InscriptionsQuery, schemas.InscriptionSchema)
 async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
     query = request.app[PARSERS].parse(INSCRIPTIONS_QUERY, request)
@@ -77,6 +81,7 @@ async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     return await respond_listing(request, listing, requested_paging(query, always=True))
 
 
+@openapi.documented(FeedQuery, schemas.FeedEventSchema, cursor=True)
 async def event_feed(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/events: the change feed, by cursor (contract.md 13)."""
     query = request.app[PARSERS].parse(FEED_QUERY, request)
@@ -96,6 +101,7 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     return await respond_listing(request, feed.feed_listing(company_id, filters, after), page)
 
 
+@openapi.documented(CampaignsQuery, schemas.CampaignSummarySchema)
 async def campaign_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns: the campaigns with their funnel (contract.md 11)."""
     query = request.app[PARSERS].parse(CAMPAIGNS_QUERY, request)
@@ -109,6 +115,7 @@ async def campaign_list(request: web.Request) -> web.StreamResponse:
     return await respond_listing(request, listing, requested_paging(query, always=True))
 
 
+@openapi.documented(CampaignQuery, schemas.CampaignReportSchema, path_id="campaign", many=False)
 async def campaign_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}: one campaign with by_department (contract.md 11)."""
     campaign_id = parse_path_id(request.match_info["id"])
@@ -118,6 +125,7 @@ async def campaign_report(request: web.Request) -> web.StreamResponse:
     return await respond_record(request, listing)
 
 
+@openapi.documented(EmployeesQuery, schemas.EmployeeSchema)
 async def employee_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi: the employee directory (contract.md 12)."""
     query = request.app[PARSERS].parse(EMPLOYEES_QUERY, request)
@@ -132,6 +140,7 @@ async def employee_list(request: web.Request) -> web.StreamResponse:
     return await respond_listing(request, listing, paging, variant=today.isoformat())
 
 
+@openapi.documented(EmployeeQuery, schemas.EmployeeSchema, path_id="employee", many=False)
 async def employee_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}: one employee (contract.md 12)."""
     employee_id = parse_path_id(request.match_info["id"])
@@ -141,6 +150,7 @@ async def employee_report(request: web.Request) -> web.StreamResponse:
     return await respond_record(request, listing, variant=today.isoformat())
 
 
+@openapi.documented(CoursesQuery, schemas.CourseSchema)
 async def course_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/courses: the courses with their coverage (contract.md 12)."""
     query = request.app[PARSERS].parse(COURSES_QUERY, request)
