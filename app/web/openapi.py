@@ -23,14 +23,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema
 
 from ..config import Config
-from ..data.fields import (
-    LIST_VALUE_PATTERN,
-    MAX_ID,
-    MAX_LIST_VALUES,
-    CommaList,
-    DecimalId,
-    UtcTimestamp,
-)
+from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
 from .auth import CHALLENGE
 from .csv_layout import layout_of
@@ -171,6 +164,13 @@ def _refs(*names: str) -> dict[str, str]:
     return {name: name for name in ("X-Request-ID", *names)}
 
 
+# One element of a comma list (contract.md 3) as a client writes it, bare or "quoted" ("" for
+# a quote), holding something that is neither space nor control. Wholly a lookahead: Swagger
+# UI fills a new item from the pattern, and starts it empty; validators read the same rule.
+_C = r"\u0000-\u001F\u007F"
+_SOLID = rf'[^\s",{_C}\u0080-\u009F]'
+_BARE, _QUOTED = rf'[^",{_C}]*{_SOLID}[^",{_C}]*', rf'"(?:[^"{_C}]|"")*{_SOLID}(?:[^"{_C}]|"")*"'
+LIST_ITEM = {"pattern": rf"^(?=(?:{_BARE}|{_QUOTED})$)"}
 HERE = Path(__file__).parent
 OPERATIONS = json.loads((HERE / "operations.json").read_text(encoding="utf-8"))
 EXAMPLES = json.loads((HERE / "examples.json").read_text(encoding="utf-8"))
@@ -259,11 +259,10 @@ def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
         number = {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
         return number | {"format": "int64"} if field.maximum == MAX_ID else number
     if isinstance(field, CommaList):
-        items: dict[str, Any] = {"type": "string", "minLength": 1}
-        if field.choices:
-            items["enum"] = list(field.choices)
-        else:
-            items["pattern"] = LIST_VALUE_PATTERN
+        # The pattern implies a length of 1 or more; minLength beside it would make Swagger UI
+        # pad the empty item it draws to "undefined".
+        items: dict[str, Any] = {"type": "string"}
+        items |= {"minLength": 1, "enum": list(field.choices)} if field.choices else LIST_ITEM
         return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
     if isinstance(field, UtcTimestamp):
         return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
@@ -272,8 +271,14 @@ def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
     return {}
 
 
-def _comma_style(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
-    """apispec parameter function: a comma list is OpenAPI's form style, not exploded."""
+def _parameter(self: Any, field: Any, ret: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """apispec parameter function: a comma list is OpenAPI's form style, not exploded;
+    the rules a schema cannot state (a date range's order, the cursor's origin) in words."""
+    for low, high in getattr(field.parent, "RANGES", ()):
+        if field.name == low:
+            ret["description"] += f" Later than filter[{high}]: 400."
+    if ret["name"] == "cursor":
+        ret["description"] += " Any value the feed did not give: 400."
     return {"style": "form", "explode": False} if isinstance(field, CommaList) else {}
 
 
@@ -300,7 +305,7 @@ def build_document(app: web.Application) -> dict[str, Any]:
     assert isinstance(plugin, MarshmallowPlugin) and plugin.converter is not None
     converter = plugin.converter
     converter.add_attribute_function(_field_schema)
-    converter.add_parameter_attribute_function(_comma_style)
+    converter.add_parameter_attribute_function(_parameter)
     spec.components.security_scheme(
         "ApiKey", {"type": "apiKey", "in": "header", "name": "X-API-KEY"}
     )
