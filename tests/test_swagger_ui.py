@@ -12,10 +12,12 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from playwright.sync_api import sync_playwright
 
-from .support.factories import make_sample_db
+from .support.factories import make_sample_db, sample
 from .support.servers import UNLIMITED, Launcher
 
 pytestmark = pytest.mark.system  # starts a server and a browser (make test-fast skips it)
@@ -25,8 +27,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 FLAGS += ["--disable-component-update", "--disable-sync", "--no-first-run"]
 # A list filter of each kind: a person filter (inscriptions) and a title (reports).
 LIST_FILTERS = [
-    ("training/listCourseInscriptions", "filter[email]"),
-    ("reports/listCampaigns", "filter[title]"),
+    ("training/listCourseInscriptions", "filter[email]", "oliver.turner@northwind.example"),
+    ("reports/listCampaigns", "filter[title]", "Overdue Invoice Reminder"),
 ]
 
 
@@ -52,8 +54,6 @@ def docs_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def sample_values() -> set[str]:
     """Every string of the sample fixtures: what a pre-filled item may hold."""
-    from .support.factories import sample
-
     found: set[str] = set()
 
     def walk(node: object) -> None:
@@ -70,13 +70,12 @@ def sample_values() -> set[str]:
     return found
 
 
-@pytest.mark.parametrize(("operation", "name"), LIST_FILTERS)
+@pytest.mark.parametrize(("operation", "name", "typed"), LIST_FILTERS)
 def test_add_string_item_starts_empty_or_with_a_sample_value(
-    docs_url: str, operation: str, name: str
+    docs_url: str, operation: str, name: str, typed: str
 ) -> None:
+    """Then Execute sends what the user typed in it, and nothing else."""
     executable = chromium()
-    from playwright.sync_api import sync_playwright
-
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
         try:
@@ -91,5 +90,9 @@ def test_add_string_item_starts_empty_or_with_a_sample_value(
             value = item.input_value()
             assert value == "" or value in sample_values(), (name, value)
             assert row.locator(".json-schema-array input[type=text]").count() == 1
+            item.fill(typed)
+            with page.expect_request(lambda r: "/api/companies/" in r.url) as sent:
+                block.locator("button.execute").click()
+            assert parse_qs(urlsplit(sent.value.url).query) == {name: [typed]}
         finally:
             browser.close()
