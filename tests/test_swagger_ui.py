@@ -32,6 +32,7 @@ LIST_FILTERS = [
 ]
 
 
+@pytest.fixture(scope="module")
 def chromium() -> str:
     """Debian's chromium; a skip without it, except in CI (CI=true), where it fails."""
     path = shutil.which("chromium")
@@ -72,12 +73,11 @@ def sample_values() -> set[str]:
 
 @pytest.mark.parametrize(("operation", "name", "typed"), LIST_FILTERS)
 def test_add_string_item_starts_empty_or_with_a_sample_value(
-    docs_url: str, operation: str, name: str, typed: str
+    chromium: str, docs_url: str, operation: str, name: str, typed: str
 ) -> None:
     """Then Execute sends what the user typed in it, and nothing else."""
-    executable = chromium()
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, args=FLAGS)
+        browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
         try:
             page = browser.new_page()
             page.goto(f"{docs_url}#/{operation}")  # deep link: the operation opens
