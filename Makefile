@@ -8,7 +8,8 @@ DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
 
-.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql
+.PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql \
+	chromium
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
@@ -31,8 +32,8 @@ run: $(SERVE_STAMP)
 	$(BIN)/reporting-api --db $(DB)
 
 ## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite
-## (with Redis; on SQLite and on a throwaway PostgreSQL cluster)
-test: lint redis postgresql
+## (with Redis; on SQLite and on a throwaway PostgreSQL cluster; Swagger UI in chromium)
+test: lint redis postgresql chromium
 	$(BIN)/python -m pytest
 
 ## make test-fast: the tests that start no process (servers, tools, builds are marked system)
@@ -75,6 +76,14 @@ redis:
 	@command -v redis-server >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  echo "redis-server is missing and could not be installed: apt-get install redis-server"
+
+# Debian's chromium for the Swagger UI test (tests/test_swagger_ui.py), driven by Playwright:
+# never a browser build downloaded by Playwright. Without it that test is skipped, except in
+# CI (CI=true), where it fails.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "chromium is missing and could not be installed: apt-get install chromium"
 
 ## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
 bench-data: $(SERVE_STAMP)

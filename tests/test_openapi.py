@@ -10,12 +10,21 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from marshmallow import Schema
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
+
+from app.config import Config
+from app.data.fields import CommaList
+from app.main import create_app
+from app.web.openapi import build_document
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_2, sample
@@ -76,6 +85,21 @@ def names(headers: Any) -> set[str]:
 def assert_valid(check: OAS30Validator, body: Any) -> None:
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in check.iter_errors(body)]
     assert not errors, errors[:5]
+
+
+def test_each_app_documents_each_view_once(tmp_path: Path) -> None:
+    """The views carry their docs once: every app built in a process gets the same document.
+
+    apispec turns the views' schemas into $refs in place (aiohttp-apispec issue 76), so a
+    second app's document would lack their components without a copy per document.
+    """
+    first, second = (build_document(create_app(Config(db=str(tmp_path / "x")))) for _ in "12")
+    assert first == second
+    validate(second)
+    for path, item in second["paths"].items():
+        params = [(p["in"], p["name"]) for p in item["get"]["parameters"]]
+        assert len(params) == len(set(params)), path
+    assert {"CampaignEvent", "Employee", "Problem"} <= set(second["components"]["schemas"])
 
 
 async def test_document_is_valid_openapi_3(client: TestClient) -> None:
@@ -177,6 +201,21 @@ async def test_filters_are_described_with_their_formats(client: TestClient) -> N
     for name in DATES:
         schema = inscriptions[f"filter[{name}]"]["schema"]
         assert (schema["type"], schema["format"]) == ("string", "date"), name
+
+
+async def test_what_a_schema_cannot_state_is_in_words(client: TestClient) -> None:
+    """A date range in reverse and a cursor the feed never gave: 400, said in words."""
+    document = await fetch_document(client)
+    ranges = 0
+    for item in document["paths"].values():
+        for param in item["get"]["parameters"]:
+            if param["name"].startswith("filter[from_"):
+                high = param["name"].replace("filter[from_", "filter[to_")
+                assert f"Later than {high}: 400." in param["description"], param
+                ranges += 1
+    assert ranges == 4  # inscription and due dates, launch dates, the feed's dates
+    cursor = next(p for p in operation(document, FEED)["parameters"] if p["name"] == "cursor")
+    assert "Any value the feed did not give: 400." in cursor["description"]
 
 
 async def test_the_api_key_scheme_guards_the_three_endpoints(client: TestClient) -> None:
@@ -360,3 +399,37 @@ async def test_swagger_ui_is_served_from_the_package(make_client: MakeClient) ->
             if url.endswith(".js"):
                 assert "javascript" in asset.content_type
                 assert "SwaggerUIBundle" in await asset.text()
+
+
+def test_the_list_pattern_admits_only_what_the_server_accepts(tmp_path: Path) -> None:
+    """A list filter's items state contract.md 3: whatever a fuzzer draws from them, joined
+    by commas as the document's style says, the server's parser accepts, value by value.
+
+    The pattern is wholly a lookahead, so that Swagger UI starts a new item empty
+    (tests/test_swagger_ui.py); the fuzzer reads the same rule.
+    """
+    document = build_document(create_app(Config(db=str(tmp_path / "x"))))
+    [pattern] = {
+        param["schema"]["items"]["pattern"]
+        for item in document["paths"].values()
+        for param in item["get"]["parameters"]
+        if "pattern" in param["schema"].get("items", {})
+    }
+    field = Schema.from_dict({"values": CommaList()})()
+    items = st.lists(st.from_regex(pattern).filter(ecma_match(pattern)), min_size=1, max_size=5)
+
+    @settings(max_examples=300, deadline=None, derandomize=True, database=None)
+    @given(items)
+    def accepted(values: list[str]) -> None:
+        parsed = field.load({"values": ",".join(values)})["values"]
+        assert len(parsed) == len(values), values
+
+    accepted()
+    for refused in ("", " ", '""', '" "', "a,b", 'a"b', '"a', "\u00a0", "\x85", "a\n", "\x7f"):
+        assert not ecma_match(pattern)(refused), refused
+
+
+def ecma_match(pattern: str) -> Any:
+    """The pattern as JSON Schema reads it (ECMA-262: `$` is the end of the text)."""
+    compiled = re.compile(pattern.replace("$", r"\Z"))
+    return lambda text: compiled.search(text) is not None

@@ -2,7 +2,8 @@
 
 Every operation has a description and a response example, and each example is the very
 answer the server gives its documented request on the sample database, so an example
-cannot go stale. Every path `id` is described. No query parameter carries an example or
+cannot go stale; scripts/openapi_examples.py regenerates them (app/web/examples.json).
+Every path `id` is described. No query parameter carries an example or
 a default, which Swagger UI's Try it out would send: the events endpoints' whole-array
 mode (contract.md 4) must stay reachable from the UI.
 """
@@ -13,10 +14,12 @@ import json
 import re
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 from openapi_schema_validator import OAS30Validator
 
 from .support.factories import KEY_1
+from .support.servers import run_python
 
 SPEC = "/api/docs/openapi.json"
 REQUEST = re.compile(r"^GET (/api/\S+) with company 1's sample key$")
@@ -86,3 +89,11 @@ async def test_the_events_endpoints_say_when_they_paginate(client: TestClient) -
             assert "whole array" in op["description"], path
             page = next(p for p in op["parameters"] if p["name"] == "page")
             assert "whole array" in page["description"], path
+
+
+@pytest.mark.system  # runs the script, which serves the sample on 127.0.0.1
+def test_the_script_finds_every_example_fresh() -> None:
+    """scripts/openapi_examples.py regenerates examples.json: nothing to change today."""
+    done = run_python("scripts/openapi_examples.py", "--check")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "every example is what the sample answers" in done.stdout

@@ -20,8 +20,8 @@ TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
 _DIGITS = re.compile(r"[0-9]{1,19}")
-# A list value holds no C0 control character and no DEL; the OpenAPI document publishes
-# this very pattern, so generated clients and fuzzers know the rule the server applies.
+# A list value holds no C0 control character and no DEL; the OpenAPI document's list item
+# pattern (LIST_ITEM in app/web/openapi.py) states this rule, with the rest of the grammar.
 # Matched whole (fullmatch), as ECMA-262 reads `$` in JSON Schema: the end of the text.
 LIST_VALUE_PATTERN = r"^[^\u0000-\u001F\u007F]*$"
 _LIST_VALUE = re.compile(LIST_VALUE_PATTERN)

@@ -12,6 +12,7 @@ from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import cursor_page
 from .formats import listing_offer
+from .openapi import documented
 from .params import (
     CampaignEventsQuery,
     CampaignQuery,
@@ -32,6 +33,7 @@ from .responder import (
 )
 from .schemas import (
     CampaignEventSchema,
+    CampaignReportSchema,
     CampaignSummarySchema,
     CourseSchema,
     EmployeeEventSchema,
@@ -62,6 +64,7 @@ EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
 
 
+@documented(CampaignEventsQuery, CampaignEventSchema, path_id="campaign")
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
     campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_EVENTS_QUERY, request)
@@ -73,6 +76,7 @@ async def campaign_events(request: web.Request) -> web.StreamResponse:
     return await respond_page(request, listing, query.paging, CAMPAIGN_EVENTS)
 
 
+@documented(EmployeeEventsQuery, EmployeeEventSchema, path_id="employee")
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
     employee_id, query = request.app[PARSERS].parse_with_id(EMPLOYEE_EVENTS_QUERY, request)
@@ -82,6 +86,7 @@ async def employee_events(request: web.Request) -> web.StreamResponse:
     return await respond_page(request, listing, query.paging, EMPLOYEE_EVENTS)
 
 
+@documented(InscriptionsQuery, InscriptionSchema)
 async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/course-inscriptions (reporting-api.md 4.3)."""
     query = request.app[PARSERS].parse(INSCRIPTIONS_QUERY, request)
@@ -89,6 +94,7 @@ async def course_inscriptions(request: web.Request) -> web.StreamResponse:
     return await respond_page(request, listing, query.paging, INSCRIPTIONS)
 
 
+@documented(FeedQuery, FeedEventSchema, cursor=True)
 async def event_feed(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/events: the change feed, by cursor (contract.md 13)."""
     query = request.app[PARSERS].parse(FEED_QUERY, request)
@@ -100,6 +106,7 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     return await respond_window(request, listing, cursor, FEED_EVENTS)
 
 
+@documented(CampaignsQuery, CampaignSummarySchema)
 async def campaign_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns: the campaigns with their funnel (contract.md 11)."""
     query = request.app[PARSERS].parse(CAMPAIGNS_QUERY, request)
@@ -107,6 +114,7 @@ async def campaign_list(request: web.Request) -> web.StreamResponse:
     return await respond_page(request, listing, query.paging, CAMPAIGNS)
 
 
+@documented(CampaignQuery, CampaignReportSchema, path_id="campaign", many=False)
 async def campaign_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}: one campaign with by_department (contract.md 11)."""
     campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_QUERY, request)
@@ -115,6 +123,7 @@ async def campaign_report(request: web.Request) -> web.StreamResponse:
     return await respond_record(request, listing)
 
 
+@documented(EmployeesQuery, EmployeeSchema)
 async def employee_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi: the employee directory (contract.md 12)."""
     query = request.app[PARSERS].parse(EMPLOYEES_QUERY, request)
@@ -123,6 +132,7 @@ async def employee_list(request: web.Request) -> web.StreamResponse:
     return await respond_page(request, listing, query.paging, EMPLOYEES, today.isoformat())
 
 
+@documented(EmployeeQuery, EmployeeSchema, path_id="employee", many=False)
 async def employee_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}: one employee (contract.md 12)."""
     employee_id, _ = request.app[PARSERS].parse_with_id(EMPLOYEE_QUERY, request)
@@ -131,6 +141,7 @@ async def employee_report(request: web.Request) -> web.StreamResponse:
     return await respond_record(request, listing, variant=today.isoformat())
 
 
+@documented(CoursesQuery, CourseSchema)
 async def course_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/courses: the courses with their coverage (contract.md 12)."""
     query = request.app[PARSERS].parse(COURSES_QUERY, request)

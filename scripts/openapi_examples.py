@@ -1,0 +1,78 @@
+"""Regenerate app/web/examples.json: each documented request, answered by the real app.
+
+The app serves a fresh database made from fixtures/sample.json on 127.0.0.1, and every
+example's request is sent with company 1's sample key; the answer becomes the example's
+body. `--check` writes nothing and exits 1 when an example is stale (the OpenAPI tests
+catch that too). Run it after changing the sample or an answer: `python
+scripts/openapi_examples.py`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
+from aiohttp import ClientSession, web
+
+from app.config import Config
+from app.main import create_app
+from app.tools.loader import SAMPLE_FIXTURE, load_files
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "app" / "web" / "examples.json"
+
+
+def render(examples: dict[str, Any]) -> str:
+    """The file's text: one layout, so that a regeneration changes only what changed."""
+    return json.dumps(examples, indent=1, ensure_ascii=False) + "\n"
+
+
+async def answers(examples: dict[str, Any], db: Path) -> dict[str, Any]:
+    """The examples with each body replaced by what the app answers its request."""
+    sample = json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8"))
+    key = next(k["key"] for k in sample["api_keys"] if k["company_id"] == 1)
+    runner = web.AppRunner(create_app(Config(db=str(db))))
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        async with ClientSession(f"http://127.0.0.1:{port}") as http:
+            fresh = {}
+            for view, example in examples.items():
+                async with http.get(example["request"], headers={"X-API-KEY": key}) as r:
+                    if r.status != 200:
+                        raise SystemExit(f"{example['request']}: {r.status} {await r.text()}")
+                    fresh[view] = example | {"body": await r.json()}
+            return fresh
+    finally:
+        await runner.cleanup()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if an example is stale")
+    args = parser.parse_args()
+    text = EXAMPLES.read_text(encoding="utf-8")
+    with tempfile.TemporaryDirectory() as directory:
+        db = Path(directory) / "sample.sqlite3"
+        load_files(db, [SAMPLE_FIXTURE])
+        fresh = render(asyncio.run(answers(json.loads(text), db)))
+    if fresh == text:
+        print(f"{EXAMPLES.name}: every example is what the sample answers")
+        return 0
+    if args.check:
+        print(f"{EXAMPLES.name} is stale: run python scripts/openapi_examples.py")
+        return 1
+    EXAMPLES.write_text(fresh, encoding="utf-8")
+    print(f"{EXAMPLES.name} rewritten")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
