@@ -28,9 +28,23 @@ class CampaignFilters:
     without_captcha: bool = False
 
 
+def of_company(person: str) -> str:
+    """The condition that the employee id ``person`` is one of campaign ``c``'s company's.
+
+    Redundant with the databases' tenancy rules, as in the events listings: it is there
+    so that no figure can ever count another tenant's people.
+    """
+    return (
+        f"EXISTS (SELECT 1 FROM employees p WHERE p.id = {person} AND p.company_id = c.company_id)"
+    )
+
+
 def events_of(kind: str, captcha: str) -> str:
     """Campaign ``c``'s events of one type (``captcha``: the with_captcha condition)."""
-    return f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
+    return (
+        f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
+        f" AND {of_company('ev.employee_id')}"
+    )
 
 
 def captcha_condition(without_captcha: bool) -> str:
@@ -44,7 +58,10 @@ def figures(captcha: str) -> str:
         f"(SELECT count(DISTINCT ev.employee_id) {events_of(kind, captcha)}) AS {name}"
         for kind, name in COUNT_NAMES.items()
     )
-    targets = "(SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id)"
+    targets = (
+        "(SELECT count(*) FROM campaign_targets t"
+        f" WHERE t.campaign_id = c.id AND {of_company('t.employee_id')})"
+    )
     return f"SELECT {targets} AS targets, {counts}"
 
 
@@ -82,12 +99,12 @@ def department_figures(captcha: str) -> str:
     return f"""SELECT department, sum(target) AS targets, {counts} FROM (
             SELECT e.department AS department, 1 AS target, NULL AS type
             FROM campaign_targets t JOIN employees e ON e.id = t.employee_id
-            WHERE t.campaign_id = c.id
+            WHERE t.campaign_id = c.id AND e.company_id = c.company_id
             UNION ALL
             SELECT e.department, 0, p.type FROM (
                 SELECT DISTINCT ev.type AS type, ev.employee_id AS employee_id
                 FROM campaign_events ev WHERE ev.campaign_id = c.id{captcha}) p
-            JOIN employees e ON e.id = p.employee_id) u
+            JOIN employees e ON e.id = p.employee_id AND e.company_id = c.company_id) u
         GROUP BY department"""
 
 
