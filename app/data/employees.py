@@ -34,7 +34,10 @@ def of_company(campaign: str) -> str:
     Redundant with the databases' tenancy rules, as in the events listings: it is there
     so that no figure can ever count another tenant's campaigns.
     """
-    return f"EXISTS (SELECT 1 FROM campaigns k WHERE k.id = {campaign} AND k.company_id = e.company_id)"
+    return (
+        f"EXISTS (SELECT 1 FROM campaigns k WHERE k.id = {campaign}"
+        " AND k.company_id = e.company_id)"
+    )
 
 
 # Employee ``e``'s campaigns, distinct campaigns with each event type, latest event: one
