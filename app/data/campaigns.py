@@ -28,23 +28,14 @@ class CampaignFilters:
     without_captcha: bool = False
 
 
-def of_company(person: str) -> str:
-    """The condition that the employee id ``person`` is one of campaign ``c``'s company's.
-
-    Redundant with the databases' tenancy rules, as in the events listings: it is there
-    so that no figure can ever count another tenant's people.
-    """
-    return (
-        f"EXISTS (SELECT 1 FROM employees p WHERE p.id = {person} AND p.company_id = c.company_id)"
-    )
-
-
 def events_of(kind: str, captcha: str) -> str:
-    """Campaign ``c``'s events of one type (``captcha``: the with_captcha condition)."""
-    return (
-        f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
-        f" AND {of_company('ev.employee_id')}"
-    )
+    """Campaign ``c``'s events of one type (``captcha``: the with_captcha condition).
+
+    No check of each person's company here: the databases' tenancy rules guarantee it,
+    and a lookup per event would make the figures two to four times slower (measured on
+    both stores). The departments, which join the people anyway, do check it.
+    """
+    return f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
 
 
 def captcha_condition(without_captcha: bool) -> str:
@@ -58,10 +49,7 @@ def figures(captcha: str) -> str:
         f"(SELECT count(DISTINCT ev.employee_id) {events_of(kind, captcha)}) AS {name}"
         for kind, name in COUNT_NAMES.items()
     )
-    targets = (
-        "(SELECT count(*) FROM campaign_targets t"
-        f" WHERE t.campaign_id = c.id AND {of_company('t.employee_id')})"
-    )
+    targets = "(SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id)"
     return f"SELECT {targets} AS targets, {counts}"
 
 

@@ -28,35 +28,17 @@ class EmployeeFilters:
     min_failed: int = 0
 
 
-def of_company(campaign: str) -> str:
-    """The condition that the campaign id ``campaign`` is one of employee ``e``'s company's.
-
-    Redundant with the databases' tenancy rules, as in the events listings: it is there
-    so that no figure can ever count another tenant's campaigns.
-    """
-    return (
-        f"EXISTS (SELECT 1 FROM campaigns k WHERE k.id = {campaign}"
-        " AND k.company_id = e.company_id)"
-    )
-
-
 # Employee ``e``'s campaigns, distinct campaigns with each event type, latest event: one
 # row of ``PHISHING_FROM``.
 PHISHING: Fields = [
-    (
-        "campaigns",
-        "(SELECT count(*) FROM campaign_targets t"
-        f" WHERE t.employee_id = e.id AND {of_company('t.campaign_id')})",
-    ),
+    ("campaigns", "(SELECT count(*) FROM campaign_targets t WHERE t.employee_id = e.id)"),
     *(
         (name, f"count(DISTINCT CASE WHEN ev.type = '{kind}' THEN ev.campaign_id END)")
         for kind, name in COUNT_NAMES.items()
     ),
     ("last_event_at", "max(ev.timestamp)"),
 ]
-PHISHING_FROM = (
-    f"FROM campaign_events ev WHERE ev.employee_id = e.id AND {of_company('ev.campaign_id')}"
-)
+PHISHING_FROM = "FROM campaign_events ev WHERE ev.employee_id = e.id"
 
 # Employee ``e``'s inscriptions by status, and those overdue on the date ``?``: one row
 # of ``TRAINING_FROM``.
@@ -85,7 +67,7 @@ def _campaigns_with(kind: str) -> str:
     """How many distinct campaigns employee ``e`` had an event of ``kind`` in."""
     return (
         "(SELECT count(DISTINCT ev.campaign_id) FROM campaign_events ev"
-        f" WHERE ev.employee_id = e.id AND ev.type = '{kind}' AND {of_company('ev.campaign_id')})"
+        f" WHERE ev.employee_id = e.id AND ev.type = '{kind}')"
     )
 
 

@@ -45,12 +45,6 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, st
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 """
 
-# The reports check each counted person's company (SQLite reads it from the rowid of
-# employees_by_company): an employee's company from this index alone. Version 4 added it.
-TENANCY_INDEXES = """
-CREATE INDEX IF NOT EXISTS employees_company_of ON employees (id, company_id);
-"""
-
 SCHEMA = f"""
 CREATE TABLE meta (
     key   {TEXT} PRIMARY KEY,
@@ -160,7 +154,7 @@ CREATE INDEX campaign_events_by_seq ON campaign_events (seq, id);
 CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
-{REPORT_INDEXES}{TENANCY_INDEXES}"""
+{REPORT_INDEXES}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -335,9 +329,9 @@ async def migrate_2_to_3(conn: asyncpg.Connection) -> None:
 
 
 async def migrate_3_to_4(conn: asyncpg.Connection) -> None:
-    """Every tenancy trigger SQLite has (the keeps-company ones, section results), the
-    index the reports' tenancy checks read, and the feed's marks."""
-    await conn.execute(TRIGGERS + TENANCY_INDEXES)
+    """Every tenancy trigger SQLite has (the keeps-company ones, section results), and
+    the feed's marks."""
+    await conn.execute(TRIGGERS)
     await conn.execute(FEED_MARK_START)
     await conn.execute(
         "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
