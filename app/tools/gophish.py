@@ -27,7 +27,7 @@ from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
 from .cli import add_store_arguments, command
 from .fixture_reader import Item
-from .gophish_format import read_export, read_people
+from .gophish_format import Problems, mailbox, read_export, read_people
 from .gophish_mapping import Context, Summary, to_fixture
 from .loader import load_items
 from .pg_loader import load_staged, stage_sources
@@ -47,9 +47,9 @@ COMPANY_NAME = "SELECT name FROM companies WHERE id = ?"
 
 
 def _known(ctx: Context, people: Sequence[dict[str, Any]], ids: Sequence[int]) -> None:
-    """The company's employees by case-folded email, and the employee ids already taken."""
+    """The company's employees by mailbox, and the employee ids already taken."""
     for person in people:
-        ctx.existing[person["email"].casefold()] = person  # the lowest id wins
+        ctx.existing[mailbox(person["email"])] = person  # the lowest id wins
     ctx.taken_ids = set(ids)
 
 
@@ -104,23 +104,33 @@ def import_export(
 ) -> Summary:
     """Check, map and load one export into the SQLite file ``db`` or, with
     ``database_url``, PostgreSQL; raise LoadError (database unchanged) on any problem."""
-    campaigns = read_export(export)
+    problems = Problems(export)
+    campaigns = read_export(export, problems)
     if database_url:
         name, ctx = asyncio.run(read_company_pg(database_url, company, source))
     else:
         assert db is not None
         name, ctx = read_company(db, company, source)
+    refused: list[str] = []
     if people is not None:
-        ctx.people = read_people(people)
+        try:
+            ctx.people = read_people(people)
+        except LoadError as exc:
+            refused = exc.problems
     if name is None and company_name is None:
         where = "the database" if database_url else db
-        raise LoadError(
-            [f"--company {company}: no such company in {where} (--company-name adds it)"]
-        )
+        refused.append(f"--company {company}: no such company in {where} (--company-name adds it)")
     document: dict[str, Any]
-    document, summary = to_fixture(campaigns, ctx, str(export))
+    try:
+        document, summary = to_fixture(campaigns, ctx, problems)
+    except LoadError as exc:
+        raise LoadError(exc.problems + refused) from None
+    if refused:
+        raise LoadError(refused)
     if name is None:
         document["companies"] = [{"id": company, "name": company_name}]
+    if not any(document.values()):
+        return summary  # nothing to write: the data version (every cache) stays as it is
     items = (Item(t, i, record) for t, rows in document.items() for i, record in enumerate(rows))
     sources = [(f"{export} (mapped)", items)]
     if database_url:
