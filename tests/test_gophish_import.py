@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from app.config import Config
 from app.main import create_app
 from app.tools.gophish import import_export
 from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
+from app.tools.gophish_ids import MAX_SAFE_ID
 from app.tools.gophish_mapping import stable_id
 from app.tools.loader import LoadError
 
@@ -425,3 +427,126 @@ async def test_the_command_imports_into_postgresql_as_into_sqlite(
     assert bodies[0] == bodies[1]
     assert f'"id":{campaign_id(3)},'.encode() in bodies[1][0]  # the import is there
     assert bodies[1][1].startswith(b'[{"id":')
+
+
+def data_token(db: Path) -> Any:
+    return query(db, "SELECT value FROM meta WHERE key = 'data_token'")
+
+
+def test_an_import_that_changes_nothing_keeps_the_data_version(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """Every tenant's cached answers stay valid when an import has nothing to write."""
+    before, token = fingerprint(sample_db), data_token(sample_db)
+    summary = import_export(sample_db, write(tmp_path / "empty.json", []), 1)
+    assert summary.campaigns == 0
+    assert data_token(sample_db) == token and fingerprint(sample_db) == before
+
+
+def integers(value: Any) -> list[int]:
+    """Every integer anywhere in a JSON value."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in integers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in integers(v)]
+    return []
+
+
+async def test_every_id_the_api_serves_fits_in_53_bits(
+    sample_db: Path, tmp_path: Path, make_client: MakeClient
+) -> None:
+    """JavaScript, jq and spreadsheets count exactly up to 2^53-1; imported ids stay there,
+    and the same export gives the same ids however often it is imported."""
+    path = write(tmp_path / "export.json", export())
+    import_export(sample_db, path, 1)
+    first = state(sample_db)
+    client = await make_client()
+    answers: list[Any] = []
+
+    async def fetch(url: str) -> Any:
+        response = await get(client, url)
+        assert response.status == 200, url
+        answers.append(await response.json())
+        return answers[-1]
+
+    for campaign in await fetch(f"{API}/campaigns?per_page=500"):
+        await fetch(f"{API}/campaigns/{campaign['id']}")
+        await fetch(f"{API}/campaigns/{campaign['id']}/events?per_page=500")
+    for person in await fetch(f"{API}/victimsapi?per_page=500"):
+        await fetch(f"{API}/victimsapi/{person['id']}")
+        await fetch(f"{API}/victimsapi/{person['id']}/events?per_page=500")
+    await fetch(f"{API}/course-inscriptions?per_page=500")
+    await fetch(f"{API}/events?limit=1000")
+    served = [n for answer in answers for n in integers(answer)]
+    assert campaign_id(3) in served and max(served) <= MAX_SAFE_ID
+    import_export(sample_db, path, 1)
+    assert state(sample_db) == first
+
+
+WIDEN = 1000 * MAX_SAFE_ID  # added to an id, it gives an id an earlier import could have made
+
+
+def widen_statements() -> list[str]:
+    """SQL that gives every imported employee, campaign and event the wide id an earlier
+    import (ids up to 2^63-1) would have given it; the same on both stores."""
+    imported = f"BETWEEN 1000000 AND {MAX_SAFE_ID}"  # the sample's own ids are small
+    person = (
+        "company_id, first_name, last_name, email, department, country,"
+        " first_name_key, last_name_key, email_key, department_key, country_key"
+    )
+    statements = []
+    for table, columns, children in (
+        ("employees", person, ("campaign_targets", "campaign_events")),
+        (
+            "campaigns",
+            "company_id, title, launch_date, title_key",
+            ("campaign_targets", "campaign_events"),
+        ),
+    ):
+        column = f"{table[:-1]}_id"
+        statements += [
+            f"INSERT INTO {table} (id, {columns}) SELECT id + {WIDEN}, {columns} FROM {table}"
+            f" WHERE id {imported}",
+            *(
+                f"UPDATE {c} SET {column} = {column} + {WIDEN} WHERE {column} {imported}"
+                for c in children
+            ),
+            f"DELETE FROM {table} WHERE id {imported}",
+        ]
+    return [*statements, f"UPDATE campaign_events SET id = id + {WIDEN} WHERE id {imported}"]
+
+
+@pytest.mark.system
+def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "export.json", export())
+    import_export(sample_db, path, 1)
+    expected = state(sample_db)
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for statement in widen_statements():
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert max(r[0] for r in query(sample_db, "SELECT id FROM campaign_events")) > MAX_SAFE_ID
+    seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
+    # An import with nothing new brings every id under 2^53, each to what a fresh import gives.
+    empty = write(tmp_path / "empty.json", [])
+    done = run_python(
+        "scripts/import_gophish.py", str(empty), "--company", "1", "--db", str(sample_db)
+    )
+    assert done.returncode == 0, done.stderr
+    assert state(sample_db) == expected
+    # The renumbered events are changed ones: the feed sends them again, under their new ids.
+    change_seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
+    assert max(feed_places(sample_db).values()) == int(change_seq) > int(seq)
+    # Importing the export again changes nothing: the ids are those it derives.
+    import_export(sample_db, path, 1)
+    assert state(sample_db) == expected

@@ -28,6 +28,7 @@ from ..data.schema import DatabaseError
 from .cli import add_store_arguments, command
 from .fixture_reader import Item
 from .gophish_format import Problems, mailbox, read_export, read_people
+from .gophish_ids import has_wide_ids, has_wide_ids_pg, renumber, renumber_pg, safe_id
 from .gophish_mapping import Context, Summary, to_fixture
 from .loader import load_items
 from .pg_loader import load_staged, stage_sources
@@ -47,10 +48,11 @@ COMPANY_NAME = "SELECT name FROM companies WHERE id = ?"
 
 
 def _known(ctx: Context, people: Sequence[dict[str, Any]], ids: Sequence[int]) -> None:
-    """The company's employees by mailbox, and the employee ids already taken."""
+    """The company's employees by mailbox, and the employee ids already taken, each id
+    as it is once an earlier import's wide ids are brought under 2^53 (:mod:`.gophish_ids`)."""
     for person in people:
-        ctx.existing[mailbox(person["email"])] = person  # the lowest id wins
-    ctx.taken_ids = set(ids)
+        ctx.existing[mailbox(person["email"])] = person | {"id": safe_id(person["id"])}
+    ctx.taken_ids = {safe_id(i) for i in ids}
 
 
 def read_company(db: Path, company: int, source: str) -> tuple[str | None, Context]:
@@ -70,6 +72,7 @@ def read_company(db: Path, company: int, source: str) -> tuple[str | None, Conte
             columns = [d[0] for d in people.description]
             rows = [dict(zip(columns, values, strict=True)) for values in people]
             _known(ctx, rows, [r[0] for r in conn.execute(EMPLOYEE_IDS)])
+            ctx.wide_ids = has_wide_ids(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -87,6 +90,7 @@ async def read_company_pg(url: str, company: int, source: str) -> tuple[str | No
         name = await conn.fetchval(numbered(COMPANY_NAME), company)
         people = [dict(r) for r in await conn.fetch(numbered(PEOPLE), company)]
         _known(ctx, people, [r[0] for r in await conn.fetch(EMPLOYEE_IDS)])
+        ctx.wide_ids = await has_wide_ids_pg(conn)
     finally:
         await conn.close()
     return (None if name is None else str(name)), ctx
@@ -129,15 +133,16 @@ def import_export(
         raise LoadError(refused)
     if name is None:
         document["companies"] = [{"id": company, "name": company_name}]
-    if not any(document.values()):
+    if not any(document.values()) and not ctx.wide_ids:
         return summary  # nothing to write: the data version (every cache) stays as it is
     items = (Item(t, i, record) for t, rows in document.items() for i, record in enumerate(rows))
     sources = [(f"{export} (mapped)", items)]
     if database_url:
-        asyncio.run(load_staged(database_url, stage_sources(sources)))
+        prepare_pg = renumber_pg if ctx.wide_ids else None
+        asyncio.run(load_staged(database_url, stage_sources(sources), prepare_pg))
     else:
         assert db is not None
-        load_items(db, sources)
+        load_items(db, sources, prepare=renumber if ctx.wide_ids else None)
     return summary
 
 

@@ -24,19 +24,12 @@ from .gophish_format import (
     child,
     mailbox,
 )
-
-MAX_SAFE_ID = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
-
-
-def safe_id(wide: int) -> int:
-    """An id from 1 to 2^63-1 brought into 1..2^53-1, where JavaScript counts exactly;
-    smaller ids stay as they are, so a database imported before is upgraded by this rule."""
-    return (wide - 1) % MAX_SAFE_ID + 1
+from .gophish_ids import safe_id
 
 
 def stable_id(*key: Any) -> int:
     """An id in 1..2^53-1: BLAKE2b-64 of the key as compact JSON, modulo 2^63-1, plus 1
-    (the ids of earlier imports), then :func:`safe_id`."""
+    (what earlier imports used), brought under 2^53 by :func:`safe_id`."""
     text = json.dumps(key, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
     return safe_id(int.from_bytes(digest, "big") % MAX_ID + 1)
@@ -51,6 +44,7 @@ class Context:
     existing: dict[str, dict[str, Any]] = field(default_factory=dict)  # by mailbox()
     taken_ids: set[int] = field(default_factory=set)  # every employee id in the database
     people: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    wide_ids: bool = False  # the database holds ids above 2^53-1 from an earlier import
 
 
 @dataclass

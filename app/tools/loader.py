@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -81,9 +81,11 @@ def load_items(
     *,
     progress: bool = False,
     lock_wait: float = LOCK_WAIT,
+    prepare: Callable[[sqlite3.Connection], None] | None = None,
 ) -> dict[str, int]:
     """``load_files`` for records that come from elsewhere (an importer): each source is
-    a name for the problems and its items (table, position in the table, raw record)."""
+    a name for the problems and its items (table, position in the table, raw record);
+    ``prepare`` runs first in the write transaction (the importer's id upgrade)."""
     meter = Meter(progress)
     try:
         conn = connect_writer(db_path)
@@ -100,6 +102,8 @@ def load_items(
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
+            if prepare is not None:
+                prepare(conn)
             counts = _check_and_write(conn, stage, meter)
         return counts
     except sqlite3.Error as exc:

@@ -14,7 +14,7 @@ commit. Any problem rolls everything back.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from .staging import (
 )
 
 Row = tuple[Any, ...]
+Prepare = Callable[[asyncpg.Connection], Awaitable[None]]
 NOW = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 EVENT = ("campaign_id", "employee_id", "type", "timestamp", "with_captcha", "ip", "user_agent")
 # The checks among the files of a load (the rest need the stored rows: PostgreSQL's).
@@ -171,25 +172,30 @@ async def load_pg(url: str, files: Iterable[str | Path]) -> dict[str, int]:
     return await load_staged(url, read_batch(files))
 
 
-async def load_staged(url: str, batch: Staged) -> dict[str, int]:
-    """Load records staged and checked among themselves, in one transaction."""
+async def load_staged(url: str, batch: Staged, prepare: Prepare | None = None) -> dict[str, int]:
+    """Load records staged and checked among themselves, in one transaction; ``prepare``
+    runs first in it (the importer's id upgrade)."""
     try:
         conn = await asyncpg.connect(url)
         try:
             await ensure_schema(conn)
-            return await write(conn, batch)
+            return await write(conn, batch, prepare)
         finally:
             await conn.close()
     finally:
         batch.conn.close()
 
 
-async def write(conn: asyncpg.Connection, batch: Staged) -> dict[str, int]:
+async def write(
+    conn: asyncpg.Connection, batch: Staged, prepare: Prepare | None = None
+) -> dict[str, int]:
     """Stage, check and merge every table in one transaction; all or nothing."""
     counts: dict[str, int] = dict(batch.stage.counts)
     async with conn.transaction():
         # Loads take turns, so their ranges of the change sequence follow commit order.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")
+        if prepare is not None:
+            await prepare(conn)
         for table, columns, key in TABLES:
             await conn.execute(
                 f"CREATE TEMP TABLE stage_{table} ON COMMIT DROP AS"
