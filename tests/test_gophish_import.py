@@ -550,3 +550,49 @@ def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
     # Importing the export again changes nothing: the ids are those it derives.
     import_export(sample_db, path, 1)
     assert state(sample_db) == expected
+
+
+async def pg_run(url: str, statements: list[str]) -> None:
+    """Run statements in one transaction."""
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            for statement in statements:
+                await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def pg_rows(url: str) -> list[Any]:
+    """The data token, then the rows an import writes (events without their ``seq``)."""
+    conn = await asyncpg.connect(url)
+    try:
+        found = [await conn.fetchval("SELECT value FROM meta WHERE key = 'data_token'")]
+        for table in TABLES:
+            columns = EVENT_COLUMNS if table == "campaign_events" else "*"
+            rows = await conn.fetch(f"SELECT {columns} FROM {table}")
+            found.append(sorted(map(tuple, rows)))
+        return found
+    finally:
+        await conn.close()
+
+
+@pytest.mark.system
+def test_postgresql_keeps_ids_in_53_bits_and_its_data_version_for_nothing_new(
+    pg_database: str, tmp_path: Path
+) -> None:
+    """PostgreSQL as SQLite: an import with nothing to write keeps the data version, and
+    the next import brings an earlier import's wide ids under 2^53 in place."""
+    flags = ["--company", "1", "--database-url", pg_database]
+    path, empty = write(tmp_path / "e.json", export()), write(tmp_path / "empty.json", [])
+    assert run_python("scripts/import_gophish.py", str(path), *flags).returncode == 0
+    imported = run_apart(pg_rows(pg_database))
+    assert max(row[0] for rows in imported[2:4] + imported[5:] for row in rows) <= MAX_SAFE_ID
+    done = run_python("scripts/import_gophish.py", str(empty), *flags)
+    assert done.returncode == 0, done.stderr
+    assert run_apart(pg_rows(pg_database)) == imported  # the data token too
+    run_apart(pg_run(pg_database, widen_statements()))
+    assert run_apart(pg_rows(pg_database))[5][-1][0] > MAX_SAFE_ID
+    done = run_python("scripts/import_gophish.py", str(empty), *flags)
+    assert done.returncode == 0, done.stderr
+    assert run_apart(pg_rows(pg_database))[1:] == imported[1:]
