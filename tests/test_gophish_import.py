@@ -209,6 +209,7 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("unknown message", "message", "[0].timeline[2].message: Must be one of"),
     ("event for a stranger", "stranger", "is not among the results"),
     ("a string", "all the campaigns", "not a GoPhish campaign object or a list of them"),
+    ("lone surrogate", "surrogate", "[1].name: Not text: a lone surrogate (U+D800)."),
 ]
 
 
@@ -220,6 +221,9 @@ def test_a_refused_import_leaves_the_file_unchanged_and_says_why(
     if document == "message":
         document = export()
         document[0]["timeline"][2]["message"] = "Email Forwarded"
+    elif document == "surrogate":
+        document = export()
+        document[1]["name"] = "Password \ud800expiry"
     elif document == "stranger":
         document = export()
         document[0]["timeline"][6]["email"] = "stranger@elsewhere.example"
@@ -234,6 +238,7 @@ def test_a_refused_import_leaves_the_file_unchanged_and_says_why(
     assert done.stderr.startswith("import refused, database unchanged:")
     lines = done.stderr.removeprefix("import refused, database unchanged:").splitlines()
     assert any(line.strip().startswith(f"{path}: ") and expected in line for line in lines)
+    assert (len(done.stderr.splitlines()) == 1) == (case != "wrong type")
     assert fingerprint(sample_db) == before
 
 

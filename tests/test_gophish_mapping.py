@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 from marshmallow import ValidationError
 
-from app.data.fields import MAX_ID
 from app.tools.gophish_format import (
     EVENT_OF_MESSAGE,
+    MAX_EXPORT_BYTES,
     MAX_PROBLEMS,
     SENT_MESSAGE,
     GoInstant,
@@ -34,6 +34,7 @@ from app.tools.gophish_format import (
     read_export,
     read_people,
 )
+from app.tools.gophish_ids import MAX_SAFE_ID
 from app.tools.gophish_mapping import Context, stable_id, to_fixture
 from app.tools.loader import LoadError
 
@@ -212,7 +213,7 @@ def test_ids_are_in_range_and_unique(tmp_path: Path) -> None:
     for table in ("employees", "campaigns", "campaign_events"):
         ids = [row["id"] for row in doc[table]]
         assert len(set(ids)) == len(ids)
-        assert all(1 <= i <= MAX_ID for i in ids)
+        assert all(1 <= i <= MAX_SAFE_ID for i in ids)  # JavaScript's safe integers
 
 
 def test_ids_depend_on_company_and_source_only(tmp_path: Path) -> None:
@@ -503,3 +504,14 @@ def test_format_and_reference_problems_are_reported_in_one_run(tmp_path: Path) -
         f"{path}: [1].results[0].first_name: Longer than maximum length 500.",
         f"{path}: [0].timeline[5].email: 'mallory@evil.example' is not among the results",
     ]
+
+
+def test_an_export_over_the_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """An export is parsed whole (about ten times its size in memory): the cap keeps that
+    under a gigabyte."""
+    path = tmp_path / "export.json"
+    with path.open("wb") as out:
+        out.truncate(MAX_EXPORT_BYTES + 1)  # sparse: nothing is written to the disk
+    with pytest.raises(LoadError) as info:
+        read_export(path)
+    assert info.value.problems == [f"{path}: larger than 64 MiB"]
