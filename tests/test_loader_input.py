@@ -45,6 +45,14 @@ DOCUMENTS = {
     "NaN": ('{"section_results": [{"result": NaN}]}', "not valid JSON"),
     "a byte order mark": ('\ufeff{"companies": []}', "not valid JSON"),
     "an empty file": ("", "not valid JSON: parse error: premature EOF"),
+    "a lone surrogate": (
+        '{"companies": [{"id": 1, "name": "ok"},\n {"id": 2, "name": "Jos\\ud800"}]}',
+        "line 2: \\ud800 is half a character (a lone surrogate)",
+    ),
+    "a lone low surrogate": (
+        '{"companies": [{"id": 1, "name": "\\udc00"}]}',
+        "line 1: \\udc00 is half a character (a lone surrogate)",
+    ),
     "deep nesting": ('{"companies": [{"id": ' + "[" * 5000 + "]" * 5000 + "}]}", "companies[0].id"),
 }
 

@@ -9,11 +9,16 @@ is built by ijson's own ``ObjectBuilder`` and left for the schema to refuse.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import IO, Any, NamedTuple
 
 import ijson
 
+# A surrogate escape (unless an odd run of backslashes precedes it: then it is plain text),
+# and the low half that must follow a high one. A literal prefix keeps the search fast.
+_SURROGATE = re.compile(rb"\\u[dD]([89a-fA-F])[0-9a-fA-F]{2}")
+_LOW_HALF = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _OPEN = frozenset(("start_map", "start_array"))
 _CLOSE = frozenset(("end_map", "end_array"))
 
@@ -32,7 +37,7 @@ class Item(NamedTuple):
 
 def read_items(stream: IO[bytes]) -> Iterator[Item]:
     """Yield every record of every table in document order; raise NotAFixture."""
-    events = ijson.basic_parse(stream, use_float=True)
+    events = ijson.basic_parse(_WholeCharacters(stream), use_float=True)
     try:
         first = next(events, None)
         if first is None or first[0] != "start_map":
@@ -49,6 +54,50 @@ def read_items(stream: IO[bytes]) -> Iterator[Item]:
             pass
     except (ijson.JSONError, ValueError, OverflowError) as exc:  # also: a number too large
         raise NotAFixture(f"not valid JSON: {_one_line(str(exc))}") from None
+
+
+class _WholeCharacters:
+    """The bytes of a fixture as they are, refusing a lone surrogate escape (``\\ud800``
+    alone is no character): yajl would turn it into ``?`` without a word."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream, self.held, self.line = stream, b"", 1
+
+    def read(self, size: int = -1) -> bytes:
+        """The next bytes whose every escape is known whole (b"" only at the end)."""
+        while True:
+            data = self.stream.read(size)
+            text, end = self.held + data, self._checked(self.held + data, bool(data))
+            self.line += text.count(b"\n", 0, end)
+            self.held = text[end:]
+            if end or not data:
+                return text[:end]
+
+    def _checked(self, text: bytes, more: bool) -> int:
+        """How much of ``text`` holds no lone surrogate; raise NotAFixture at one."""
+        end = max(0, len(text) - 12) if more else len(text)
+        while end and text[end - 1 : end] == b"\\":  # a run of backslashes stays whole
+            end -= 1
+        after = 0  # the end of a pair already checked: its low half is not lone
+        for found in _SURROGATE.finditer(text):
+            start = found.start()
+            if start < after:
+                continue
+            run = start
+            while run and text[run - 1] == 0x5C:  # the backslashes before this one
+                run -= 1
+            if start >= end or (more and found.end() + 6 > len(text)):
+                end = run  # not known whole yet: checked with the next bytes
+                break
+            if (start - run) % 2:
+                continue  # an escaped backslash, then the letter u: plain text
+            low = _LOW_HALF.match(text, found.end()) if found[1] in b"89abAB" else None
+            if low is None:
+                line = self.line + text.count(b"\n", 0, start)
+                escape = found[0].decode("ascii")
+                raise NotAFixture(f"line {line}: {escape} is half a character (a lone surrogate)")
+            after = low.end()
+        return max(end, after)
 
 
 def _one_line(message: str) -> str:
