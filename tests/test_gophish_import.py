@@ -7,7 +7,9 @@ two sources with the same GoPhish campaign id do not collide; the people CSV fil
 department and country; a refused import leaves the database file byte for byte as it
 was and says why in a few lines with exit code 1; and the imported campaign, people and
 events are served by the API: the two events endpoints, and the event feed with each
-event's ip and user agent (contract.md 10 and 13).
+event's ip and user agent (contract.md 10 and 13). Every id the API serves after an import
+fits in 53 bits; a database holding an earlier import's wider ids is upgraded in place by
+the next import, on both stores; an import with nothing to write keeps the data version.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ Pins: GoPhish instants (fractions, offsets, the zero date) become whole-second U
 instants, truncated; timeline messages map to event types, ``Email Sent`` to the target's
 ``sent_at`` and the rest are skipped and counted; ``details`` gives ``ip``/``user_agent``
 (nulls when empty or not JSON, never an error); employees are matched by email within the
-company; ids are stable and depend on company and source; the people CSV fills department
-and country; a malformed export is refused whole, naming each entry's path, with a bounded
-number of lines however large the junk. The fixture tests/data/gophish_export.json is
+company (the domain in any case, the local part in ASCII case only); only results sent to
+are targets; ids are stable, under 2^53, and depend on company and source; the people CSV
+fills department and country; a malformed export is refused whole, naming each entry's path
+(format and reference problems in one run, a lone surrogate or a non-ASCII digit too), with
+a bounded number of lines however large the junk. The fixture tests/data/gophish_export.json is
 written from GoPhish's documented Campaign, Result and Event fields.
 """
 
