@@ -53,6 +53,11 @@ DOCUMENTS = {
         '{"companies": [{"id": 1, "name": "\\udc00"}]}',
         "line 1: \\udc00 is half a character (a lone surrogate)",
     ),
+    "a fullwidth digit in an instant": (
+        '{"campaigns": [{"id": 1, "company_id": 1, "title": "t",'
+        ' "launch_date": "2025-01-01T00:00:0\uff15Z"}]}',
+        "campaigns[0].launch_date: Not a UTC timestamp in the form YYYY-MM-DDTHH:MM:SSZ.",
+    ),
     "deep nesting": ('{"companies": [{"id": ' + "[" * 5000 + "]" * 5000 + "}]}", "companies[0].id"),
 }
 
