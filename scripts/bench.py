@@ -394,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if not args.rows:  # a few rows leave the load and neighbour benchmarks out
             keys = {c: company_key(db, args.seed, c) for c in (1, 2)}
-            lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds)
+            lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds, not args.smoke)
             lines += bench_load.report(db, args.seed, Path(tmp))
             report += "\n".join(lines) + "\n"
     print(report)

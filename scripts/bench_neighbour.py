@@ -42,8 +42,14 @@ def latencies(port: int, path: str, key: str, seconds: float) -> tuple[float, fl
     return own.p50_ms, ready.p50_ms
 
 
-def report(db: str, keys: dict[int, str], work: Path, root: Path, seconds: float) -> list[str]:
-    """Measure alone and under company 1's load; the markdown lines of the section."""
+def report(
+    db: str, keys: dict[int, str], work: Path, root: Path, seconds: float, judged: bool = True
+) -> list[str]:
+    """Measure alone and under company 1's load; the markdown lines of the section.
+
+    On a tiny data set (the smoke run) a page of 500 is as quick as any request: the
+    load is then the event loop's, not the pool's, and the ratio is shown unjudged.
+    """
     path = f"{API}/campaigns/{other_campaign(db, 2)}"
     port = lib.free_port()
     args = [sys.executable, "-m", "app", "--db", db, "--host", "127.0.0.1", "--port", str(port)]
@@ -66,7 +72,7 @@ def report(db: str, keys: dict[int, str], work: Path, root: Path, seconds: float
     finally:
         server.stop()
     ratio = loaded[0] / alone[0]
-    verdict = "ok" if ratio <= TARGET else "MISSED"
+    verdict = ("ok" if ratio <= TARGET else "MISSED") if judged else "- (small set)"
     return [
         "",
         f"A neighbour's load (one process): company 1 asks for `campaigns?per_page=500` on"
