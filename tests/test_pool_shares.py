@@ -43,13 +43,12 @@ async def test_a_company_waits_for_its_own_shares_only() -> None:
     first = [asyncio.create_task(read(f"1.{n}", 1, done)) for n in range(3)]
     await settle()
     assert entered == ["1.0", "1.1"]  # the third waits its company's turn
-    other = asyncio.create_task(read("2.0", 2, asyncio.Event()))
+    other = asyncio.create_task(read("2.0", 2, done))
     await settle()
     assert entered == ["1.0", "1.1", "2.0"]  # another company does not wait
     done.set()
-    await asyncio.gather(*first)
+    await asyncio.gather(*first, other)
     assert entered[-1] == "1.2"
-    other.cancel()
 
 
 async def test_a_company_at_its_share_does_not_hold_up_another(make_client: MakeClient) -> None:
