@@ -32,6 +32,7 @@ REPORT_SECONDS = 10.0  # a recurring condition is logged at most this often
 RESERVED_FILES = 64  # file descriptors kept for the database, the listener and logs
 ACCEPT_BURST = 256  # sockets asyncio may accept before a refused one is closed (measured)
 RETRY_AFTER = 1  # seconds, advertised to a refused connection
+HEADERS_TOO_LARGE = "The request headers are too large."
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -95,6 +96,7 @@ class ConnectionGuard:
         self._per_address: dict[str, int] = {}
         self._refusals = {"total": LogThrottle(log), "per address": LogThrottle(log)}
         self._late = LogThrottle(log)
+        self._oversized = LogThrottle(log)
 
     @classmethod
     def from_config(cls, config: Config) -> ConnectionGuard:
@@ -140,6 +142,13 @@ class ConnectionGuard:
             self.header_timeout,
         )
 
+    def headers_too_large(self, peer: str | None, limit: int) -> bytes:
+        """Report a request refused for its header bytes; the 431 answer to send."""
+        self._oversized.warning(
+            "refused a request from %s: request line and headers over %d bytes", peer, limit
+        )
+        return raw_problem(431, "Request Header Fields Too Large", HEADERS_TOO_LARGE)
+
     def _is_exempt(self, peer: str) -> bool:
         try:
             address = ipaddress.ip_address(peer)
@@ -160,13 +169,21 @@ class ConnectionGuard:
 
 def refusal(detail: str) -> bytes:
     """A complete HTTP/1.1 503 problem+json answer that closes the connection."""
+    return raw_problem(503, "Service Unavailable", detail, f"Retry-After: {RETRY_AFTER}\r\n")
+
+
+def raw_problem(status: int, reason: str, detail: str, extra: str = "") -> bytes:
+    """A complete problem+json answer, written before aiohttp has a request to answer.
+
+    ``extra`` is more header lines, each ending in CRLF. The connection is closed after it.
+    """
     request_id = secrets.token_hex(16)
-    body = json.dumps(problem_body(503, detail, request_id)).encode()
+    body = json.dumps(problem_body(status, detail, request_id)).encode()
     head = (
-        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"HTTP/1.1 {status} {reason}\r\n"
         f"Content-Type: {PROBLEM_TYPE}; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\n"
-        f"Retry-After: {RETRY_AFTER}\r\n"
+        f"{extra}"
         "Connection: close\r\n"
         f"Server: {SERVER_NAME}\r\n"
         "X-Content-Type-Options: nosniff\r\n"
