@@ -50,7 +50,8 @@ CALLER = (
     " AND (expires_at IS NULL OR expires_at::timestamptz > now())"
 )
 POLL_SECONDS = 1.0
-# What an outage raises: no connection, a lost or refused one, a shutdown, a timeout.
+# What an outage raises: no connection, a lost or refused one, a shutdown, a timeout,
+# the database dropped.
 UNAVAILABLE = (
     OSError,
     TimeoutError,
@@ -58,6 +59,7 @@ UNAVAILABLE = (
     asyncpg.PostgresConnectionError,
     asyncpg.OperatorInterventionError,
     asyncpg.InsufficientResourcesError,
+    asyncpg.InvalidCatalogNameError,
 )
 
 
@@ -176,11 +178,11 @@ class PgStore:
 
     async def ready(self) -> None:
         """Raise DatabaseError unless the database answers with our schema."""
-        async with self._connection() as conn:
-            try:
+        try:
+            async with self._connection() as conn:
                 await check_schema(conn)
-            except asyncpg.PostgresError as exc:  # a role that may not read: not ready either
-                raise DatabaseError(str(exc)) from None
+        except asyncpg.PostgresError as exc:  # a role that may not read: not ready either
+            raise DatabaseError(str(exc)) from None
 
     async def find_caller(self, key_hash: str) -> ActiveKey | None:
         async with self._connection() as conn:
