@@ -1,9 +1,10 @@
-"""Replacing the served SQLite file by rename (operations.md, "Replacing the database file").
+"""Replacing the served SQLite file (operations.md, "Replacing the database file").
 
 A file renamed over the one a server reads, while the old file's WAL still holds the
 frames of a load, is served as it is: the server closes the old file and its WAL
 before it opens the new one, so the new file is never read through the old frames and
-the next load does not write them into it.
+the next load does not write them into it. ``reporting-swap`` makes a load safe at
+once, before any server noticed, and refuses a file that is not a database in one line.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 from app.tools.loader import load_files
 
 from .support.factories import API, KEY_1, make_sample_db, next_event_id, query
-from .support.servers import GUARD_SECONDS, UNLIMITED, AppProcess, Launcher, fetch
+from .support.servers import GUARD_SECONDS, UNLIMITED, AppProcess, Launcher, fetch, run_python
 
 pytestmark = pytest.mark.system  # starts a server process
 
@@ -52,28 +53,65 @@ def wait_until_served(server: AppProcess, event_id: int) -> set[int]:
     return ids
 
 
+def serve_with_old_frames(launcher: Launcher, db: Path, old_load: int) -> AppProcess:
+    """A server of ``db`` after a load while serving: the old file's WAL holds frames."""
+    server = launcher.serve(db, *UNLIMITED)
+    load_files(db, [one_event(db.parent, old_load)])
+    wait_until_served(server, old_load)
+    assert Path(f"{db}-wal").stat().st_size > 0
+    return server
+
+
+def new_file(directory: Path, new_load: int) -> Path:
+    """Another database: the sample plus one event of its own."""
+    directory.mkdir()
+    replacement = make_sample_db(directory)
+    load_files(replacement, [one_event(directory, new_load)])
+    return replacement
+
+
+def assert_intact(db: Path, present: set[int], absent: int) -> None:
+    assert query(db, "PRAGMA integrity_check") == [("ok",)]
+    stored = {i for (i,) in query(db, "SELECT id FROM campaign_events")}
+    assert present <= stored and absent not in stored
+
+
 def test_a_file_renamed_over_the_served_one_is_served_intact(
     sample_db: Path, tmp_path: Path
 ) -> None:
     old_load, new_load, next_load = (next_event_id() + n for n in range(3))
     with Launcher(tmp_path) as launcher:
-        server = launcher.serve(sample_db, *UNLIMITED)
-        load_files(sample_db, [one_event(tmp_path, old_load)])  # while serving
-        wait_until_served(server, old_load)
-        assert Path(f"{sample_db}-wal").stat().st_size > 0  # the old WAL holds frames
-
-        (tmp_path / "new").mkdir()
-        replacement = make_sample_db(tmp_path / "new")
-        load_files(replacement, [one_event(tmp_path, new_load)])
-        os.replace(replacement, sample_db)
-
+        server = serve_with_old_frames(launcher, sample_db, old_load)
+        os.replace(new_file(tmp_path / "new", new_load), sample_db)
         ids = wait_until_served(server, new_load)
         assert old_load not in ids
         assert fetch(f"{server.base}/readyz")[0] == 200
-
         load_files(sample_db, [one_event(tmp_path, next_load)])  # the next tool run
         ids = wait_until_served(server, next_load)
         assert old_load not in ids and new_load in ids
-    assert query(sample_db, "PRAGMA integrity_check") == [("ok",)]
-    stored = {i for (i,) in query(sample_db, "SELECT id FROM campaign_events")}
-    assert {new_load, next_load} <= stored and old_load not in stored
+    assert_intact(sample_db, {new_load, next_load}, old_load)
+
+
+def test_the_swap_tool_makes_a_load_right_after_it_safe(sample_db: Path, tmp_path: Path) -> None:
+    old_load, new_load, next_load = (next_event_id() + n for n in range(3))
+    with Launcher(tmp_path) as launcher:
+        server = serve_with_old_frames(launcher, sample_db, old_load)
+        replacement = new_file(tmp_path / "new", new_load)
+        done = run_python("scripts/swap_database.py", str(replacement), "--db", str(sample_db))
+        assert done.returncode == 0 and done.stdout.startswith("Swapped"), done.stderr
+        assert not replacement.exists()
+        load_files(sample_db, [one_event(tmp_path, next_load)])  # before any server looked
+        ids = wait_until_served(server, next_load)
+        assert old_load not in ids and new_load in ids
+    assert_intact(sample_db, {new_load, next_load}, old_load)
+
+
+def test_the_swap_tool_refuses_a_file_that_is_not_a_database(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    garbage = tmp_path / "garbage.sqlite3"
+    garbage.write_bytes(b"not a database" * 100)
+    done = run_python("scripts/swap_database.py", str(garbage), "--db", str(sample_db))
+    assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("swap refused: ") and "Traceback" not in done.stderr
+    assert garbage.exists() and query(sample_db, "PRAGMA integrity_check") == [("ok",)]

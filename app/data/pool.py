@@ -108,7 +108,7 @@ class ReadPool:
     async def _connect(self) -> None:
         """Open a set of connections to the file now at the path (none may be open)."""
         check_readable(self._path)
-        identity = _identity(self._path)
+        identity = file_identity(self._path)
         for _ in range(self._size):
             conn = await aiosqlite.connect(self._path, isolation_level=None)
             await run_in_thread(conn, configure_reader)
@@ -118,13 +118,13 @@ class ReadPool:
         configure_reader(self._inline)
         data_token(self._inline)  # a first read opens (or creates) the -wal and -shm
         self._identity = identity
-        self._companions = {file: _identity(file, True) for file in companions(self._path)}
+        self._companions = {file: file_identity(file, True) for file in companions(self._path)}
         self._closed = False
 
     def replaced(self) -> bool:
         """Whether another file now sits at the path (a missing file is not a new one)."""
         try:
-            return _identity(self._path) != self._identity
+            return file_identity(self._path) != self._identity
         except OSError:
             return False
 
@@ -145,7 +145,7 @@ class ReadPool:
             if not self._closed:
                 await self._let_go()
             for file, identity in self._companions.items():
-                if identity is not None and _identity(file, True) == identity:
+                if identity is not None and file_identity(file, True) == identity:
                     file.unlink(missing_ok=True)
             await self._connect()
 
@@ -305,7 +305,7 @@ class ReadPool:
         await self.close_connections()
 
 
-def _identity(path: Path, missing: bool = False) -> tuple[int, int] | None:
+def file_identity(path: Path, missing: bool = False) -> tuple[int, int] | None:
     """The file's device and inode: what changes when another file is renamed over it.
 
     With ``missing``, None for a file that does not exist instead of an error.
