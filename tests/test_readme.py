@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -220,12 +221,23 @@ def test_links_point_at_what_a_clone_has(page: Path) -> None:
 @pytest.mark.parametrize("page", DOCS, ids=lambda page: page.name)
 def test_only_files_a_clone_has_are_named(page: Path) -> None:
     """A path in backquotes (`scripts/bench.py`, `tests/data/...`) names a file or folder
-    of the clone; nothing cites the specification, which a clone does not have."""
+    of the clone; nothing cites the specification or the issues, which a clone does not
+    have."""
     text = read(page)
     assert "contract.md" not in text and "reporting-api.md" not in text
+    assert not re.search(r"\bissues? #?\d|\bthe issue's|\bitem \d", text, re.I), page.name
     named = re.findall(r"`((?:app|scripts|tests|fixtures|docs|\.ci)/[\w./*-]*)[` ]", prose(text))
     for path in named:
         assert (ROOT / path).exists(), (page.name, path)
+
+
+def test_the_serving_dependencies_are_the_packages() -> None:
+    """The README's list of what serving installs is pyproject.toml's dependencies."""
+    listed = re.search(r"installs only what serving\s+needs \(([^)]*)\)", README)
+    assert listed, "the README no longer says what serving installs"
+    named = set(re.findall(r"[\w-]+", listed[1])) - {"and", "for", "several", "workers"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert named == {re.match(r"[\w-]+", dep)[0] for dep in project["dependencies"]}
 
 
 def test_the_readme_is_a_front_door() -> None:

@@ -155,7 +155,7 @@ class PgStore:
             async with self._pool.acquire(timeout=self._timeout) as conn:
                 yield conn
         except UNAVAILABLE as exc:
-            raise Unavailable(f"PostgreSQL does not answer: {exc or type(exc).__name__}") from None
+            raise Unavailable(f"PostgreSQL: {str(exc) or type(exc).__name__}") from None
 
     @asynccontextmanager
     async def _snapshot(self, guard: Guard | None) -> AsyncIterator[tuple[asyncpg.Connection, str]]:
