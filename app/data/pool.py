@@ -142,15 +142,14 @@ class ReadPool:
         async with self._lock:
             if not self.replaced():
                 return
-            if not self._closed:
-                await self._let_go()
+            await self._let_go()  # also what a failed reopen had opened
             for file, identity in self._companions.items():
                 if identity is not None and file_identity(file, True) == identity:
                     file.unlink(missing_ok=True)
             await self._connect()
 
     async def _let_go(self) -> None:
-        """Close every connection once none is borrowed; reads wait or raise until reopened."""
+        """Close every connection once none is borrowed; reads are refused until reopened."""
         self._closed = True
         while self._borrowed:
             await asyncio.sleep(0.01)
