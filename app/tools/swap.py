@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..data.pool import companions, file_identity
-from ..data.schema import check_readable
+from ..data.schema import check_readable, write_transaction
 from .cli import ToolError, command
 
 LOCK_WAIT_MS = 30_000  # how long the swap waits for a load in progress to finish
@@ -46,13 +46,12 @@ def swap(new: Path, db: Path) -> str:
     old = sqlite3.connect(db, isolation_level=None)
     try:
         old.execute(f"PRAGMA busy_timeout = {LOCK_WAIT_MS}")
-        old.execute("BEGIN IMMEDIATE")
-        left = {file: file_identity(file, True) for file in companions(db)}
-        os.replace(new, db)
-        for file, identity in left.items():
-            if identity is not None and file_identity(file, True) == identity:
-                file.unlink()
-        old.execute("ROLLBACK")
+        with write_transaction(old):  # writes nothing: holds the write lock meanwhile
+            left = {file: file_identity(file, True) for file in companions(db)}
+            os.replace(new, db)
+            for file, identity in left.items():
+                if identity is not None and file_identity(file, True) == identity:
+                    file.unlink()
     finally:
         old.close()
     return token
