@@ -3,8 +3,9 @@
 A file renamed over the one a server reads, while the old file's WAL still holds the
 frames of a load, is served as it is: the server closes the old file and its WAL
 before it opens the new one, so the new file is never read through the old frames and
-the next load does not write them into it. ``reporting-swap`` makes a load safe at
-once, before any server noticed, and refuses a file that is not a database in one line.
+the next load does not write them into it; with two workers, each lets go on its own.
+``reporting-swap`` makes a load safe at once, before any server noticed, and refuses a
+file that is not a database in one line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,16 @@ import pytest
 from app.tools.loader import load_files
 
 from .support.factories import API, KEY_1, make_sample_db, next_event_id, query
-from .support.servers import GUARD_SECONDS, UNLIMITED, AppProcess, Launcher, fetch, run_python
+from .support.servers import (
+    GUARD_SECONDS,
+    UNLIMITED,
+    AppProcess,
+    Launcher,
+    RedisServer,
+    fetch,
+    require_redis_server,
+    run_python,
+)
 
 pytestmark = pytest.mark.system  # starts a server process
 
@@ -53,13 +63,25 @@ def wait_until_served(server: AppProcess, event_id: int) -> set[int]:
     return ids
 
 
-def serve_with_old_frames(launcher: Launcher, db: Path, old_load: int) -> AppProcess:
+def serve_with_old_frames(launcher: Launcher, db: Path, old_load: int, *flags: str) -> AppProcess:
     """A server of ``db`` after a load while serving: the old file's WAL holds frames."""
-    server = launcher.serve(db, *UNLIMITED)
+    server = launcher.serve(db, *UNLIMITED, *flags)
     load_files(db, [one_event(db.parent, old_load)])
     wait_until_served(server, old_load)
     assert Path(f"{db}-wal").stat().st_size > 0
     return server
+
+
+def served_by_all(server: AppProcess, event_id: int, answers: int = 20) -> set[int]:
+    """The ids once ``answers`` answers in a row hold ``event_id`` (every worker, in all
+    likelihood: each new connection goes to either)."""
+    deadline = time.monotonic() + GUARD_SECONDS
+    streak = 0
+    while streak < answers:
+        ids = served_ids(server)
+        streak = streak + 1 if event_id in ids else 0
+        assert time.monotonic() < deadline, f"event {event_id} is not served by every worker"
+    return ids
 
 
 def new_file(directory: Path, new_load: int) -> Path:
@@ -115,3 +137,20 @@ def test_the_swap_tool_refuses_a_file_that_is_not_a_database(
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("swap refused: ") and "Traceback" not in done.stderr
     assert garbage.exists() and query(sample_db, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_two_workers_let_go_of_the_old_file(sample_db: Path, tmp_path: Path) -> None:
+    require_redis_server()
+    old_load, new_load, next_load = (next_event_id() + n for n in range(3))
+    redis = RedisServer(tmp_path).start()
+    try:
+        with Launcher(tmp_path) as launcher:
+            workers = ("--workers", "2", "--redis-url", redis.url)
+            server = serve_with_old_frames(launcher, sample_db, old_load, *workers)
+            os.replace(new_file(tmp_path / "new", new_load), sample_db)
+            assert old_load not in served_by_all(server, new_load)
+            load_files(sample_db, [one_event(tmp_path, next_load)])
+            assert old_load not in served_by_all(server, next_load)
+    finally:
+        redis.stop()
+    assert_intact(sample_db, {new_load, next_load}, old_load)
