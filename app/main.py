@@ -74,7 +74,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     pool: Store
     if config.database_url:
-        pg = await PgStore.open(config.database_url, config.read_connections)
+        pg = await PgStore.open(config.database_url, config.read_connections, config.read_timeout)
         pool, app[DATA_VERSION] = pg, pg.version
     else:
         sqlite = await ReadPool.open(config.db, config.read_connections)

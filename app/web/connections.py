@@ -5,7 +5,7 @@ descriptor each. Beyond the limits a new connection is answered at once with a 5
 problem+json carrying Retry-After and closed, before a byte of it is read, so refusing
 costs no more than accepting. What an attack makes recur (refusals, late headers, the
 process running out of file descriptors) is logged in one line at most every
-``REPORT_SECONDS``, never a traceback per connection.
+``logs.REPORT_SECONDS``, never a traceback per connection.
 """
 
 from __future__ import annotations
@@ -17,51 +17,22 @@ import json
 import logging
 import resource
 import secrets
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import Config, Network
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import SERVER_NAME
+from .logs import LogThrottle
 from .ratelimit import address_key
 
 log = logging.getLogger("app.connections")
 
-REPORT_SECONDS = 10.0  # a recurring condition is logged at most this often
 RESERVED_FILES = 64  # file descriptors kept for the database, the listener and logs
 ACCEPT_BURST = 256  # sockets asyncio may accept before a refused one is closed (measured)
 RETRY_AFTER = 1  # seconds, advertised to a refused connection
 HEADERS_TOO_LARGE = "The request headers are too large."
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-
-
-class LogThrottle:
-    """Log a recurring condition at most once an interval, saying how often it recurred."""
-
-    def __init__(
-        self,
-        logger: logging.Logger,
-        interval: float = REPORT_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._logger = logger
-        self._interval = interval
-        self._clock = clock
-        self._next = float("-inf")
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: object) -> None:
-        """Log now if the interval has passed since the last line, else count it."""
-        now = self._clock()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        if self._suppressed:
-            message += f" ({self._suppressed} more since the last report)"
-        self._next = now + self._interval
-        self._suppressed = 0
-        self._logger.warning(message, *args)
 
 
 @dataclass(frozen=True, slots=True)

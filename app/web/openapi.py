@@ -151,8 +151,9 @@ PROBLEMS = {
     "500": ("InternalServerError", "Unexpected error; no internal detail is shown.", ()),
     "503": (
         "ServiceUnavailable",
-        "Too many open connections from this address or in total; sent before the request "
-        "is read, then the connection is closed.",
+        "The database does not answer (try again after Retry-After), or too many open "
+        "connections from this address or in total (sent before the request is read, "
+        "then the connection is closed).",
         ("Retry-After",),
     ),
 }
