@@ -39,8 +39,10 @@ from .load_writes import ADVANCE_SEQ, IMPLIED_TARGETS, MERGES, indexes_set_aside
 from .pg_loader import load_pg
 from .staging import (
     IMPLIED,
+    PARENTS,
     WRITTEN,
     Stage,
+    any_problem,
     file_items,
     refuse_if_problems,
     stage_source,
@@ -51,11 +53,6 @@ from .staging import LoadError as LoadError  # the loader's refusal, where calle
 # installed wheel finds the sample as a clone does.
 SAMPLE_FIXTURE = Path(str(resources.files("app.fixtures") / "sample.json"))
 LOCK_WAIT = 30.0  # seconds a load waits for another writer before giving up
-# Tables whose rows later checks read: written even once a problem is known, so that their
-# children are checked against them; the others are only written by a clean load.
-PARENTS = frozenset(
-    ("companies", "employees", "teams", "campaigns", "courses", "course_sections", "inscriptions")
-)
 
 
 def load_files(
@@ -97,6 +94,8 @@ def load_items(
             for name, items in sources:
                 stage_source(stage, name, items, meter)
             meter.close()
+            if stage.unreadable:  # nothing to check against the database: no lock, no write
+                refuse_if_problems(conn)
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
@@ -117,21 +116,17 @@ def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> di
             continue
         with meter.step(f"check and write {table}", counts[table]):
             check(conn, table)
-            if table in PARENTS or not _any_problem(conn):
+            if table in PARENTS or not any_problem(conn):
                 with indexes_set_aside(conn, table, counts[table]):
                     written = conn.execute(MERGES[table]).rowcount
                 if table == "campaign_events":
                     counts[WRITTEN] = written
                     conn.execute(ADVANCE_SEQ, (written,))
-    if counts["campaign_events"] and not _any_problem(conn):
+    if counts["campaign_events"] and not any_problem(conn):
         counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
     refuse_if_problems(conn)
     bump_data_version(conn)
     return counts
-
-
-def _any_problem(conn: sqlite3.Connection) -> bool:
-    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM temp.load_problems)").fetchone()[0])
 
 
 def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
