@@ -90,7 +90,7 @@ def test_the_same_complete_report_on_both_stores(
 
 TRUNCATED = '{"companies": [{"id": 7, "name": "Seven"}],\n "employees": [\n  {"id": 1, "comp'
 UNPARSABLE = {
-    "truncated": (TRUNCATED, "at line 3, column 16: parse error: premature EOF"),
+    "truncated": (TRUNCATED, "at line 3, column 18: parse error: premature EOF"),
     "a bare word": (
         '{"companies": [\n {"id": 7, "name": "x"},\n {"id": 8, name: "y"}]}',
         "at line 3, column 13: lexical error: invalid string in json text.",
