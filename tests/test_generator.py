@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixture_export import export_fixture
 
 from app.config import Config
 from app.main import create_app
+from app.tools.export import export_fixture
 from app.tools.generator import GenerateError, Sizes, generate, generated_key
 from app.tools.loader import load_files
 

@@ -30,7 +30,7 @@ from ..data.schema import (
     scratch_transaction,
     write_transaction,
 )
-from .cli import add_store_arguments, cause_of, command
+from .cli import add_store_arguments, cause_of, command, plural
 from .fixture_format import TABLES
 from .fixture_reader import Item
 from .load_checks import check
@@ -134,9 +134,9 @@ def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
     records = sum(counts.get(table, 0) for table in TABLES)
     rate = f" ({records / seconds:,.0f} records/s)" if seconds > 0 else ""
     return (
-        f"loaded {records:,} records into {db_path} in {seconds:.1f} s{rate};"
-        f" {counts.get(WRITTEN, 0):,} events new or changed,"
-        f" {counts.get(IMPLIED, 0):,} targets implied by events"
+        f"loaded {plural(records, 'record')} into {db_path} in {seconds:.1f} s{rate};"
+        f" {plural(counts.get(WRITTEN, 0), 'event')} new or changed,"
+        f" {plural(counts.get(IMPLIED, 0), 'target')} implied by events"
     )
 
 
