@@ -1,11 +1,11 @@
 """Write a database, or one company of it, as a fixture file (the loader's input format).
 
-A generated data set becomes a file to share or load elsewhere, and the benchmark loads
-its data set from JSON this way. SQLite builds each record's JSON (``json_object``) and
-the file is written as it is read, so memory stays flat; it is written beside its final
-name and renamed at the end, so a failed export leaves no half file. API keys are stored
-hashed, so their plain text must be given (``keys``: company id to key); companies
-without one get none (make keys with the key tool after loading).
+A generated data set becomes a file to share or to load into another database. SQLite
+builds each record's JSON (``json_object``) and the file is written as it is read, so
+memory stays flat; it is written beside its final name and renamed at the end, so a
+failed export leaves no half file. API keys are stored hashed, so their plain text must
+be given (``keys``: company id to key); companies without one get none (make keys with
+the key tool after loading).
 """
 
 from __future__ import annotations
