@@ -69,6 +69,15 @@ async def test_an_export_loads_back_to_the_same_rows_and_answers(
     assert await answers(aiohttp_client, copy) == await answers(aiohttp_client, sample_db)
 
 
+@pytest.mark.parametrize("company", [[], ["--company", "2"]], ids=["all", "one company"])
+def test_both_stores_export_the_same_document(
+    company: list[str], tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    from_sqlite = export(sample_db, tmp_path / "sqlite.json", *company)
+    run("export_fixtures.py", str(tmp_path / "pg.json"), "--database-url", pg_database, *company)
+    assert json.loads((tmp_path / "pg.json").read_text(encoding="utf-8")) == from_sqlite
+
+
 def test_one_company_only(tmp_path: Path, sample_db: Path) -> None:
     document = export(sample_db, tmp_path / "two.json", "--company", "2")
     assert [c["id"] for c in document["companies"]] == [2]
@@ -89,11 +98,12 @@ def test_one_company_only(tmp_path: Path, sample_db: Path) -> None:
 
 
 def test_an_unknown_company_or_database_is_one_line_and_writes_nothing(
-    tmp_path: Path, sample_db: Path
+    tmp_path: Path, sample_db: Path, pg_database: str
 ) -> None:
     out = tmp_path / "none.json"
     for flags, cause in (
         (["--db", str(sample_db), "--company", "9"], f"no company 9 in {sample_db}"),
+        (["--database-url", pg_database, "--company", "9"], "no company 9 in the database"),
         (["--db", str(tmp_path / "missing.sqlite3")], "no database at"),
     ):
         done = run_python("scripts/export_fixtures.py", str(out), *flags)

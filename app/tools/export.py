@@ -1,27 +1,32 @@
 """Write a database, or one company of it, as a fixture file (the loader's input format).
 
-A generated data set becomes a file to share or to load into another database. SQLite
-builds each record's JSON (``json_object``) and the file is written as it is read, so
-memory stays flat; it is written beside its final name and renamed at the end, so a
-failed export leaves no half file. API keys are stored hashed, so their plain text must
-be given (``keys``: company id to key); companies without one get none (make keys with
-the key tool after loading).
+A generated data set becomes a file to share or to load into another database, SQLite
+or PostgreSQL. The database builds each record's JSON and the file is written as it is
+read, in one read transaction (a load meanwhile is in all of it or none), so memory stays
+flat; it is written beside its final name and renamed at the end, so a failed export
+leaves no half file. API keys are stored hashed, so their plain text must be given
+(``keys``: company id to key); companies without one get none (make keys with the key
+tool after loading).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from itertools import islice
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
+
+import asyncpg
 
 from ..config import OneLineParser
-from .cli import ToolError, command, plural
+from ..data.pg.sql import numbered
+from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES
 
 CHUNK = 10_000
@@ -39,54 +44,90 @@ OWNER = {
     "inscriptions": "company_id = ?",
     "section_results": "inscription_id IN (SELECT id FROM inscriptions WHERE company_id = ?)",
 }
-
-# Each table's record, as SQLite builds it from the stored row, and the row order.
-RECORDS: dict[str, tuple[str, str]] = {
-    "companies": ("json_object('id', id, 'name', name)", "id"),
+# Each table's record (its fields, as stored) and the order of its rows.
+RECORDS: dict[str, tuple[tuple[str, ...], str]] = {
+    "companies": (("id", "name"), "id"),
     "employees": (
-        "json_object('id', id, 'company_id', company_id, 'first_name', first_name,"
-        " 'last_name', last_name, 'email', email, 'department', department,"
-        " 'country', country)",
+        ("id", "company_id", "first_name", "last_name", "email", "department", "country"),
         "id",
     ),
-    "teams": ("json_object('id', id, 'company_id', company_id, 'name', name)", "id"),
-    "team_members": (
-        "json_object('team_id', team_id, 'employee_id', employee_id)",
-        "employee_id, team_id",
-    ),
-    "campaigns": (
-        "json_object('id', id, 'company_id', company_id, 'title', title,"
-        " 'launch_date', launch_date)",
-        "id",
-    ),
-    "campaign_targets": (
-        "json_object('campaign_id', campaign_id, 'employee_id', employee_id, 'sent_at', sent_at)",
-        "campaign_id, employee_id",
-    ),
+    "teams": (("id", "company_id", "name"), "id"),
+    "team_members": (("team_id", "employee_id"), "employee_id, team_id"),
+    "campaigns": (("id", "company_id", "title", "launch_date"), "id"),
+    "campaign_targets": (("campaign_id", "employee_id", "sent_at"), "campaign_id, employee_id"),
     "campaign_events": (
-        "json_object('id', id, 'campaign_id', campaign_id, 'employee_id', employee_id,"
-        " 'type', type, 'timestamp', timestamp,"
-        " 'with_captcha', json(CASE with_captcha WHEN 1 THEN 'true' ELSE 'false' END),"
-        " 'ip', ip, 'user_agent', user_agent)",
+        (
+            "id",
+            "campaign_id",
+            "employee_id",
+            "type",
+            "timestamp",
+            "with_captcha",
+            "ip",
+            "user_agent",
+        ),
         "id",
     ),
-    "courses": ("json_object('id', id, 'company_id', company_id, 'title', title)", "id"),
-    "course_sections": (
-        "json_object('id', id, 'course_id', course_id, 'title', title,"
-        " 'section_type', section_type, 'position', position)",
-        "id",
-    ),
+    "courses": (("id", "company_id", "title"), "id"),
+    "course_sections": (("id", "course_id", "title", "section_type", "position"), "id"),
     "inscriptions": (
-        "json_object('id', id, 'employee_id', employee_id, 'course_id', course_id,"
-        " 'start_date', start_date, 'due_date', due_date, 'status', status)",
+        ("id", "employee_id", "course_id", "start_date", "due_date", "status"),
         "id",
     ),
     "section_results": (
-        "json_object('inscription_id', inscription_id, 'section_id', section_id,"
-        " 'completed_at', completed_at, 'result', result, 'status', status)",
+        ("inscription_id", "section_id", "completed_at", "result", "status"),
         "inscription_id, section_id",
     ),
 }
+# How each store builds a record's JSON text, and the flag it stores as 0 or 1.
+BUILD = {"sqlite": "json_object({})", "postgresql": "json_build_object({})::text"}
+FLAG = {
+    "sqlite": "json(CASE with_captcha WHEN 1 THEN 'true' ELSE 'false' END)",
+    "postgresql": "with_captcha = 1",
+}
+
+
+def select(table: str, store: str, company: int | None) -> str:
+    """The query giving one table's records as JSON text, in order (``?``: the company)."""
+    fields, order = RECORDS[table]
+    pairs = ", ".join(f"'{f}', {FLAG[store] if f == 'with_captcha' else f}" for f in fields)
+    where = "" if company is None else f" WHERE {OWNER[table]}"
+    return f"SELECT {BUILD[store].format(pairs)} FROM {table}{where} ORDER BY {order}"
+
+
+class FixtureFile:
+    """A fixture written table by table, record by record: ``{"table": [record, ...]}``."""
+
+    def __init__(self, file: TextIO) -> None:
+        self.file = file
+        self.counts: dict[str, int] = {}
+        self.table = ""
+        file.write("{")
+
+    def start(self, table: str) -> None:
+        """Begin the next table's array (closing the previous one)."""
+        self.file.write(("\n],\n" if self.table else "\n") + f'"{table}": [')
+        self.table, self.counts[table] = table, 0
+
+    def add(self, records: Iterable[str]) -> None:
+        """Records (JSON text) of the current table, one a line."""
+        for record in records:
+            self.file.write(("," if self.counts[self.table] else "") + "\n" + record)
+            self.counts[self.table] += 1
+
+    def finish(self) -> dict[str, int]:
+        """Close the document; the records written per table."""
+        self.file.write("\n]\n}\n")
+        return self.counts
+
+
+def key_records(companies: list[int], keys: Mapping[int, str]) -> list[str]:
+    """The given keys of the exported companies, as api_keys records."""
+    return [
+        json.dumps({"company_id": c, "label": "exported", "key": keys[c]})
+        for c in companies
+        if c in keys
+    ]
 
 
 def export_fixture(
@@ -95,77 +136,83 @@ def export_fixture(
     keys: Mapping[int, str] | None = None,
     company: int | None = None,
 ) -> dict[str, int]:
-    """Write every table of the database (or only ``company``'s rows) to ``out`` as one
-    fixture; return the records written per table."""
+    """Write every table of the SQLite database (or only ``company``'s rows) to ``out``
+    as one fixture; return the records written per table."""
     if not Path(db_path).is_file():
         raise ToolError(f"no database at {db_path}")
     conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
-    part = Path(f"{out}.part")
     try:
-        companies = [c for (c,) in conn.execute("SELECT id FROM companies ORDER BY id")]
-        if company is not None and company not in companies:
-            raise ToolError(f"no company {company} in {db_path}")
-        chosen = companies if company is None else [company]
-        counts = _write(conn, part, chosen, keys or {}, company)
-        os.replace(part, out)
-        return counts
+        conn.execute("BEGIN")  # one snapshot for every table
+        found = [c for (c,) in conn.execute("SELECT id FROM companies ORDER BY id")]
+        companies = _chosen(found, company, db_path)
+        with _written(out) as fixture:
+            for table in TABLES:
+                fixture.start(table)
+                if table == "api_keys":
+                    fixture.add(key_records(companies, keys or {}))
+                    continue
+                params = () if company is None else (company,)
+                rows = conn.execute(select(table, "sqlite", company), params)
+                while batch := rows.fetchmany(CHUNK):
+                    fixture.add(r[0] for r in batch)
+        return fixture.counts
     finally:
         conn.close()
+
+
+async def export_pg(url: str, out: str | Path, company: int | None = None) -> dict[str, int]:
+    """:func:`export_fixture` from the PostgreSQL database at ``url``."""
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
+            found = await conn.fetch("SELECT id FROM companies ORDER BY id")
+            _chosen([r["id"] for r in found], company, "the database")
+            with _written(out) as fixture:
+                for table in TABLES:
+                    fixture.start(table)
+                    if table == "api_keys":
+                        continue
+                    params: tuple[Any, ...] = () if company is None else (company,)
+                    sql = numbered(select(table, "postgresql", company))
+                    cursor = await conn.cursor(sql, *params)
+                    while batch := await cursor.fetch(CHUNK):
+                        fixture.add(r[0] for r in batch)
+            return fixture.counts
+    finally:
+        await conn.close()
+
+
+def _chosen(companies: list[int], company: int | None, where: str | Path) -> list[int]:
+    """The companies exported; ToolError for a company the database does not have."""
+    if company is None:
+        return companies
+    if company not in companies:
+        raise ToolError(f"no company {company} in {where}")
+    return [company]
+
+
+@contextlib.contextmanager
+def _written(out: str | Path) -> Iterator[FixtureFile]:
+    """A fixture written beside ``out`` and renamed to it once whole; removed otherwise."""
+    part = Path(f"{out}.part")
+    try:
+        with open(part, "w", encoding="utf-8") as file:
+            fixture = FixtureFile(file)
+            yield fixture
+            fixture.finish()
+        os.replace(part, out)
+    finally:
         part.unlink(missing_ok=True)
 
 
-def _write(
-    conn: sqlite3.Connection,
-    path: Path,
-    companies: list[int],
-    keys: Mapping[int, str],
-    company: int | None,
-) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    with open(path, "w", encoding="utf-8") as file:
-        file.write("{")
-        for number, table in enumerate(TABLES):
-            file.write(f'{"," if number else ""}\n"{table}": [')
-            if table == "api_keys":
-                rows: Iterable[tuple[str]] = _keys(companies, keys)
-            else:
-                record, order = RECORDS[table]
-                where, params = (
-                    ("", ()) if company is None else (f" WHERE {OWNER[table]}", (company,))
-                )
-                rows = conn.execute(f"SELECT {record} FROM {table}{where} ORDER BY {order}", params)
-            counts[table] = _write_rows(file, iter(rows))
-            file.write("\n]")
-        file.write("\n}\n")
-    return counts
-
-
-def _keys(companies: list[int], keys: Mapping[int, str]) -> list[tuple[str]]:
-    """The given keys of the exported companies, as api_keys records."""
-    return [
-        (json.dumps({"company_id": c, "label": "exported", "key": keys[c]}),)
-        for c in companies
-        if c in keys
-    ]
-
-
-def _write_rows(file: TextIO, rows: Iterator[tuple[str]]) -> int:
-    """Write the records of one table, comma-separated, one per line; return how many."""
-    written = 0
-    while batch := list(islice(rows, CHUNK)):
-        file.write(("," if written else "") + "\n" + ",\n".join(r[0] for r in batch))
-        written += len(batch)
-    return written
-
-
 def build_parser() -> argparse.ArgumentParser:
-    """The command line: --db, --company and the file to write."""
+    """The command line: the file to write, --db or --database-url, and --company."""
     parser = OneLineParser(
         description="Write a database, or one company of it, as a fixture file that"
         " reporting-load loads back. API keys are stored hashed and cannot be exported."
     )
     parser.add_argument("output", type=Path, help="the fixture file to write (replaced)")
-    parser.add_argument("--db", required=True, help="SQLite database file to read")
+    add_store_arguments(parser, "SQLite database file to read")
     parser.add_argument("--company", type=int, metavar="ID", help="export this company only")
     return parser
 
@@ -175,7 +222,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Export, then say how many records went where."""
     args = build_parser().parse_args(argv)
     started = time.perf_counter()
-    counts = export_fixture(args.db, args.output, company=args.company)
+    if args.db:
+        counts = export_fixture(args.db, args.output, company=args.company)
+    else:
+        counts = asyncio.run(export_pg(args.database_url, args.output, args.company))
     seconds = time.perf_counter() - started
     print(f"exported {plural(sum(counts.values()), 'record')} to {args.output} in {seconds:.1f} s")
     return 0
