@@ -101,7 +101,7 @@ UNPARSABLE = {
 
 @pytest.mark.parametrize("case", list(UNPARSABLE))
 def test_a_file_that_cannot_parse_is_refused_before_any_write(
-    case: str, tmp_path: Path, sample_db: Path
+    case: str, tmp_path: Path, sample_db: Path, pg_database: str
 ) -> None:
     text, place = UNPARSABLE[case]
     bad = write(tmp_path / "bad.json", text)
@@ -113,6 +113,9 @@ def test_a_file_that_cannot_parse_is_refused_before_any_write(
     refusal = done.stderr.splitlines()[-1]
     assert refusal.startswith(f"{REFUSED[:-1]}: {bad}: not valid JSON {place}"), done.stderr
     assert dump_tables(sample_db) == before
+    on_postgresql = load(["--database-url", pg_database], good, bad)
+    assert on_postgresql.returncode == 1
+    assert on_postgresql.stderr == refusal + "\n"
 
 
 @pytest.mark.parametrize("text", ["", "\n  \n"])
