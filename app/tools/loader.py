@@ -4,7 +4,8 @@ A load is all or nothing, in three steps:
 
 1. Stream: each file is parsed incrementally and each record validated as it arrives,
    then staged in a temporary table (memory stays flat whatever the file's size). This
-   needs no lock, so a long parse never blocks another writer.
+   needs no lock, so a long parse never blocks another writer; a file that cannot be read
+   or parsed is refused here, before any lock or write.
 2. Check and write, inside one write transaction (BEGIN IMMEDIATE): table by table,
    parents first, the reference and tenancy checks read the database as it is now (no
    other load can change it until COMMIT), then the table's clean rows are upserted.
