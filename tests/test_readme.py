@@ -103,6 +103,8 @@ def test_the_python_client_example_runs(live: str, tmp_path: Path) -> None:
         check=False,
     )
     assert made.returncode == 0, made.stdout + made.stderr
+    enums = [path.name for path in tmp_path.glob("*/models/section_status*.py")]
+    assert len(enums) == 1, enums  # a section's status: one enum, null beside it
     [code] = blocks(text, "python")
     (tmp_path / "example.py").write_text(code.replace(BASE, live), encoding="utf-8")
     ran = subprocess.run(

@@ -124,6 +124,8 @@ def test_two_workers_share_one_limit(sample_db: Path, launcher: Launcher, redis_
     ready = fetch(f"{app.base}/readyz")
     assert ready[0] == 200 and b'"rate_limit": "ok"' in ready[2]
     assert stop(app.proc) == 0
+    # gunicorn names the address served (its arbiter binds no socket of its own).
+    assert f"Listening at: {app.base} ({app.proc.pid})" in app.output_text()[1]
     # Both workers answered (a fresh connection per request, spread by the kernel).
     assert access_pids(app) == set(workers)
 
