@@ -221,7 +221,7 @@ TENANCY_TRIGGERS = (
         for table, old, new in _KEEPS_COMPANY
     )
     + (
-        # Each change of the change sequence gets a random mark (see FEED_MARK).
+        # Each change of the change sequence gets a random mark (see FEED_MARK_START).
         "CREATE TRIGGER IF NOT EXISTS meta_feed_mark\n"
         "AFTER UPDATE OF value ON meta\n"
         "WHEN NEW.key = 'change_seq' AND NEW.value IS NOT OLD.value\n"

@@ -8,7 +8,7 @@ position always gives the same text, so a client that has caught up keeps its cu
 its next link and its ETag until a load writes something it would receive.
 
 The tag also covers the position's feed mark (the random mark of the load that wrote it,
-:data:`app.data.feed.FEED_MARK`): a copy of the database restored from before that load
+:data:`app.data.schema.FEED_MARK_START`): a copy of the database restored from before that load
 lacks the mark or, after new loads, has another, so the cursor is refused (400) instead
 of silently skipping the events the restored database writes again.
 """

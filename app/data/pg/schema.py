@@ -222,7 +222,7 @@ CREATE OR REPLACE TRIGGER {name} BEFORE {events} ON {table}
 
 
 # Each change of the change sequence gets a random mark (SQLite's FEED_MARK_START says why).
-FEED_MARK = """
+FEED_MARK_TRIGGER = """
 CREATE OR REPLACE FUNCTION meta_feed_mark() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO meta (key, value)
@@ -254,7 +254,7 @@ TRIGGERS = (
         )
         for table, (old, new) in KEEPS_COMPANY.items()
     )
-    + FEED_MARK
+    + FEED_MARK_TRIGGER
 )
 
 META_DEFAULTS = (
