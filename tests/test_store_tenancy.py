@@ -142,3 +142,21 @@ async def test_answers_that_join_people_show_no_other_company_people_even_so(
     assert {e["victim"]["id"] for e in feed}.isdisjoint(people_1)
     report = await json_of(client, "/campaigns/1")
     assert report["by_department"] == []
+
+
+async def test_both_stores_carry_the_same_rules(store: Store) -> None:
+    """Every trigger of one store has its twin on the other (SQLite needs two per rule
+    that guards inserts and updates)."""
+    if store.url:
+        rows = await read(store, "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
+        other = sqlite3.connect(store.sqlite_path)
+        try:
+            twins = other.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            expected = {name.removesuffix("_on_update") for (name,) in twins}
+        finally:
+            other.close()
+        assert {name for (name,) in rows} == expected
+    else:
+        rows = await read(store, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        names = {name for (name,) in rows}
+        assert {"section_results_same_company", "employees_keeps_company"} <= names
