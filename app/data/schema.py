@@ -342,6 +342,12 @@ def scratch_transaction(conn: sqlite3.Connection) -> AbstractContextManager[sqli
     return _transaction(conn, "BEGIN")
 
 
+def read_snapshot(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+    """A deferred transaction that only reads: every statement in it sees one snapshot of
+    the file (an export of several tables), and no writer waits for it."""
+    return _transaction(conn, "BEGIN")
+
+
 @contextmanager
 def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Connection]:
     conn.execute(begin)
