@@ -11,9 +11,10 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
+from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -80,7 +81,9 @@ CREATE TABLE IF NOT EXISTS campaign_events (
     with_captcha INTEGER NOT NULL CHECK (with_captcha IN (0, 1)),
     ip           TEXT,
     user_agent   TEXT,
-    seq          INTEGER NOT NULL DEFAULT 0
+    seq          INTEGER NOT NULL DEFAULT 0,
+    verdict      TEXT NOT NULL DEFAULT 'human' CHECK (verdict IN ({_one_of(VERDICTS)})),
+    reasons      TEXT NOT NULL DEFAULT '[]'
 );
 -- Who a campaign was sent to (contract.md 10); an event implies its employee is one.
 CREATE TABLE IF NOT EXISTS campaign_targets (
@@ -271,6 +274,14 @@ MIGRATE_2_TO_3 = (
     "UPDATE campaigns SET title_key = casefold(title)",
 )
 
+# From schema version 4 to 5: every event gets its verdict (decided once the columns are
+# there, with the upgrading writer's settings).
+MIGRATE_4_TO_5 = (
+    "ALTER TABLE campaign_events ADD COLUMN verdict TEXT NOT NULL DEFAULT 'human'"
+    f" CHECK (verdict IN ({_one_of(VERDICTS)}))",
+    "ALTER TABLE campaign_events ADD COLUMN reasons TEXT NOT NULL DEFAULT '[]'",
+)
+
 
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
@@ -294,12 +305,15 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-def ensure_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 3 file, refuse any other."""
+def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
+    """Create the tables on an empty file, migrate a version 1 to 4 file, refuse any other.
+
+    An upgrade decides the verdicts of the stored events with ``rules`` (default: the
+    environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3):
+    if version not in (0, 1, 2, 3, 4):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -313,6 +327,9 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
             conn.create_function("casefold", 1, str.casefold, deterministic=True)
             for statement in MIGRATE_2_TO_3:
                 conn.execute(statement)
+        if version in (1, 2, 3, 4):
+            for statement in MIGRATE_4_TO_5:
+                conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
             conn.execute(statement)
@@ -324,6 +341,10 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
             )
         conn.execute(META_DEFAULTS)
         conn.execute(FEED_MARK_START)
+        if version:
+            seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
+            chosen = rules or rules_from_env()
+            classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ..config import OneLineParser
 from ..data import api_keys as apikeys
+from ..data.automation import classify, rules_from_env
 from ..data.schema import bump_data_version, connect_writer, write_transaction
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
@@ -178,6 +179,7 @@ def generate_companies(
 ) -> tuple[list[Company], dict[str, int]]:
     """:func:`generate`, also returning the companies made. Without ``append`` the data
     tables must be empty; with it, the new rows follow the database's own."""
+    rules = rules_from_env()
     conn = connect_writer(path)
     meter = Meter(progress)
     try:
@@ -200,6 +202,8 @@ def generate_companies(
                 "UPDATE meta SET value = ? WHERE key = 'change_seq'",
                 (str(origin.change_seq + counts["campaign_events"]),),
             )
+            new = f"SELECT id FROM main.campaigns WHERE id > {origin.campaigns}"
+            classify(conn, rules, new, origin.change_seq)
             bump_data_version(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return companies, counts

@@ -24,6 +24,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..config import OneLineParser
+from ..data.automation import Rules, classify, rules_from_env
 from ..data.schema import (
     DatabaseError,
     bump_data_version,
@@ -80,10 +81,13 @@ def load_items(
     progress: bool = False,
     lock_wait: float = LOCK_WAIT,
     prepare: Callable[[sqlite3.Connection], None] | None = None,
+    rules: Rules | None = None,
 ) -> dict[str, int]:
     """``load_files`` for records that come from elsewhere (an importer): each source is
     a name for the problems and its items (table, position in the table, raw record);
-    ``prepare`` runs first in the write transaction (the importer's id upgrade)."""
+    ``prepare`` runs first in the write transaction (the importer's id upgrade); the
+    verdicts follow ``rules`` (default: the environment's settings)."""
+    rules = rules or rules_from_env()
     meter = Meter(progress)
     try:
         conn = connect_writer(db_path)
@@ -104,7 +108,7 @@ def load_items(
         with write_transaction(conn):
             if prepare is not None:
                 prepare(conn)
-            counts = _check_and_write(conn, stage, meter)
+            counts = _check_and_write(conn, stage, meter, rules)
         return counts
     except sqlite3.Error as exc:
         raise _database_error(exc) from None
@@ -113,9 +117,13 @@ def load_items(
         conn.close()
 
 
-def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> dict[str, int]:
-    """Check and upsert each table, parents first; raise LoadError if anything was wrong."""
+def _check_and_write(
+    conn: sqlite3.Connection, stage: Stage, meter: Meter, rules: Rules
+) -> dict[str, int]:
+    """Check and upsert each table, parents first; raise LoadError if anything was wrong.
+    Then decide the verdicts of the campaigns whose events or targets the load gave."""
     counts = dict(stage.counts)
+    seq = int(conn.execute("SELECT value FROM main.meta WHERE key = 'change_seq'").fetchone()[0])
     for table in TABLES:
         if not counts[table]:
             continue
@@ -130,8 +138,17 @@ def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> di
     if counts["campaign_events"] and not any_problem(conn):
         counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
     refuse_if_problems(conn)
+    if counts["campaign_events"] or counts["campaign_targets"]:
+        classify(conn, rules, TOUCHED, seq)
     bump_data_version(conn)
     return counts
+
+
+# The campaigns whose verdicts a load may change: those it gives events or targets of.
+TOUCHED = (
+    "SELECT campaign_id FROM temp.stage_campaign_events WHERE valid"
+    " UNION SELECT campaign_id FROM temp.stage_campaign_targets WHERE valid"
+)
 
 
 def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:

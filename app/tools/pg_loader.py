@@ -23,6 +23,8 @@ from typing import Any
 
 import asyncpg
 
+from ..data.automation import Rules, rules_from_env
+from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, ensure_schema
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
@@ -187,17 +189,22 @@ def stage_sources(sources: Iterable[tuple[str, Iterable[Item]]]) -> Staged:
 
 async def load_pg(url: str, files: Iterable[str | Path]) -> dict[str, int]:
     """Validate the files and load them into the PostgreSQL database at ``url``."""
-    return await load_staged(url, read_batch(files))
+    rules = rules_from_env()
+    return await load_staged(url, read_batch(files), rules=rules)
 
 
-async def load_staged(url: str, batch: Staged, prepare: Prepare | None = None) -> dict[str, int]:
+async def load_staged(
+    url: str, batch: Staged, prepare: Prepare | None = None, rules: Rules | None = None
+) -> dict[str, int]:
     """Load records staged and checked among themselves, in one transaction; ``prepare``
-    runs first in it (the importer's id upgrade)."""
+    runs first in it (the importer's id upgrade); the verdicts follow ``rules`` (default:
+    the environment's settings)."""
+    rules = rules or rules_from_env()
     try:
         conn = await asyncpg.connect(url)
         try:
-            await ensure_schema(conn)
-            return await write(conn, batch, prepare)
+            await ensure_schema(conn, rules)
+            return await write(conn, batch, rules, prepare)
         finally:
             await conn.close()
     finally:
@@ -205,13 +212,15 @@ async def load_staged(url: str, batch: Staged, prepare: Prepare | None = None) -
 
 
 async def write(
-    conn: asyncpg.Connection, batch: Staged, prepare: Prepare | None = None
+    conn: asyncpg.Connection, batch: Staged, rules: Rules, prepare: Prepare | None = None
 ) -> dict[str, int]:
-    """Stage, check and merge every table in one transaction; all or nothing."""
+    """Stage, check and merge every table in one transaction, then decide the verdicts of
+    the campaigns it gave events or targets of; all or nothing."""
     counts: dict[str, int] = dict(batch.stage.counts)
     async with conn.transaction():
         # Loads take turns, so their ranges of the change sequence follow commit order.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")
+        seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
         if prepare is not None:
             await prepare(conn)
         await conn.execute("CREATE TEMP TABLE stage_known (tbl text, id bigint) ON COMMIT DROP")
@@ -243,8 +252,17 @@ async def write(
                 implied = await conn.execute(IMPLIED_TARGETS)
                 counts[IMPLIED] = int(implied.split()[-1])
         refuse_if_problems(batch.conn)
+        if counts["campaign_events"] or counts["campaign_targets"]:
+            await classify(conn, rules, TOUCHED, seq)
         await bump_data_version(conn)
     return counts
+
+
+# The campaigns whose verdicts a load may change (the SQLite loader's TOUCHED).
+TOUCHED = (
+    "SELECT campaign_id FROM stage_campaign_events"
+    " UNION SELECT campaign_id FROM stage_campaign_targets"
+)
 
 
 async def _check(conn: asyncpg.Connection, batch: Staged, table: str, key: tuple[str, ...]) -> None:

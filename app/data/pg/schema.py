@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncpg
 
+from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import SCHEMA_VERSION, DatabaseError
+from .automation import classify
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
@@ -44,6 +46,10 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_employee ON inscriptions (employee_id
 CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 """
+
+# Each event's verdict and its reasons, a JSON array as text (app/data/automation.py).
+VERDICT_COLUMN = f"verdict {TEXT} NOT NULL DEFAULT 'human' CHECK (verdict IN ({_one_of(VERDICTS)}))"
+REASONS_COLUMN = f"reasons {TEXT} NOT NULL DEFAULT '[]'"
 
 SCHEMA = f"""
 CREATE TABLE meta (
@@ -105,7 +111,9 @@ CREATE TABLE campaign_events (
     with_captcha INTEGER NOT NULL CHECK (with_captcha IN (0, 1)),
     ip           {TEXT},
     user_agent   {TEXT},
-    seq          BIGINT NOT NULL DEFAULT 0
+    seq          BIGINT NOT NULL DEFAULT 0,
+    {VERDICT_COLUMN},
+    {REASONS_COLUMN}
 );
 CREATE TABLE campaign_targets (
     campaign_id BIGINT NOT NULL REFERENCES campaigns(id),
@@ -278,9 +286,10 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
     return int(value) if value is not None else None
 
 
-async def ensure_schema(conn: asyncpg.Connection) -> bool:
-    """Create the schema in an empty database, migrate a version 2 or 3 one (True when
-    it did); refuse a database of any other version.
+async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
+    """Create the schema in an empty database, migrate a version 2 to 4 one (True when
+    it did, deciding the stored events' verdicts with ``rules``, by default the
+    environment's); refuse a database of any other version.
 
     A transaction-level advisory lock makes two tools starting together do it once.
     """
@@ -294,11 +303,16 @@ async def ensure_schema(conn: asyncpg.Connection) -> bool:
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             return False
-        if version not in (2, 3):
+        if version not in (2, 3, 4):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
-        await migrate_3_to_4(conn)
+        if version in (2, 3):
+            await migrate_3_to_4(conn)
+        await migrate_4_to_5(conn, rules or rules_from_env())
+        await conn.execute(
+            "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
+        )
         return True
 
 
@@ -333,9 +347,16 @@ async def migrate_3_to_4(conn: asyncpg.Connection) -> None:
     the feed's marks."""
     await conn.execute(TRIGGERS)
     await conn.execute(FEED_MARK_START)
+
+
+async def migrate_4_to_5(conn: asyncpg.Connection, rules: Rules) -> None:
+    """Every event gets its verdict: decided with ``rules``, an event that is not human
+    takes a new place in the change sequence (as SQLite's upgrade does)."""
     await conn.execute(
-        "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
+        f"ALTER TABLE campaign_events ADD COLUMN {VERDICT_COLUMN}, ADD COLUMN {REASONS_COLUMN}"
     )
+    seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
+    await classify(conn, rules, "SELECT id FROM campaigns", seq)
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:

@@ -1,0 +1,10 @@
+"""Decide the events' verdicts again (installed as reporting-reclassify)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
+from app.tools.reclassify import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,268 @@
+"""Automated clicks: every writer decides each event's verdict and reasons at load time.
+
+The rules and their thresholds (fast_after_sent, scanner_agent, scanner_network, burst,
+shared_address; a captcha-verified event and a report are human), the settings recorded
+with the verdicts, an incremental load deciding its campaigns again, the same verdicts
+from both loaders, the generator and the GoPhish importer, reclassifying after a change
+of settings (the changed event, and only it, takes a new place in the change sequence),
+and the upgrade of a version 4 database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+
+from app.data.automation import RULES_KEY, Rules, rules_from_env
+from app.data.schema import SCHEMA_VERSION, connect_writer
+from app.tools import export, generator, gophish, reclassify
+from app.tools.loader import load_files
+from app.tools.pg_loader import load_pg
+
+from .support.factories import query
+from .support.loads import write_fixture
+
+DESKTOP = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36"
+COMPANY, CAMPAIGN, SHARED_CAMPAIGN = 900, 9001, 9002
+
+
+def at(clock: str, day: str = "2025-06-02") -> str:
+    return f"{day}T{clock}Z"
+
+
+def event(id_: int, employee: int, clock: str, **fields: Any) -> dict[str, Any]:
+    return {"id": id_, "campaign_id": fields.pop("campaign", CAMPAIGN), "employee_id": employee,
+            "type": fields.pop("type", "click"), "timestamp": at(clock),
+            "with_captcha": fields.pop("captcha", False),
+            "ip": fields.pop("ip", f"198.51.100.{employee % 250}"),
+            "user_agent": fields.pop("agent", DESKTOP)}  # fmt: skip
+
+
+# What the issue's fixture must give, with each rule's boundary beside it.
+EXPECTED = {
+    90001: ("automated", ["fast_after_sent"]),  # 3 s after sending
+    90002: ("automated", ["scanner_agent"]),  # python-requests
+    90003: ("suspected", ["burst"]),  # four clicks within 2 s
+    90004: ("suspected", ["burst"]),
+    90005: ("suspected", ["burst"]),
+    90006: ("suspected", ["burst"]),
+    90007: ("human", []),  # captcha-verified, 2 s after sending
+    90008: ("human", []),  # a desktop browser
+    90009: ("human", []),  # a report, 1 s after sending
+    90010: ("human", []),  # exactly 10 s after sending: not less than 10
+    90011: ("human", []),  # four clicks spread over 4 s: no burst
+    90012: ("human", []),
+    90013: ("human", []),
+    90014: ("human", []),
+    90015: ("automated", ["fast_after_sent", "scanner_agent"]),  # reasons in their order
+    90016: ("automated", ["scanner_agent"]),  # an agent of blanks
+    90017: ("automated", ["scanner_agent"]),  # "Googlebot", in any case
+    90018: ("human", []),  # no agent recorded: no evidence
+    # one address, three employees within 60 s; a fourth click 61 s after the third
+    90020: ("suspected", ["shared_address"]),
+    90021: ("suspected", ["shared_address"]),
+    90022: ("suspected", ["shared_address"]),
+    90023: ("human", []),
+    90024: ("human", []),  # the same address in another campaign
+}
+
+
+def done_when() -> dict[str, Any]:
+    """The fixture of the rules: company 900, its people, two campaigns sent at 09:00:00."""
+    people = range(9001, 9013)
+    return {
+        "companies": [{"id": COMPANY, "name": "Gateway Corp"}],
+        "employees": [{"id": p, "company_id": COMPANY, "first_name": "P", "last_name": str(p),
+                       "email": f"p{p}@gateway.example", "department": "Ops", "country": "Spain"}
+                      for p in people],  # fmt: skip
+        "campaigns": [{"id": c, "company_id": COMPANY, "title": f"Invoice {c}",
+                       "launch_date": at("09:00:00")} for c in (CAMPAIGN, SHARED_CAMPAIGN, 9003)],
+        "campaign_targets": [{"campaign_id": c, "employee_id": p, "sent_at": at("09:00:00")}
+                             for c in (CAMPAIGN, SHARED_CAMPAIGN) for p in people],  # fmt: skip
+        "campaign_events": [
+            event(90001, 9001, "09:00:03"),
+            event(90002, 9002, "09:12:00", agent="python-requests/2.31"),
+            *(event(90003 + i, 9003, f"09:20:0{s}") for i, s in enumerate((0, 0, 1, 2))),
+            event(90007, 9004, "09:00:02", captcha=True),
+            event(90008, 9005, "09:12:00"),
+            event(90009, 9001, "09:00:01", type="report"),
+            event(90010, 9006, "09:00:10"),
+            *(event(90011 + i, 9007, f"09:30:0{s}") for i, s in enumerate((0, 1, 2, 4))),
+            event(90015, 9008, "09:00:05", agent="curl/8.5"),
+            event(90016, 9009, "09:40:00", agent="   "),
+            event(90017, 9010, "09:40:00", agent="Mozilla/5.0 (compatible; GOOGLEBOT/2.1)"),
+            event(90018, 9011, "09:40:00", agent=None, ip=None),
+            *(event(90020 + i, p, c, campaign=SHARED_CAMPAIGN, ip="192.0.2.77")
+              for i, (p, c) in enumerate(((9001, "10:00:00"), (9002, "10:00:30"),
+                                          (9003, "10:01:00"), (9004, "10:02:01")))),
+            event(90024, 9005, "10:00:10", campaign=9003, ip="192.0.2.77"),
+        ],  # fmt: skip
+    }
+
+
+def verdicts_in(db: Path, where: str = "campaign_id > 9000") -> dict[int, tuple[str, list[str]]]:
+    rows = query(db, f"SELECT id, verdict, reasons FROM campaign_events WHERE {where}")
+    return {i: (v, json.loads(r)) for i, v, r in rows}
+
+
+async def pg_verdicts(url: str, where: str = "campaign_id > 9000") -> dict[int, Any]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(f"SELECT id, verdict, reasons FROM campaign_events WHERE {where}")
+        return {r["id"]: (r["verdict"], json.loads(r["reasons"])) for r in rows}
+    finally:
+        await conn.close()
+
+
+def test_the_sqlite_loader_decides_every_rule(sample_db: Path, tmp_path: Path) -> None:
+    load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
+    assert verdicts_in(sample_db) == EXPECTED
+    assert {v for v, _ in verdicts_in(sample_db, "campaign_id < 9000").values()} == {"human"}
+    record = json.loads(query(sample_db, "SELECT value FROM meta WHERE key = ?",
+                              f"{RULES_KEY}{COMPANY}")[0][0])  # fmt: skip
+    assert record["fast_seconds"] == 10 and record["networks"] == []
+    assert "python-requests" in record["agents"]
+
+
+def test_the_postgresql_loader_gives_the_same_verdicts(pg_database: str, tmp_path: Path) -> None:
+    asyncio.run(load_pg(pg_database, [write_fixture(tmp_path / "gw.json", done_when())]))
+    assert asyncio.run(pg_verdicts(pg_database)) == EXPECTED
+
+
+def test_a_network_setting_marks_its_addresses(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTING_BOT_NETWORKS", "192.0.2.0/25, 2001:db8::/32")
+    load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
+    found = verdicts_in(sample_db)
+    assert found[90020] == ("automated", ["scanner_network", "shared_address"])
+    assert found[90024] == ("automated", ["scanner_network"])
+    assert found[90008] == ("human", [])
+
+
+def test_the_fast_rule_is_off_at_zero_and_settings_are_checked(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
+    assert verdicts_in(sample_db)[90001] == ("human", [])
+    assert verdicts_in(sample_db)[90015] == ("automated", ["scanner_agent"])
+    with pytest.raises(ValueError, match="REPORTING_BOT_FAST_SECONDS"):
+        rules_from_env({"REPORTING_BOT_FAST_SECONDS": "-1"})
+    with pytest.raises(ValueError, match="REPORTING_BOT_NETWORKS: '10.0.0.0/33'"):
+        rules_from_env({"REPORTING_BOT_NETWORKS": "10.0.0.0/33"})
+    assert Rules().scanner_addresses(["x"]) == []
+    assert Rules(networks=("10.0.0.0/8",)).scanner_addresses(
+        ["10.1.2.3", "::ffff:10.0.0.1", "11.0.0.1", "10.0.0.1:443"]
+    ) == ["10.1.2.3", "::ffff:10.0.0.1"]
+
+
+def test_a_small_load_decides_its_campaign_again(sample_db: Path, tmp_path: Path) -> None:
+    """A fourth click turns three earlier ones into a burst: they move in the feed."""
+    document = done_when()
+    fourth = document["campaign_events"].pop(5)  # 90006, the burst's last click
+    load_files(sample_db, [write_fixture(tmp_path / "a.json", document)])
+    assert verdicts_in(sample_db)[90003] == ("human", [])
+    top = int(query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    load_files(sample_db, [write_fixture(tmp_path / "b.json", {"campaign_events": [fourth]})])
+    assert verdicts_in(sample_db) == EXPECTED
+    moved = query(sample_db, "SELECT seq, id FROM campaign_events WHERE seq > ? ORDER BY seq", top)
+    assert moved == [(top + 1, 90006), (top + 2, 90003), (top + 3, 90004), (top + 4, 90005)]
+    assert query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(top + 4),)]
+
+
+def test_reclassify_turns_the_fast_click_human_and_moves_it_alone(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
+    top = int(query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    version = query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'")
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    assert reclassify.main(["--db", str(sample_db)]) == 0
+    out = capsys.readouterr().out
+    assert out == "reclassified every company: 1 event moved between verdicts (automated to"\
+        " human 1); 1 event kept its verdict with other reasons\n"
+    assert verdicts_in(sample_db)[90001] == ("human", [])
+    assert verdicts_in(sample_db)[90015] == ("automated", ["scanner_agent"])
+    moved = query(sample_db, "SELECT id, seq FROM campaign_events WHERE seq > ? ORDER BY seq", top)
+    assert moved == [(90001, top + 1), (90015, top + 2)]
+    assert query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'") != version
+    # Again: nothing moves, nothing is written.
+    assert reclassify.main(["--db", str(sample_db), "--company", str(COMPANY)]) == 0
+    assert capsys.readouterr().out == f"reclassified company {COMPANY}: 0 events moved between verdicts\n"
+    assert query(sample_db, "SELECT max(seq) FROM campaign_events") == [(top + 2,)]
+
+
+def test_reclassify_refuses_an_unknown_company_in_one_line(sample_db: Path, capsys: Any) -> None:
+    before = query(sample_db, "SELECT id, seq, verdict FROM campaign_events")
+    assert reclassify.main(["--db", str(sample_db), "--company", "77"]) == 1
+    assert capsys.readouterr().err == "reclassify refused, database unchanged: unknown company 77\n"
+    assert query(sample_db, "SELECT id, seq, verdict FROM campaign_events") == before
+
+
+def test_reclassify_on_postgresql(
+    pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    asyncio.run(load_pg(pg_database, [write_fixture(tmp_path / "gw.json", done_when())]))
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    assert reclassify.main(["--database-url", pg_database, "--company", str(COMPANY)]) == 0
+    assert "1 event moved between verdicts (automated to human 1)" in capsys.readouterr().out
+    assert asyncio.run(pg_verdicts(pg_database))[90001] == ("human", [])
+
+
+def test_the_generator_and_the_loader_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTING_BOT_NETWORKS", "192.0.2.0/24")
+    generated = tmp_path / "gen.sqlite3"
+    sizes = generator.Sizes(companies=2, employees=40, campaigns=4, events_per_campaign=60,
+                            courses=2, inscriptions=4)  # fmt: skip
+    generator.generate(generated, sizes, seed=3)
+    fixture = tmp_path / "gen.json"
+    export.export_fixture(generated, fixture)
+    loaded = tmp_path / "loaded.sqlite3"
+    load_files(loaded, [fixture])
+    found = verdicts_in(generated, "1")
+    assert found == verdicts_in(loaded, "1")
+    assert ("automated", ["scanner_network"]) in found.values()
+
+
+def test_the_gophish_importer_and_the_loader_agree(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "86400")  # every event is fast here
+    export_file = Path(__file__).parent / "data" / "gophish_export.json"
+    assert gophish.main([str(export_file), "--company", "1", "--db", str(sample_db)]) == 0
+    fixture = tmp_path / "company1.json"
+    export.export_fixture(sample_db, fixture, company=1)
+    loaded = tmp_path / "loaded.sqlite3"
+    load_files(loaded, [fixture])
+    company_1 = "campaign_id IN (SELECT id FROM campaigns WHERE company_id = 1)"
+    found = verdicts_in(sample_db, company_1)
+    assert found == verdicts_in(loaded, company_1)
+    assert ("automated", ["fast_after_sent"]) in found.values()
+
+
+def test_a_version_4_database_is_upgraded_and_classified(sample_db: Path, tmp_path: Path) -> None:
+    load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
+    conn = sqlite3.connect(sample_db)
+    conn.executescript(
+        "ALTER TABLE campaign_events DROP COLUMN verdict;"
+        " ALTER TABLE campaign_events DROP COLUMN reasons;"
+        f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%'; PRAGMA user_version = 4;"
+    )
+    conn.close()
+    top = int(query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    connect_writer(sample_db).close()
+    assert query(sample_db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert verdicts_in(sample_db) == EXPECTED
+    # The events that are not human come again on the feed, in id order.
+    not_human = sorted(i for i, (v, _) in EXPECTED.items() if v != "human")
+    moved = query(sample_db, "SELECT id FROM campaign_events WHERE seq > ? ORDER BY seq", top)
+    assert [i for (i,) in moved] == not_human
