@@ -93,8 +93,7 @@ def verdict_sql(flags: Mapping[str, str]) -> tuple[str, str]:
     automated = " OR ".join(flags[r] for r in REASONS[:3])
     suspected = " OR ".join(flags[r] for r in REASONS[3:])
     verdict = (
-        f"CASE WHEN {automated} THEN 'automated' WHEN {suspected} THEN 'suspected'"
-        " ELSE 'human' END"
+        f"CASE WHEN {automated} THEN 'automated' WHEN {suspected} THEN 'suspected' ELSE 'human' END"
     )
     parts = " || ".join(f"CASE WHEN {flags[r]} THEN '\"{r}\",' ELSE '' END" for r in REASONS)
     return verdict, f"'[' || rtrim({parts}, ',') || ']'"
@@ -137,7 +136,8 @@ _RULED = "ev.type <> 'report' AND ev.with_captcha = 0 AND "
 FLAGS = {
     "fast_after_sent": _RULED + ":fast > 0 AND ev.sent IS NOT NULL AND ev.t - ev.sent < :fast",
     "scanner_agent": _RULED + "ev.user_agent IS NOT NULL AND (trim(ev.user_agent) = ''"
-    " OR EXISTS (SELECT 1 FROM json_each(:agents) AS p WHERE instr(lower(ev.user_agent), p.value)))",
+    " OR EXISTS (SELECT 1 FROM json_each(:agents) AS p"
+    " WHERE instr(lower(ev.user_agent), p.value) > 0))",
     "scanner_network": _RULED + "ev.ip IN (SELECT ip FROM temp.automation_addresses)",
     "burst": _RULED + "ev.id IN (SELECT id FROM temp.automation_bursts)",
     "shared_address": _RULED + "ev.id IN (SELECT id FROM temp.automation_shared)",
@@ -194,9 +194,7 @@ def _widen_to_companies(conn: sqlite3.Connection, rules: Rules) -> None:
         )
 
 
-def _decide(
-    conn: sqlite3.Connection, rules: Rules, written_after: int
-) -> Counter[tuple[str, str]]:
+def _decide(conn: sqlite3.Connection, rules: Rules, written_after: int) -> Counter[tuple[str, str]]:
     conn.execute(_EVENTS)
     conn.execute(_CLICKS)
     conn.execute("CREATE TEMP TABLE automation_addresses (ip TEXT PRIMARY KEY)")

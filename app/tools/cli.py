@@ -98,7 +98,15 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     except KeyboardInterrupt:
         print(f"{refused}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except (ToolError, KeyRefused, RulesError, DatabaseError, sqlite3.Error, OSError, *PG_ERRORS) as exc:
+    except (
+        ToolError,
+        KeyRefused,
+        RulesError,
+        DatabaseError,
+        sqlite3.Error,
+        OSError,
+        *PG_ERRORS,
+    ) as exc:
         lines = describe(exc)
         if len(lines) == 1:
             print(f"{refused}: {lines[0]}", file=sys.stderr)

@@ -29,7 +29,9 @@ Moved = Counter[tuple[str, str]]
 
 def scope(company: int | None) -> str:
     """The campaigns to decide: the company's, or every one."""
-    return "SELECT id FROM campaigns" + ("" if company is None else f" WHERE company_id = {company}")
+    return "SELECT id FROM campaigns" + (
+        "" if company is None else f" WHERE company_id = {company}"
+    )
 
 
 def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
@@ -37,9 +39,10 @@ def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
     conn = connect_writer(existing(db))
     try:
         with write_transaction(conn):
-            if company is not None and not conn.execute(
-                "SELECT 1 FROM companies WHERE id = ?", (company,)
-            ).fetchone():
+            if (
+                company is not None
+                and not conn.execute("SELECT 1 FROM companies WHERE id = ?", (company,)).fetchone()
+            ):
                 raise ToolError(f"unknown company {company}")
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             moved = classify(conn, rules, scope(company), int(seq))

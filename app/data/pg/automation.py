@@ -124,11 +124,11 @@ async def _decide(
         "CREATE TEMP TABLE automation_addresses (ip TEXT PRIMARY KEY) ON COMMIT DROP"
     )
     if rules.networks:
-        found = await conn.fetch(
-            "SELECT DISTINCT ip FROM automation_events WHERE ip IS NOT NULL"
-        )
+        found = await conn.fetch("SELECT DISTINCT ip FROM automation_events WHERE ip IS NOT NULL")
         inside = rules.scanner_addresses(r["ip"] for r in found)
-        await conn.executemany("INSERT INTO automation_addresses VALUES ($1)", [(a,) for a in inside])
+        await conn.executemany(
+            "INSERT INTO automation_addresses VALUES ($1)", [(a,) for a in inside]
+        )
     await conn.execute(f"CREATE TEMP TABLE automation_bursts ON COMMIT DROP AS {BURSTS}")
     await conn.execute(f"CREATE TEMP TABLE automation_shared ON COMMIT DROP AS {SHARED}")
     await conn.execute(NEW_VERDICTS, rules.fast_seconds, list(SCANNER_AGENTS))
@@ -145,4 +145,3 @@ async def _decide(
             sum(moved.values()),
         )
     return moved
-

@@ -13,8 +13,8 @@ import asyncpg
 
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import SCHEMA_VERSION, DatabaseError
-from .automation import classify
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from .automation import classify
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
 CHANNEL = "reporting_data"
