@@ -295,3 +295,25 @@ def test_a_version_4_database_is_upgraded_and_classified(sample_db: Path, tmp_pa
     not_human = sorted(i for i, (v, _) in EXPECTED.items() if v != "human")
     moved = query(sample_db, "SELECT id FROM campaign_events WHERE seq > ? ORDER BY seq", top)
     assert [i for (i,) in moved] == not_human
+
+
+async def pg_version_4(url: str) -> None:
+    """The PostgreSQL database at ``url`` made a version 4 one."""
+    conn = await asyncpg.connect(url)
+    try:
+        await conn.execute(
+            "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons;"
+            f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%';"
+            " UPDATE meta SET value = '4' WHERE key = 'schema_version'"
+        )
+    finally:
+        await conn.close()
+
+
+def test_a_version_4_postgresql_database_is_upgraded_and_classified(
+    pg_database: str, tmp_path: Path
+) -> None:
+    asyncio.run(load_pg(pg_database, [write_fixture(tmp_path / "gw.json", done_when())]))
+    asyncio.run(pg_version_4(pg_database))
+    assert reclassify.main(["--database-url", pg_database]) == 0  # any writer upgrades
+    assert asyncio.run(pg_verdicts(pg_database)) == EXPECTED

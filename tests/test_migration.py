@@ -49,7 +49,14 @@ V1_TRIGGERS = {
     "inscriptions_same_company",
     "team_members_same_company",
 }
+# What version 5 added: the events' verdicts and the settings they were made with.
+DOWNGRADE_TO_4 = (
+    "ALTER TABLE campaign_events DROP COLUMN verdict",
+    "ALTER TABLE campaign_events DROP COLUMN reasons",
+    "DELETE FROM meta WHERE key LIKE 'automation_rules:%'",
+)
 DOWNGRADE = (
+    *DOWNGRADE_TO_4,
     "ALTER TABLE campaigns DROP COLUMN title_key",
     "DROP TABLE campaign_targets",
     "ALTER TABLE campaign_events DROP COLUMN ip",
@@ -141,6 +148,7 @@ def version_2_copy(sample_db: Path, directory: Path) -> Path:
     old = copy_into(sample_db, directory / "v2.sqlite3")
     conn = sqlite3.connect(old, isolation_level=None)
     for statement in (
+        *DOWNGRADE_TO_4,
         "ALTER TABLE campaigns DROP COLUMN title_key",
         ODD_CAMPAIGNS,
         "PRAGMA user_version = 2",
@@ -171,7 +179,12 @@ async def test_a_version_2_file_gets_python_s_folded_titles(
     assert await found_by_title(client, "σίσυφος i̇lker") == [901]
 
 
+DOWNGRADE_PG_TO_4 = (
+    "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons",
+    "DELETE FROM meta WHERE key LIKE 'automation_rules:%'",
+)
 DOWNGRADE_PG = (
+    *DOWNGRADE_PG_TO_4,
     "ALTER TABLE campaigns DROP COLUMN title_key",
     "DROP INDEX campaigns_by_company, courses_by_company, campaign_events_by_type,"
     " campaign_events_by_employee_type, inscriptions_by_employee, inscriptions_by_course,"
