@@ -21,7 +21,7 @@ import pytest
 
 from app.data.automation import RULES_KEY, Rules, rules_from_env
 from app.data.schema import SCHEMA_VERSION, connect_writer
-from app.tools import export, generator, gophish, reclassify
+from app.tools import export, generator, gophish, loader, reclassify
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 
@@ -184,6 +184,20 @@ def test_the_fast_rule_is_off_at_zero_and_settings_are_checked(
     assert Rules(networks=("10.0.0.0/8",)).scanner_addresses(
         ["10.1.2.3", "::ffff:10.0.0.1", "11.0.0.1", "10.0.0.1:443"]
     ) == ["10.1.2.3", "::ffff:10.0.0.1"]
+
+
+def test_a_bad_setting_is_one_line_and_writes_nothing(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    before = query(sample_db, "SELECT count(*), max(seq) FROM campaign_events")
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "ten")
+    fixture = write_fixture(tmp_path / "gw.json", done_when())
+    assert loader.main([str(fixture), "--db", str(sample_db), "--no-progress"]) == 1
+    assert capsys.readouterr().err == (
+        "load refused, database unchanged: REPORTING_BOT_FAST_SECONDS: 'ten' is not a number"
+        " of seconds from 0 to 86400\n"
+    )
+    assert query(sample_db, "SELECT count(*), max(seq) FROM campaign_events") == before
 
 
 def test_a_small_load_decides_its_campaign_again(sample_db: Path, tmp_path: Path) -> None:

@@ -2,8 +2,8 @@
 
 The wheel built from this tree, installed into a fresh virtual environment, has the
 console scripts (reporting-api, reporting-load, reporting-keys, reporting-generate,
-reporting-import-gophish, reporting-export, reporting-swap), carries fixtures/sample.json
-inside it, and a first start of the installed server creates its database from that sample
+reporting-import-gophish, reporting-export, reporting-swap, reporting-reclassify), carries
+fixtures/sample.json inside it, and a first start of the installed server creates its database from that sample
 and answers with a sample key.
 The environment borrows this one's dependencies through a .pth line (no download), but
 imports ``app`` from the wheel, never from the source tree.
@@ -43,6 +43,7 @@ SCRIPTS = (
     "reporting-import-gophish",
     "reporting-swap",
     "reporting-export",
+    "reporting-reclassify",
 )
 
 

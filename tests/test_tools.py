@@ -128,6 +128,7 @@ def test_a_failed_rollback_does_not_hide_the_cause(
         ("scripts/load_fixtures.py", [SAMPLE, "--db", NOWHERE], "load refused"),
         ("scripts/manage_keys.py", ["--db", NOWHERE, "list"], "error: "),
         ("scripts/generate_fixtures.py", ["--db", NOWHERE, *SIZES], "generation refused"),
+        ("scripts/reclassify.py", ["--db", NOWHERE], "reclassify refused"),
     ],
 )
 def test_scripts_are_the_tools(script: str, argv: list[str], prefix: str) -> None:
