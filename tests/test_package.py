@@ -3,8 +3,8 @@
 The wheel built from this tree, installed into a fresh virtual environment, has the
 console scripts (reporting-api, reporting-load, reporting-keys, reporting-generate,
 reporting-import-gophish, reporting-export, reporting-swap, reporting-reclassify), carries
-fixtures/sample.json inside it, and a first start of the installed server creates its database from that sample
-and answers with a sample key.
+fixtures/sample.json inside it, and a first start of the installed server creates its
+database from that sample and answers with a sample key.
 The environment borrows this one's dependencies through a .pth line (no download), but
 imports ``app`` from the wheel, never from the source tree.
 """
