@@ -26,6 +26,7 @@ from .support.clients import MakeClient
 from .support.factories import KEY_1, KEY_2, KEYS, assert_problem, by_id, get, make_sample_db, query
 from .support.feeds import FEED
 from .support.stores import Store, on_both_stores
+from .support.verdicts import sample_verdicts
 
 store_kind = on_both_stores()  # every test on the app runs on SQLite and PostgreSQL
 STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
@@ -40,6 +41,7 @@ def feed_order(db: Path) -> list[int]:
 def oracle(db: Path, company: int, keep: Any = None) -> list[dict[str, Any]]:
     """The company's feed built from the fixture, in the database's (seq, id) order."""
     events, campaigns, people = by_id("campaign_events"), by_id("campaigns"), by_id("employees")
+    automation = sample_verdicts()
     out = []
     for event_id in feed_order(db):
         e = events[event_id]
@@ -57,6 +59,7 @@ def oracle(db: Path, company: int, keep: Any = None) -> list[dict[str, Any]]:
                 "campaign": {k: c[k] for k in ("id", "title", "launch_date")},
                 "victim": {k: p[k] for k in ("id", "first_name", "last_name", "email")}
                 | {"department": p["department"]},
+                "automation": automation[e["id"]],
             }
         )
     return out

@@ -30,7 +30,8 @@ FEED_EVENT = Record(
     'ip', ev.ip, 'user_agent', ev.user_agent,
     'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date),
     'victim', json_object('id', e.id, 'first_name', e.first_name,
-        'last_name', e.last_name, 'email', e.email, 'department', e.department))""",
+        'last_name', e.last_name, 'email', e.email, 'department', e.department),
+    'automation', json_object('verdict', ev.verdict, 'reasons', json(ev.reasons)))""",
 )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from marshmallow import Schema, fields, validate
 
+from ..data.automation import REASONS, VERDICTS
 from ..data.fields import StrictDate, UtcTimestamp
 from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
@@ -33,6 +34,17 @@ class CampaignSchema(Schema):
     launch_date = UtcTimestamp(required=True, metadata={"example": "2026-03-01T08:00:00Z"})
 
 
+class AutomationSchema(Schema):
+    verdict = fields.String(
+        required=True, validate=validate.OneOf(VERDICTS), metadata={"example": "automated"}
+    )
+    reasons = fields.List(
+        fields.String(validate=validate.OneOf(REASONS)),
+        required=True,
+        metadata={"example": ["fast_after_sent"]},
+    )
+
+
 class FeedEventSchema(Schema):
     id = fields.Integer(required=True)
     type = fields.String(required=True, validate=validate.OneOf(EVENT_TYPES))
@@ -42,6 +54,7 @@ class FeedEventSchema(Schema):
     user_agent = fields.String(required=True, allow_none=True)
     campaign = fields.Nested(CampaignSchema, required=True)
     victim = fields.Nested(VictimSchema, required=True)
+    automation = fields.Nested(AutomationSchema, required=True)
 
 
 class EmployeeEventSchema(Schema):

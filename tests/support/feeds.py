@@ -18,6 +18,7 @@ from app.tools.pg_loader import load_pg
 
 from .factories import API, KEYS
 from .stores import run_apart
+from .verdicts import decide
 
 FEED = f"{API}/events"
 Event = dict[str, Any]  # an event as the fixture format writes it
@@ -87,12 +88,21 @@ class World:
         self.record(events)
 
     def record(self, events: list[Event]) -> None:
-        """Update the model after a committed load (an unchanged upsert changes nothing)."""
-        for event in events:
-            if self.events.get(event["id"]) != event:
-                self.events[event["id"]] = dict(event)
-                self.versions[event["id"]] = self.versions.get(event["id"], 0) + 1
-                self.history.setdefault(event["id"], []).append(dict(event))
+        """Update the model after a committed load (an unchanged upsert changes nothing).
+
+        Each event's ``automation`` is decided again over all of them, as the loader
+        does: an event whose verdict a neighbour changed is changed too."""
+        stored = {
+            i: {k: v for k, v in e.items() if k != "automation"} for i, e in self.events.items()
+        }
+        now = stored | {e["id"]: dict(e) for e in events}
+        automation = decide(now.values())
+        for event_id, event in now.items():
+            state = event | {"automation": automation[event_id]}
+            if self.events.get(event_id) != state:
+                self.events[event_id] = state
+                self.versions[event_id] = self.versions.get(event_id, 0) + 1
+                self.history.setdefault(event_id, []).append(dict(state))
 
     def expected(self, event: Event) -> dict[str, Any]:
         """The feed record of a modelled event: contract.md 13's fields and order."""
@@ -108,6 +118,7 @@ class World:
             "campaign": {k: campaign[k] for k in ("id", "title", "launch_date")},
             "victim": {k: person[k] for k in ("id", "first_name", "last_name", "email")}
             | {"department": person["department"]},
+            "automation": event["automation"],
         }
 
     def visible(self, company: int, matches: Any = None) -> dict[int, dict[str, Any]]:

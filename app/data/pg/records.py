@@ -22,7 +22,9 @@ FEED_EVENT = """(SELECT row_to_json(r) FROM (SELECT ev.id, ev.type, ev.timestamp
     ev.with_captcha = 1 AS with_captcha, ev.ip, ev.user_agent,
     (SELECT row_to_json(x) FROM (SELECT c.id, c.title, c.launch_date) x) AS campaign,
     (SELECT row_to_json(v) FROM (SELECT e.id, e.first_name, e.last_name, e.email,
-        e.department) v) AS victim) r)"""
+        e.department) v) AS victim,
+    (SELECT row_to_json(a) FROM (SELECT ev.verdict, ev.reasons::json AS reasons) a)
+        AS automation) r)"""
 
 SECTIONS = array(
     [
