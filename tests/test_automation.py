@@ -18,6 +18,8 @@ from typing import Any
 
 import asyncpg
 import pytest
+from aiohttp.test_utils import TestClient
+from yarl import URL
 
 from app.data.automation import RULES_KEY, Rules, rules_from_env
 from app.data.schema import SCHEMA_VERSION, connect_writer
@@ -25,11 +27,15 @@ from app.tools import export, generator, gophish, loader, reclassify
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 
-from .support.factories import query
+from .support.clients import MakeClient
+from .support.factories import get, query
+from .support.feeds import FEED
 from .support.loads import write_fixture
+from .support.verdicts import sample_verdicts
 
 DESKTOP = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36"
 COMPANY, CAMPAIGN, SHARED_CAMPAIGN = 900, 9001, 9002
+GATEWAY_KEY = "rk_test_gateway_0123456789abcdef01234567"
 
 
 def at(clock: str, day: str = "2025-06-02") -> str:
@@ -145,7 +151,8 @@ async def pg_verdicts(url: str, where: str = "campaign_id > 9000") -> dict[int, 
 def test_the_sqlite_loader_decides_every_rule(sample_db: Path, tmp_path: Path) -> None:
     load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
     assert verdicts_in(sample_db) == EXPECTED
-    assert {v for v, _ in verdicts_in(sample_db, "campaign_id < 9000").values()} == {"human"}
+    oracle = {i: (a["verdict"], a["reasons"]) for i, a in sample_verdicts().items()}
+    assert verdicts_in(sample_db, "campaign_id < 9000") == oracle
     record = json.loads(
         query(sample_db, "SELECT value FROM meta WHERE key = ?", f"{RULES_KEY}{COMPANY}")[0][0]
     )
@@ -214,31 +221,76 @@ def test_a_small_load_decides_its_campaign_again(sample_db: Path, tmp_path: Path
     assert query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(top + 4),)]
 
 
-def test_reclassify_turns_the_fast_click_human_and_moves_it_alone(
+def issue_fixture() -> dict[str, Any]:
+    """The issue's five clicks alone (with a key to read the feed of their company)."""
+    document = done_when()
+    document["api_keys"] = [{"company_id": COMPANY, "label": "gw", "key": GATEWAY_KEY}]
+    document["campaign_events"] = [e for e in document["campaign_events"] if e["id"] <= 90008]
+    return document
+
+
+async def feed_after(client: TestClient, cursor: str | None) -> tuple[list[Any], str]:
+    """The records of the feed after ``cursor`` (all of them), and the cursor at the end."""
+    records: list[Any] = []
+    while True:
+        query_ = {"limit": "1000"} | ({"cursor": cursor} if cursor else {})
+        response = await get(client, str(URL(FEED).with_query(query_)), GATEWAY_KEY)
+        assert response.status == 200, await response.text()
+        body = await response.json()
+        cursor = response.headers["X-Next-Cursor"]
+        if not body:
+            return records, cursor
+        records += body
+
+
+async def test_reclassify_turns_the_fast_click_human_and_the_feed_sends_it_alone(
+    sample_db: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
+    make_client: MakeClient,
+) -> None:
+    load_files(sample_db, [write_fixture(tmp_path / "gw.json", issue_fixture())])
+    client = await make_client()
+    first, cursor = await feed_after(client, None)
+    assert {r["id"]: r["automation"] for r in first}[90001] == {
+        "verdict": "automated",
+        "reasons": ["fast_after_sent"],
+    }
+    version = query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'")
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    assert reclassify.main(["--db", str(sample_db), "--company", str(COMPANY)]) == 0
+    assert capsys.readouterr().out == (
+        f"reclassified company {COMPANY}: 1 event moved between verdicts (automated to human 1)\n"
+    )
+    again, cursor = await feed_after(client, cursor)
+    before = next(r for r in first if r["id"] == 90001)
+    assert again == [before | {"automation": {"verdict": "human", "reasons": []}}]
+    assert query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'") != version
+    # Again with the same settings: nothing moves, nothing is written.
+    assert reclassify.main(["--db", str(sample_db), "--company", str(COMPANY)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"reclassified company {COMPANY}: 0 events moved between verdicts\n"
+    assert (await feed_after(client, cursor))[0] == []
+
+
+def test_reclassify_counts_reasons_that_change_apart(
     sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
     load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
-    top = int(query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
-    version = query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'")
     monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
-    assert reclassify.main(["--db", str(sample_db)]) == 0
-    out = capsys.readouterr().out
-    assert (
-        out == "reclassified every company: 1 event moved between verdicts (automated to"
+    assert reclassify.main(["--db", str(sample_db), "--company", str(COMPANY)]) == 0
+    assert capsys.readouterr().out == (
+        f"reclassified company {COMPANY}: 1 event moved between verdicts (automated to"
         " human 1); 1 event kept its verdict with other reasons\n"
     )
-    assert verdicts_in(sample_db)[90001] == ("human", [])
     assert verdicts_in(sample_db)[90015] == ("automated", ["scanner_agent"])
-    moved = query(sample_db, "SELECT id, seq FROM campaign_events WHERE seq > ? ORDER BY seq", top)
-    assert moved == [(90001, top + 1), (90015, top + 2)]
-    assert query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'") != version
-    # Again: nothing moves, nothing is written.
-    assert reclassify.main(["--db", str(sample_db), "--company", str(COMPANY)]) == 0
-    assert (
-        capsys.readouterr().out
-        == f"reclassified company {COMPANY}: 0 events moved between verdicts\n"
+    # Every company: the sample's own fast events move too.
+    assert reclassify.main(["--db", str(sample_db)]) == 0
+    expected = sum(1 for a in sample_verdicts().values() if a["reasons"] == ["fast_after_sent"])
+    assert capsys.readouterr().out.startswith(
+        f"reclassified every company: {expected} events moved between verdicts"
     )
-    assert query(sample_db, "SELECT max(seq) FROM campaign_events") == [(top + 2,)]
 
 
 def test_reclassify_refuses_an_unknown_company_in_one_line(sample_db: Path, capsys: Any) -> None:
@@ -306,7 +358,9 @@ def test_a_version_4_database_is_upgraded_and_classified(sample_db: Path, tmp_pa
     assert query(sample_db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert verdicts_in(sample_db) == EXPECTED
     # The events that are not human come again on the feed, in id order.
-    not_human = sorted(i for i, (v, _) in EXPECTED.items() if v != "human")
+    found = {i: a["verdict"] for i, a in sample_verdicts().items()}
+    found |= {i: verdict for i, (verdict, _) in EXPECTED.items()}
+    not_human = sorted(i for i, verdict in found.items() if verdict != "human")
     moved = query(sample_db, "SELECT id FROM campaign_events WHERE seq > ? ORDER BY seq", top)
     assert [i for (i,) in moved] == not_human
 

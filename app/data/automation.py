@@ -32,6 +32,7 @@ SCANNER_AGENTS = (
     "node-fetch", "powershell", "bot", "crawler", "spider", "headlesschrome", "phantomjs",
     "slimerjs", "windows nt 4.0", "windows nt 5.", "windows nt 6.0", "windows 98", "windows 95",
 )  # fmt: skip
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 RULES_KEY = "automation_rules:"  # meta key prefix; the company id follows
 FAST_ENV, NETWORKS_ENV = "REPORTING_BOT_FAST_SECONDS", "REPORTING_BOT_NETWORKS"
 
@@ -54,6 +55,16 @@ class Rules:
              "agents": list(SCANNER_AGENTS)},
             separators=(",", ":"),
         )  # fmt: skip
+
+    @staticmethod
+    def scanner_agents(agents: Iterable[str]) -> list[str]:
+        """The user agents (as stored) that are blank or hold a scanner's part, compared
+        with ASCII letters lowered (as written, other letters are not folded)."""
+        return [
+            text
+            for text in agents
+            if not text.strip(" ") or any(p in text.translate(_ASCII_LOWER) for p in SCANNER_AGENTS)
+        ]
 
     def scanner_addresses(self, addresses: Iterable[str]) -> list[str]:
         """The addresses (as stored) inside one of the networks; text that is no IP address
@@ -87,30 +98,46 @@ def rules_from_env(environ: Mapping[str, str] | None = None) -> Rules:
     return Rules(int(fast_text), tuple(sorted(set(networks))))
 
 
-def verdict_sql(flags: Mapping[str, str]) -> tuple[str, str]:
-    """The verdict and reasons (a JSON array) of an event from each reason's condition;
-    the same text on both stores."""
-    automated = " OR ".join(flags[r] for r in REASONS[:3])
-    suspected = " OR ".join(flags[r] for r in REASONS[3:])
-    verdict = (
-        f"CASE WHEN {automated} THEN 'automated' WHEN {suspected} THEN 'suspected' ELSE 'human' END"
+def _bit(condition: str, value: int) -> str:
+    return f"CASE WHEN {condition} THEN {value} ELSE 0 END"
+
+
+def mask_sql(fast: str) -> str:
+    """Each reason's rule as one bit of an integer (bit n: ``REASONS[n]``), from a row
+    ``ev`` of the scope's events and the small tables of matches; ``fast`` is the
+    parameter holding the fast seconds. The same text on both stores."""
+    rules = (
+        f"{fast} > 0 AND ev.sent IS NOT NULL AND ev.t - ev.sent < {fast}",
+        "ev.user_agent IN (SELECT agent FROM automation_agents)",
+        "ev.ip IN (SELECT ip FROM automation_addresses)",
+        "ev.id IN (SELECT id FROM automation_bursts)",
+        "ev.id IN (SELECT id FROM automation_shared)",
     )
-    parts = " || ".join(f"CASE WHEN {flags[r]} THEN '\"{r}\",' ELSE '' END" for r in REASONS)
+    bits = " + ".join(_bit(rule, 1 << n) for n, rule in enumerate(rules))
+    return f"CASE WHEN ev.type <> 'report' AND ev.with_captcha = 0 THEN {bits} ELSE 0 END"
+
+
+def _verdict_of_mask() -> tuple[str, str]:
+    """The verdict and reasons (a JSON array, as text) of a row's ``mask``."""
+    verdict = (
+        "CASE WHEN (mask & 7) <> 0 THEN 'automated' WHEN mask <> 0 THEN 'suspected'"
+        " ELSE 'human' END"
+    )
+    parts = " || ".join(
+        f"CASE WHEN (mask & {1 << n}) <> 0 THEN '\"{r}\",' ELSE '' END"
+        for n, r in enumerate(REASONS)
+    )
     return verdict, f"'[' || rtrim({parts}, ',') || ']'"
 
 
-# The events of the scope's campaigns with their times in seconds; a target's sent_at.
-_EVENTS = (
-    "CREATE TEMP TABLE automation_events AS SELECT e.id, e.campaign_id, e.employee_id, e.type,"
-    " e.with_captcha, e.ip, e.user_agent, e.seq, e.verdict, e.reasons,"
-    " unixepoch(e.timestamp) AS t, unixepoch(g.sent_at) AS sent"
-    " FROM temp.automation_scope AS s JOIN main.campaign_events AS e ON e.campaign_id = s.id"
-    " LEFT JOIN main.campaign_targets AS g"
-    " ON g.campaign_id = e.campaign_id AND g.employee_id = e.employee_id"
-)
-_CLICKS = (
-    "CREATE INDEX temp.automation_clicks ON automation_events (campaign_id, ip, t)"
-    " WHERE type = 'click'"
+_VERDICT, _REASONS = _verdict_of_mask()
+# The events whose verdict or reasons differ from the stored ones (most have no reason
+# and are human already: the first test drops them).
+NEW_VERDICTS = (
+    "SELECT id, seq, old, verdict, reasons FROM (SELECT id, seq, old, old_reasons,"
+    f" {_VERDICT} AS verdict, {_REASONS} AS reasons FROM automation_flags"
+    " WHERE mask <> 0 OR old <> 'human' OR old_reasons <> '[]') AS x"
+    " WHERE verdict <> old OR reasons <> old_reasons"
 )
 # burst: a window of BURST_SECONDS starting at each click counts the employee's clicks;
 # a click is in a burst when a window holding it counts BURST_CLICKS or more.
@@ -132,22 +159,25 @@ SHARED = (
     " JOIN automation_events AS c ON c.type = 'click' AND c.campaign_id = w.campaign_id"
     f" AND c.ip = w.ip AND c.t BETWEEN w.t AND w.t + {SHARED_SECONDS}"
 )
-_RULED = "ev.type <> 'report' AND ev.with_captcha = 0 AND "
-FLAGS = {
-    "fast_after_sent": _RULED + ":fast > 0 AND ev.sent IS NOT NULL AND ev.t - ev.sent < :fast",
-    "scanner_agent": _RULED + "ev.user_agent IS NOT NULL AND (trim(ev.user_agent) = ''"
-    " OR EXISTS (SELECT 1 FROM json_each(:agents) AS p"
-    " WHERE instr(lower(ev.user_agent), p.value) > 0))",
-    "scanner_network": _RULED + "ev.ip IN (SELECT ip FROM temp.automation_addresses)",
-    "burst": _RULED + "ev.id IN (SELECT id FROM temp.automation_bursts)",
-    "shared_address": _RULED + "ev.id IN (SELECT id FROM temp.automation_shared)",
-}
-_VERDICT, _REASONS = verdict_sql({r: f"({c})" for r, c in FLAGS.items()})
-NEW_VERDICTS = (
-    "CREATE TEMP TABLE automation_new AS SELECT id, seq, old_verdict AS old, verdict, reasons"
-    f" FROM (SELECT ev.id, ev.seq, ev.verdict AS old_verdict, ev.reasons AS old_reasons,"
-    f" {_VERDICT} AS verdict, {_REASONS} AS reasons FROM automation_events AS ev) AS x"
-    " WHERE verdict IS NOT old_verdict OR reasons IS NOT old_reasons"
+TABLES = ("scope", "events", "agents", "addresses", "bursts", "shared", "flags", "new")
+
+# SQLite's statements: the scope's events with their times in seconds (and the target's
+# sent_at), the clicks' index, each event's mask.
+_EVENTS = (
+    "CREATE TEMP TABLE automation_events AS SELECT e.id, e.campaign_id, e.employee_id, e.type,"
+    " e.with_captcha, e.ip, e.user_agent, e.seq, e.verdict, e.reasons,"
+    " unixepoch(e.timestamp) AS t, unixepoch(g.sent_at) AS sent"
+    " FROM temp.automation_scope AS s JOIN main.campaign_events AS e ON e.campaign_id = s.id"
+    " LEFT JOIN main.campaign_targets AS g"
+    " ON g.campaign_id = e.campaign_id AND g.employee_id = e.employee_id"
+)
+_CLICKS = (
+    "CREATE INDEX temp.automation_clicks ON automation_events (campaign_id, ip, t)"
+    " WHERE type = 'click'"
+)
+_FLAGS = (
+    "CREATE TEMP TABLE automation_flags AS SELECT ev.id, ev.seq, ev.verdict AS old,"
+    f" ev.reasons AS old_reasons, {mask_sql(':fast')} AS mask FROM automation_events AS ev"
 )
 
 
@@ -168,7 +198,7 @@ def classify(
         _widen_to_companies(conn, rules)
         return _decide(conn, rules, written_after)
     finally:
-        for table in ("scope", "events", "addresses", "bursts", "shared", "new"):
+        for table in TABLES:
             conn.execute(f"DROP TABLE IF EXISTS temp.automation_{table}")
 
 
@@ -197,6 +227,12 @@ def _widen_to_companies(conn: sqlite3.Connection, rules: Rules) -> None:
 def _decide(conn: sqlite3.Connection, rules: Rules, written_after: int) -> Counter[tuple[str, str]]:
     conn.execute(_EVENTS)
     conn.execute(_CLICKS)
+    conn.execute("CREATE TEMP TABLE automation_agents (agent TEXT PRIMARY KEY)")
+    found = conn.execute(
+        "SELECT DISTINCT user_agent FROM automation_events WHERE user_agent IS NOT NULL"
+    )
+    scanners = rules.scanner_agents(a for (a,) in found)
+    conn.executemany("INSERT INTO automation_agents VALUES (?)", ((a,) for a in scanners))
     conn.execute("CREATE TEMP TABLE automation_addresses (ip TEXT PRIMARY KEY)")
     if rules.networks:
         found = conn.execute("SELECT DISTINCT ip FROM automation_events WHERE ip IS NOT NULL")
@@ -204,7 +240,8 @@ def _decide(conn: sqlite3.Connection, rules: Rules, written_after: int) -> Count
         conn.executemany("INSERT INTO automation_addresses VALUES (?)", ((a,) for a in inside))
     conn.execute(f"CREATE TEMP TABLE automation_bursts AS {BURSTS}")
     conn.execute(f"CREATE TEMP TABLE automation_shared AS {SHARED}")
-    conn.execute(NEW_VERDICTS, {"fast": rules.fast_seconds, "agents": json.dumps(SCANNER_AGENTS)})
+    conn.execute(_FLAGS, {"fast": rules.fast_seconds})
+    conn.execute(f"CREATE TEMP TABLE automation_new AS {NEW_VERDICTS}")
     moved: Counter[tuple[str, str]] = Counter()
     for old, new, n in conn.execute(
         "SELECT old, verdict, count(*) FROM automation_new WHERE seq <= ? GROUP BY 1, 2",
