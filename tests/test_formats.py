@@ -102,7 +102,8 @@ def rows_of(record: dict[str, Any], header: list[str]) -> list[list[str]]:
 
 
 def cell(record: dict[str, Any], element: Any, column: str) -> str:
-    """One cell: follow the dotted name; a list of one-field objects joins its values."""
+    """One cell: follow the dotted name; a list of strings or of one-field objects joins
+    its values."""
     value: Any = record
     for key in column.split("."):
         if isinstance(value, list):  # the list of objects: this row's element
@@ -111,7 +112,7 @@ def cell(record: dict[str, Any], element: Any, column: str) -> str:
             value = element
         value = value[key]
     if isinstance(value, list):
-        value = "; ".join(str(*item.values()) for item in value)
+        value = "; ".join(str(*i.values()) if isinstance(i, dict) else str(i) for i in value)
     return neutral(text(value))
 
 

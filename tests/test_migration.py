@@ -8,6 +8,8 @@ Version 2 had no case-folded campaign title (``title_key``, the title filter's c
 the upgrade fills it with Python's casefold, as the loaders write it ("Straße" matches
 "STRASSE", which SQL's lower() would miss), on SQLite and on PostgreSQL, where the tools
 and the server's start upgrade a version 2 database in one transaction.
+Version 4 had no verdicts: the upgrade decides them, and an event that is not human comes
+again on the feed (tests/test_automation.py upgrades version 4 files on both stores).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from .support.clients import MakeClient
 from .support.factories import API, KEY_1, get, query, sample
 from .support.servers import Launcher, clean_env, fetch
 from .support.stores import read_only_role
+from .support.verdicts import decide
 
 pytestmark = pytest.mark.system
 
@@ -120,9 +123,20 @@ def test_a_version_1_file_is_upgraded_once_by_two_processes_at_once(
     implied = {(e["campaign_id"], e["employee_id"]) for e in sample()["campaign_events"]}
     targets = set(query(old, "SELECT campaign_id, employee_id FROM campaign_targets"))
     assert targets == implied
-    by_id = query(old, "SELECT id, seq FROM campaign_events ORDER BY id")
-    assert [seq for _, seq in by_id] == list(range(1, len(by_id) + 1))
-    assert query(old, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(len(by_id)),)]
+    # Events take their places in id order; then version 5 decides their verdicts (no
+    # sending times, addresses or agents in version 1) and those that are not human come
+    # again after them.
+    bare = [
+        {k: v for k, v in e.items() if k not in ("ip", "user_agent")}
+        for e in sample()["campaign_events"]
+    ]
+    verdicts = decide(bare)
+    moved = sorted(i for i, a in verdicts.items() if a["verdict"] != "human")
+    places = {i: n for n, i in enumerate(sorted(verdicts), start=1)}
+    places |= {i: len(places) + n for n, i in enumerate(moved, start=1)}
+    assert dict(query(old, "SELECT id, seq FROM campaign_events")) == places
+    top = len(verdicts) + len(moved)
+    assert query(old, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(top),)]
 
 
 def test_the_server_upgrades_an_old_file_and_serves_it(sample_db: Path, tmp_path: Path) -> None:

@@ -1,8 +1,9 @@
 """CSV of a listing (contract.md 14): the columns come from its response schema, the cells
 from the JSON records SQLite built.
 
-Nested objects become dotted columns (``victim.email``); a list of one-field objects one
-cell of those values joined by ``; `` (``groups``); a list of objects with more fields one
+Nested objects become dotted columns (``victim.email``); a list of strings or of
+one-field objects one cell of those values joined by ``; `` (``automation.reasons``,
+``groups``); a list of objects with more fields one
 row per element, the record's other columns repeated (an inscription's sections; a record
 whose list is empty gives one row with those cells empty). Null is an empty cell and a
 cell that a spreadsheet would run as a formula gets a leading ``'``.
