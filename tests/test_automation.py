@@ -3,14 +3,16 @@
 The rules and their thresholds (fast_after_sent, scanner_agent, scanner_network, burst,
 shared_address; a captcha-verified event and a report are human), the settings recorded
 with the verdicts, an incremental load deciding its campaigns again, the same verdicts
-from both loaders, the generator and the GoPhish importer, reclassifying after a change
-of settings (the changed event, and only it, takes a new place in the change sequence),
-and the upgrade of a version 4 database.
+from both loaders, the generator and the GoPhish importer (each into either store),
+reclassifying after a change of settings (the changed event, and only it, takes a new
+place in the change sequence and comes again on the feed), one-line refusals, and the
+upgrade of a version 4 database on both stores.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -25,12 +27,14 @@ from app.data.automation import RULES_KEY, Rules, rules_from_env
 from app.data.schema import SCHEMA_VERSION, connect_writer
 from app.tools import export, generator, gophish, loader, reclassify
 from app.tools.loader import load_files
+from app.tools.pg_copy import copy_to_pg
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
 from .support.factories import get, query
 from .support.feeds import FEED
 from .support.loads import write_fixture
+from .support.stores import fresh_database
 from .support.verdicts import sample_verdicts
 
 DESKTOP = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36"
@@ -385,3 +389,39 @@ def test_a_version_4_postgresql_database_is_upgraded_and_classified(
     asyncio.run(pg_version_4(pg_database))
     assert reclassify.main(["--database-url", pg_database]) == 0  # any writer upgrades
     assert asyncio.run(pg_verdicts(pg_database)) == EXPECTED
+
+
+def test_the_generator_into_postgresql_keeps_its_verdicts_and_settings(
+    pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTING_BOT_NETWORKS", "192.0.2.0/24")
+    generated = tmp_path / "gen.sqlite3"
+    sizes = generator.Sizes(
+        companies=2, employees=40, campaigns=4, events_per_campaign=60, courses=2, inscriptions=4
+    )
+    generator.generate(generated, sizes, seed=3)
+    with contextlib.contextmanager(fresh_database)(pg_url, "template0") as url:
+        asyncio.run(copy_to_pg(generated, url))
+        assert asyncio.run(pg_verdicts(url, "true")) == verdicts_in(generated, "1")
+        records = asyncio.run(pg_meta(url, f"{RULES_KEY}%"))
+        stored = query(generated, "SELECT key, value FROM meta WHERE key LIKE ?", f"{RULES_KEY}%")
+        assert records == dict(stored) and len(records) == 2
+
+
+async def pg_meta(url: str, like: str) -> dict[str, str]:
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch("SELECT key, value FROM meta WHERE key LIKE $1", like)
+        return {r["key"]: r["value"] for r in rows}
+    finally:
+        await conn.close()
+
+
+def test_the_gophish_importer_gives_the_same_verdicts_on_both_stores(
+    sample_db: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "86400")
+    export_file = str(Path(__file__).parent / "data" / "gophish_export.json")
+    assert gophish.main([export_file, "--company", "1", "--db", str(sample_db)]) == 0
+    assert gophish.main([export_file, "--company", "1", "--database-url", pg_database]) == 0
+    assert asyncio.run(pg_verdicts(pg_database, "true")) == verdicts_in(sample_db, "1")
