@@ -85,6 +85,7 @@ EXPECTED = {
     90022: ("suspected", ["shared_address"]),
     90023: ("human", []),
     90024: ("human", []),  # the same address in another campaign
+    **dict.fromkeys(range(90025, 90029), ("suspected", ["burst"])),  # four spanning 3 s
 }
 
 
@@ -134,6 +135,7 @@ def done_when() -> dict[str, Any]:
                 )
             ),
             event(90024, 9005, "10:00:10", campaign=9003, ip="192.0.2.77"),
+            *(event(90025 + i, 9012, f"09:50:0{i}") for i in range(4)),
         ],
     }
 
@@ -209,6 +211,28 @@ def test_a_bad_setting_is_one_line_and_writes_nothing(
         " of seconds from 0 to 86400\n"
     )
     assert query(sample_db, "SELECT count(*), max(seq) FROM campaign_events") == before
+
+
+def test_a_load_with_other_settings_decides_the_whole_company_again(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_files(sample_db, [write_fixture(tmp_path / "a.json", done_when())])
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    late = event(90030, 9006, "11:00:00", campaign=9003)  # another campaign of the company
+    load_files(sample_db, [write_fixture(tmp_path / "b.json", {"campaign_events": [late]})])
+    assert verdicts_in(sample_db)[90001] == ("human", [])
+    record = query(sample_db, "SELECT value FROM meta WHERE key = ?", f"{RULES_KEY}{COMPANY}")
+    assert json.loads(record[0][0])["fast_seconds"] == 0
+    # Company 1 was not written: its verdicts and their settings stay.
+    assert (
+        json.loads(query(sample_db, "SELECT value FROM meta WHERE key = ?", f"{RULES_KEY}1")[0][0])[
+            "fast_seconds"
+        ]
+        == 10
+    )
+    assert query(sample_db, "SELECT verdict FROM campaign_events WHERE id = 438") == [
+        ("automated",)
+    ]
 
 
 def test_a_small_load_decides_its_campaign_again(sample_db: Path, tmp_path: Path) -> None:
