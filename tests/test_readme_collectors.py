@@ -15,6 +15,7 @@ short page look full.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -234,7 +235,7 @@ def assert_waited_as_told(app: AppProcess) -> None:
     depends on how fast the machine serves a page."""
     statuses = feed_statuses(app)
     assert set(statuses) <= {200, 429} and 200 in statuses
-    assert all((a, b) != (429, 429) for a, b in zip(statuses, statuses[1:])), statuses
+    assert all((a, b) != (429, 429) for a, b in itertools.pairwise(statuses)), statuses
 
 
 def assert_every_event_once(work: Path, db: Path) -> None:
