@@ -30,7 +30,7 @@ from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
 from .params import Choice
-from .schemas import ProblemSchema
+from .schemas import ProblemSchema, exported_rows
 from .swagger import setup_swagger
 
 TITLE = "Security-awareness reporting API"
@@ -243,7 +243,7 @@ def documented(
 def _other_formats(records: type[Schema]) -> dict[str, Any]:
     """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14)."""
     name = records.__name__.removesuffix("Schema")
-    columns = layout_of(records).columns
+    columns = layout_of(exported_rows(records)).columns
     listed = ", ".join(f"`{column}`" for column in columns)
     csv = {"type": "string", "description": f"A header row, then a row per {name}: {listed}."}
     ndjson = {"type": "string", "description": f"One {name} JSON object a line."}
