@@ -266,8 +266,8 @@ def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
         return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
     if isinstance(field, UtcTimestamp):
         return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
-    if isinstance(field, Choice):
-        return {"enum": list(field.choices)}
+    if isinstance(field, Choice):  # the names it takes, unless it documents fewer
+        return {"enum": list(field.metadata.get("enum", field.choices))}
     return {}
 
 

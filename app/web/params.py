@@ -236,8 +236,8 @@ class OneObjectQuery(Query[Parsed]):
 
     format = Choice(
         FORMAT_NAMES,
-        metadata={"description": "json (the default) only: one object; csv or ndjson is 406, "
-                  "and the list answers in them."},
+        metadata={"description": "json, the default and only format of one object (csv or "
+                  "ndjson: 406, pointing to the list, which answers in them).", "enum": ["json"]},
     )  # fmt: skip
 
 
