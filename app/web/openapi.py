@@ -81,7 +81,9 @@ record a line. CSV: RFC 4180, UTF-8, a header row, CRLF; nested objects become d
 columns (`victim.email`), `groups` one cell of names joined by `; `, an inscription one \
 row per section (`events.title`, ...; one row with those empty when it has none), null \
 an empty cell, and a cell starting with `=`, `+`, `-`, `@`, tab or carriage return gets \
-a leading `'`. CSV comes as an attachment (`Content-Disposition`).
+a leading `'`. CSV comes as an attachment (`Content-Disposition`). So that exports merge, \
+the rows of both events listings carry `campaign.*` and `victim.*`, an inscription's its \
+`id`, `victim_id` and `course_id` (the JSON records do not change).
 
 **Event feed.** `/events` gives every event of the company in the order loads wrote \
 them, `limit` at a time. Each answer's `X-Next-Cursor` (also in `Link: rel="next"`) is \
