@@ -14,12 +14,14 @@ performance page's markers.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.util
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -27,7 +29,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
+from urllib.parse import urlsplit
 
+import asyncpg
 import pytest
 
 from app.config import Config
@@ -36,7 +40,17 @@ from app.web.auth import CACHE_SECONDS
 
 from .support.docs import DOCS, PAGES, anchors, blocks, headings, links, prose, read, section
 from .support.factories import KEY_1, by_id, make_sample_db, query, sample
-from .support.servers import GUARD_SECONDS, ROOT, Launcher, clean_env, fetch, run_python
+from .support.servers import (
+    GUARD_SECONDS,
+    ROOT,
+    AppProcess,
+    Launcher,
+    ProcessGuard,
+    clean_env,
+    fetch,
+    free_port,
+    run_python,
+)
 
 README = read(ROOT / "README.md")
 BASE = "http://127.0.0.1:8080"  # where the examples point
@@ -359,3 +373,50 @@ def test_the_benchmark_publishes_through_that_rule() -> None:
     source = read(ROOT / "scripts" / "bench.py")
     assert "smoke=args.smoke, rows=args.rows, clean=clean)" in source
     assert source.count("write_between_markers") == 0
+
+
+@pytest.mark.system
+def test_the_postgresql_setup_steps_serve(pg_url: str, tmp_path: Path) -> None:
+    """The operations page's setup, run as written by its superuser on a throwaway cluster
+    (libpq's PG* variables say where): the role, the database, the URL with its password,
+    and the server, which fills the new database from the sample and answers from it."""
+    [steps] = blocks(section("Running on PostgreSQL"), "sh")
+    cluster = urlsplit(pg_url)
+    script = steps.replace("127.0.0.1:5432", f"127.0.0.1:{cluster.port}")
+    assert script != steps and "PASSWORD '" in script and ":change-me@" in script
+    port = free_port()
+    env = clean_env(
+        PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        PGHOST="127.0.0.1",
+        PGPORT=str(cluster.port),
+        PGUSER=str(cluster.username),
+        REPORTING_PORT=str(port),
+    )
+    ProcessGuard.check()
+    with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+        proc = subprocess.Popen(
+            ["bash", "-ec", script], cwd=tmp_path, env=env, stdout=out, stderr=err,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        app = AppProcess(proc, f"http://127.0.0.1:{port}", tmp_path / "none")
+        assert app.serving(), (tmp_path / "err").read_text()
+        status, _, body = fetch(
+            f"{app.base}/api/companies/v1/campaigns/1/events", {"X-API-KEY": KEY_1}
+        )
+        assert status == 200 and json.loads(body), body
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(GUARD_SECONDS)
+    assert "Created the PostgreSQL database from sample.json" in (tmp_path / "out").read_text()
+    asyncio.run(drop_role_and_database(pg_url))
+
+
+async def drop_role_and_database(pg_url: str) -> None:
+    """Leave the session's cluster as it was."""
+    conn = await asyncpg.connect(pg_url)
+    try:
+        await conn.execute("DROP DATABASE reporting")
+        await conn.execute("DROP ROLE reporting")
+    finally:
+        await conn.close()
