@@ -324,6 +324,9 @@ async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
     cells = {cell for row in table for cell in row}
     assert {"'=SUM(A1)", "'+1", "'-2", "'@me", "'\tTab", "'\rCR", "'@SUM(1)"} <= cells
     assert {'say "hi", -x', "a=b", "true", "false"} <= cells
+    for path in ("campaigns/900/events", "victimsapi/900/events"):  # the exports' own columns
+        rows = await csv_rows(client, f"{API}/{path}?format=csv")
+        assert rows and {r["campaign.title"] for r in rows} == {"'@SUM(1)"}, path
     inscriptions = await get(
         client, f"{API}/course-inscriptions?filter[courses]=-Empty course&format=csv"
     )
