@@ -80,6 +80,13 @@ class Config:
         default=4,
         metadata={"env": "REPORTING_READ_CONNECTIONS", "help": "read-only SQLite connections"},
     )
+    read_timeout: float = field(
+        default=5.0,
+        metadata={
+            "env": "REPORTING_READ_TIMEOUT",
+            "help": "seconds a PostgreSQL read may take before the answer is 503",
+        },
+    )
     write_timeout: float = field(
         default=30.0,
         metadata={
@@ -157,8 +164,10 @@ class Config:
             raise ValueError(f"port {self.port} is not between 1 and 65535")
         if self.auth_failures_per_minute < 1 or self.read_connections < 1:
             raise ValueError("auth failures per minute and read connections must be >= 1")
-        if self.write_timeout <= 0 or self.streams_per_company < 1:
-            raise ValueError("the write timeout must be positive and streams per company >= 1")
+        if self.write_timeout <= 0 or self.read_timeout <= 0 or self.streams_per_company < 1:
+            raise ValueError(
+                "the read and write timeouts must be positive and streams per company >= 1"
+            )
         if self.keepalive_timeout <= 0 or self.header_timeout <= 0:
             raise ValueError("the keep-alive and header timeouts must be positive")
         if self.max_connections < 1 or self.max_connections_per_address < 1:

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from .web.auth import KeyCache
     from .web.params import QueryParsers
     from .web.ratelimit import Decision, Limits
-    from .web.responder import CountCache, StreamSlots
+    from .web.responder import CountCache, PoolShares, StreamSlots
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +35,7 @@ LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
+SHARES: web.AppKey[PoolShares] = web.AppKey("shares")
 DATA_VERSION: web.AppKey[Version] = web.AppKey("data_version")
 # Today's UTC date (the reports count overdue inscriptions): a clock tests can set.
 TODAY: web.AppKey[Callable[[], dt.date]] = web.AppKey("today")

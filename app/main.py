@@ -13,14 +13,14 @@ from .data.pg.store import PgStore
 from .data.pool import ReadPool
 from .data.store import Store
 from .data.version import DataVersion
-from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, STREAMS, TODAY
+from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, SHARES, STREAMS, TODAY
 from .web.auth import auth_middleware, setup_auth
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
-from .web.responder import CountCache, StreamSlots
+from .web.responder import CountCache, PoolShares, StreamSlots, pool_share
 from .web.routes import setup_routes
 from .web.sharedlimit import setup_shared_limits
 
@@ -50,6 +50,7 @@ def api_app(config: Config) -> web.Application:
     app[COUNTS] = CountCache()
     app[PARSERS] = QueryParsers()
     app[STREAMS] = StreamSlots(config.streams_per_company)
+    app[SHARES] = PoolShares(pool_share(config.read_connections))
     app[TODAY] = utc_today
     setup_auth(app)
     if config.redis_url:
@@ -73,7 +74,7 @@ async def database_ctx(app: web.Application) -> AsyncIterator[None]:
     config = app[CONFIG]
     pool: Store
     if config.database_url:
-        pg = await PgStore.open(config.database_url, config.read_connections)
+        pg = await PgStore.open(config.database_url, config.read_connections, config.read_timeout)
         pool, app[DATA_VERSION] = pg, pg.version
     else:
         sqlite = await ReadPool.open(config.db, config.read_connections)

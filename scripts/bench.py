@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import bench_feed as feed  # noqa: E402
 import bench_floors  # noqa: E402
 import bench_load  # noqa: E402
+import bench_neighbour  # noqa: E402
 import bench_report  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
@@ -348,15 +349,15 @@ def smoke_dataset(directory: Path, seed: int) -> str:
     return str(db)
 
 
-def company_key(db: str, seed: int) -> str:
-    """Company 1's key as the generator derives it from the seed; in a database generated
+def company_key(db: str, seed: int, company: int = COMPANY) -> str:
+    """A company's key as the generator derives it from the seed; in a database generated
     before the generator's keys were renamed (``rk_bench_``), the key it was given then."""
-    key = generated_key(COMPANY, seed)
+    key = generated_key(company, seed)
     with sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) as conn:
         if conn.execute("SELECT 1 FROM api_keys WHERE key_hash = ?", (hash_key(key),)).fetchone():
             return key
-    digest = hashlib.sha256(f"bench:{COMPANY}:{seed}".encode()).hexdigest()[:16]
-    return f"rk_bench_{COMPANY}_{seed}_{digest}"
+    digest = hashlib.sha256(f"bench:{company}:{seed}".encode()).hexdigest()[:16]
+    return f"rk_bench_{company}_{seed}_{digest}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -391,8 +392,11 @@ def main(argv: list[str] | None = None) -> int:
             report, clean = run(
                 db, args.key, seconds, args.connections, args.smoke, args.rows, pg_url
             )
-        if not args.rows:  # a few rows leave the load benchmark out
-            report += "\n".join(bench_load.report(db, args.seed, Path(tmp))) + "\n"
+        if not args.rows:  # a few rows leave the load and neighbour benchmarks out
+            keys = {c: company_key(db, args.seed, c) for c in (1, 2)}
+            lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds, not args.smoke)
+            lines += bench_load.report(db, args.seed, Path(tmp))
+            report += "\n".join(lines) + "\n"
     print(report)
     if not args.smoke:
         out = ROOT / "bench-data" / "last-bench.md"

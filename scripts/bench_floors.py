@@ -106,7 +106,7 @@ class SqliteFloors:
     def measure(self, s: Scenario, budget: float) -> None:
         if s.floor is None:
             return
-        # The issue's floor re-parses every record; the strict one joins the records' texts,
+        # The floor re-parses every record; the strict one joins the records' texts,
         # the same bytes with less work, so the floor cannot flatter the server.
         limit = s.floor.limit is not None
         listing = s.floor.listing

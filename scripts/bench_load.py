@@ -1,7 +1,7 @@
 """The load scenario of the benchmark (issue 12 item 2): the data set, from JSON, into a new
 database with ``scripts/load_fixtures.py``, as a user would run it.
 
-The benchmark's database is written out as a fixture (``fixture_export``), then
+The benchmark's database is written out as a fixture (``app.tools.export``), then
 loaded into a new file by a separate process whose wall time and peak RSS are taken. In the
 same run: the time ijson alone takes to parse the file (the floor of any streaming load),
 and the peak RSS of loading the small sample file, so that memory growth with the file's
@@ -18,8 +18,8 @@ import time
 from pathlib import Path
 
 import ijson
-from fixture_export import export_fixture
 
+from app.tools.export import export_fixture
 from app.tools.generator import generated_key
 from app.tools.loader import SAMPLE_FIXTURE
 

@@ -104,7 +104,7 @@ def render(
         " CPU per request is its time. With Redis, Redis's own CPU per request is shown"
         " beside it.",
         "Strict floor (the same bytes joined with group_concat, no json() re-parse of each"
-        " record; not the issue's definition): "
+        " record; stricter than the floor defined above): "
         + "; ".join(
             f"{s.label[:3]} {ms(s.strict_s * 1000)}, ratio {s.floor_ratio(s.strict_s):.2f}"
             for s in first

@@ -4,7 +4,9 @@ A request's headers must arrive within the header timeout of their first byte, a
 connection closes after the keep-alive timeout, connections are bounded per client
 address and in total (beyond: 503 problem+json with Retry-After, then closed), and
 running out of file descriptors is one log line a while, never a traceback storm.
-Oversized headers are 431 and an oversized request line 414 (contract.md 5: problem+json);
+Oversized headers are 431 and an oversized request line 414 (contract.md 5: problem+json),
+and so is a request whose line and headers together pass their byte cap, counted as the
+bytes arrive: a few hundred unfinished requests cost a few MB, not gigabytes;
 tests/test_shims.py pins the aiohttp private names that make these possible.
 
 Each test attacks a real server process (tests/servers.py) over raw sockets, with the
@@ -27,6 +29,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.config import load_config
+from app.web.aiohttp_shim import MAX_HEADER_BYTES
 from app.web.connections import ACCEPT_BURST, RESERVED_FILES, open_files_plan
 
 from .support.factories import API, KEY_1, PROBLEM_KEYS
@@ -274,3 +277,75 @@ def test_long_filter_lists_fit_the_request_line(launcher: Launcher, sample_db: P
     app = launcher.serve(sample_db)
     request = f"GET {target} HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n\r\n".encode()
     assert ask(app, request) == 200
+
+
+def head_of(size: int) -> bytes:
+    """A complete GET /healthz whose request line and headers are exactly ``size`` bytes."""
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+    pad = size - len(head) - 2
+    while pad > 0:
+        value = min(pad, 8000) - len(b"X-Pad: \r\n")
+        assert value >= 0, "no room for one more header"
+        head += b"X-Pad: " + b"p" * value + b"\r\n"
+        pad = size - len(head) - 2
+    assert len(head) + 2 == size
+    return head + b"\r\n"
+
+
+@pytest.mark.system  # starts a server process
+def test_the_header_bytes_of_a_request_are_capped(launcher: Launcher, sample_db: Path) -> None:
+    """Line and headers of exactly the cap are served; one byte more is a 431 problem."""
+    app = launcher.serve(sample_db)
+    with connect(app) as sock:
+        sock.sendall(head_of(MAX_HEADER_BYTES))
+        assert parse(read_all(sock))[0] == 200
+    with connect(app) as sock:
+        sock.sendall(head_of(MAX_HEADER_BYTES + 1))
+        status, headers, body = parse(read_all(sock))
+    assert status == 431
+    assert headers["content-type"] == "application/problem+json; charset=utf-8"
+    problem = json.loads(body)
+    assert set(problem) == PROBLEM_KEYS and problem["status"] == 431
+    assert "over 32768 bytes" in logged(app, lambda e: "headers over" in e)
+
+
+def rss_kib(app: AppProcess) -> int:
+    """The server process's resident memory, from /proc."""
+    status = Path(f"/proc/{app.proc.pid}/status").read_text()
+    return int(next(ln for ln in status.splitlines() if ln.startswith("VmRSS:")).split()[1])
+
+
+def attack(sock: socket.socket, headers: int = 126, size: int = 8000) -> None:
+    """Send a request line and up to ``headers`` large headers, never the blank line."""
+    try:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        for n in range(headers):
+            sock.sendall(b"X-Pad-%d: " % n + b"p" * size + b"\r\n")
+    except OSError:  # refused and closed by the server
+        return
+
+
+@pytest.mark.system  # starts a server process
+def test_unfinished_large_headers_cost_little_memory(launcher: Launcher, sample_db: Path) -> None:
+    """150 requests of 1 MB of headers and 150 just under the cap, all left unfinished.
+
+    Uncapped, the server would hold about 150 MB; capped, the refused ones hold nothing
+    and the others the cap each, and the memory is given back once they close.
+    """
+    assert MAX_HEADER_BYTES > 30_000
+    app = launcher.serve(sample_db, "--max-connections-per-address", "1000")
+    assert ask(app) == 200
+    before = rss_kib(app)
+    with ExitStack() as stack:
+        for _ in range(150):
+            attack(stack.enter_context(connect(app)))
+            sock = stack.enter_context(connect(app))
+            sock.sendall(head_of(30_000)[:-4])  # unfinished, under the cap
+        assert ask(app) == 200  # the server has read what was sent before
+        during = rss_kib(app)
+    for _ in range(3):
+        assert ask(app) == 200
+    after = rss_kib(app)
+    print(f"RSS KiB before {before}, during {during}, after {after}")
+    assert during - before < 40 * 1024
+    assert after - before < 20 * 1024

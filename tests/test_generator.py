@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fixture_export import export_fixture
 
 from app.config import Config
 from app.main import create_app
+from app.tools.export import export_fixture
 from app.tools.generator import GenerateError, Sizes, generate, generated_key
 from app.tools.loader import load_files
 
@@ -82,6 +82,24 @@ def test_another_seed_gives_other_data(tmp_path: Path, tiny_db: Path) -> None:
 def run_script(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the command-line wrapper as a user would."""
     return run_python("scripts/generate_fixtures.py", *args)
+
+
+@pytest.mark.system
+def test_progress_in_a_log_is_plain_lines_and_counts_agree(tmp_path: Path) -> None:
+    """stderr that is no terminal (a log file) gets a plain line per table, never a bar;
+    a count of one is singular."""
+    one = ["--companies", "1", "--employees", "1", "--campaigns", "1", "--seed", "3",
+           "--events-per-campaign", "1", "--courses", "1", "--inscriptions", "0"]  # fmt: skip
+    done = run_script("--db", str(tmp_path / "one.sqlite3"), *one)
+    assert done.returncode == 0, done.stderr
+    assert "\r" not in done.stderr and "%|" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert lines and all(
+        re.fullmatch(r"[a-z_]+: [\d,]+ rows? in [\d.]+ s .*done", x) for x in lines
+    )
+    assert "companies: 1 row in " in done.stderr
+    assert "campaigns 1," in done.stdout.splitlines()[0]
+    assert "company 1 key: " in done.stdout and "1 campaigns" not in done.stdout
 
 
 @pytest.mark.system

@@ -7,7 +7,9 @@ two sources with the same GoPhish campaign id do not collide; the people CSV fil
 department and country; a refused import leaves the database file byte for byte as it
 was and says why in a few lines with exit code 1; and the imported campaign, people and
 events are served by the API: the two events endpoints, and the event feed with each
-event's ip and user agent (contract.md 10 and 13).
+event's ip and user agent (contract.md 10 and 13). Every id the API serves after an import
+fits in 53 bits; a database holding an earlier import's wider ids is upgraded in place by
+the next import, on both stores; an import with nothing to write keeps the data version.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sqlite3
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from app.config import Config
 from app.main import create_app
 from app.tools.gophish import import_export
 from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
+from app.tools.gophish_ids import MAX_SAFE_ID
 from app.tools.gophish_mapping import stable_id
 from app.tools.loader import LoadError
 
@@ -197,7 +201,8 @@ def test_a_missing_company_is_refused_unless_named(sample_db: Path, tmp_path: Pa
 def test_a_new_database_file_is_created(tmp_path: Path) -> None:
     db, document = tmp_path / "new.sqlite3", export()
     import_export(db, write(tmp_path / "e.json", document), 3, company_name="Acme")
-    targets = sum(len(c["results"]) for c in document)
+    # Every result but the one GoPhish never sent to (Error Sending Email) is a target.
+    targets = sum(len(c["results"]) for c in document) - 1
     assert query(db, "SELECT count(*) FROM campaign_targets") == [(targets,)]
 
 
@@ -206,6 +211,7 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("unknown message", "message", "[0].timeline[2].message: Must be one of"),
     ("event for a stranger", "stranger", "is not among the results"),
     ("a string", "all the campaigns", "not a GoPhish campaign object or a list of them"),
+    ("lone surrogate", "surrogate", "[1].name: Not text: a lone surrogate (U+D800)."),
 ]
 
 
@@ -217,6 +223,9 @@ def test_a_refused_import_leaves_the_file_unchanged_and_says_why(
     if document == "message":
         document = export()
         document[0]["timeline"][2]["message"] = "Email Forwarded"
+    elif document == "surrogate":
+        document = export()
+        document[1]["name"] = "Password \ud800expiry"
     elif document == "stranger":
         document = export()
         document[0]["timeline"][6]["email"] = "stranger@elsewhere.example"
@@ -231,6 +240,7 @@ def test_a_refused_import_leaves_the_file_unchanged_and_says_why(
     assert done.stderr.startswith("import refused, database unchanged:")
     lines = done.stderr.removeprefix("import refused, database unchanged:").splitlines()
     assert any(line.strip().startswith(f"{path}: ") and expected in line for line in lines)
+    assert (len(done.stderr.splitlines()) == 1) == (case != "wrong type")
     assert fingerprint(sample_db) == before
 
 
@@ -424,3 +434,172 @@ async def test_the_command_imports_into_postgresql_as_into_sqlite(
     assert bodies[0] == bodies[1]
     assert f'"id":{campaign_id(3)},'.encode() in bodies[1][0]  # the import is there
     assert bodies[1][1].startswith(b'[{"id":')
+
+
+def data_token(db: Path) -> Any:
+    return query(db, "SELECT value FROM meta WHERE key = 'data_token'")
+
+
+def test_an_import_that_changes_nothing_keeps_the_data_version(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """Every tenant's cached answers stay valid when an import has nothing to write."""
+    before, token = fingerprint(sample_db), data_token(sample_db)
+    summary = import_export(sample_db, write(tmp_path / "empty.json", []), 1)
+    assert summary.campaigns == 0
+    assert data_token(sample_db) == token and fingerprint(sample_db) == before
+
+
+def integers(value: Any) -> list[int]:
+    """Every integer anywhere in a JSON value."""
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, dict):
+        return [n for v in value.values() for n in integers(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in integers(v)]
+    return []
+
+
+async def test_every_id_the_api_serves_fits_in_53_bits(
+    sample_db: Path, tmp_path: Path, make_client: MakeClient
+) -> None:
+    """JavaScript, jq and spreadsheets count exactly up to 2^53-1; imported ids stay there,
+    and the same export gives the same ids however often it is imported."""
+    path = write(tmp_path / "export.json", export())
+    import_export(sample_db, path, 1)
+    first = state(sample_db)
+    client = await make_client()
+    answers: list[Any] = []
+
+    async def fetch(url: str) -> Any:
+        response = await get(client, url)
+        assert response.status == 200, url
+        answers.append(await response.json())
+        return answers[-1]
+
+    for campaign in await fetch(f"{API}/campaigns?per_page=500"):
+        await fetch(f"{API}/campaigns/{campaign['id']}")
+        await fetch(f"{API}/campaigns/{campaign['id']}/events?per_page=500")
+    for person in await fetch(f"{API}/victimsapi?per_page=500"):
+        await fetch(f"{API}/victimsapi/{person['id']}")
+        await fetch(f"{API}/victimsapi/{person['id']}/events?per_page=500")
+    await fetch(f"{API}/course-inscriptions?per_page=500")
+    await fetch(f"{API}/events?limit=1000")
+    served = [n for answer in answers for n in integers(answer)]
+    assert campaign_id(3) in served and max(served) <= MAX_SAFE_ID
+    import_export(sample_db, path, 1)
+    assert state(sample_db) == first
+
+
+WIDEN = 1000 * MAX_SAFE_ID  # added to an id, it gives an id an earlier import could have made
+
+
+def widen_statements() -> list[str]:
+    """SQL that gives every imported employee, campaign and event the wide id an earlier
+    import (ids up to 2^63-1) would have given it; the same on both stores."""
+    imported = f"BETWEEN 1000000 AND {MAX_SAFE_ID}"  # the sample's own ids are small
+    person = (
+        "company_id, first_name, last_name, email, department, country,"
+        " first_name_key, last_name_key, email_key, department_key, country_key"
+    )
+    statements = []
+    for table, columns, children in (
+        ("employees", person, ("campaign_targets", "campaign_events")),
+        (
+            "campaigns",
+            "company_id, title, launch_date, title_key",
+            ("campaign_targets", "campaign_events"),
+        ),
+    ):
+        column = f"{table[:-1]}_id"
+        statements += [
+            f"INSERT INTO {table} (id, {columns}) SELECT id + {WIDEN}, {columns} FROM {table}"
+            f" WHERE id {imported}",
+            *(
+                f"UPDATE {c} SET {column} = {column} + {WIDEN} WHERE {column} {imported}"
+                for c in children
+            ),
+            f"DELETE FROM {table} WHERE id {imported}",
+        ]
+    return [*statements, f"UPDATE campaign_events SET id = id + {WIDEN} WHERE id {imported}"]
+
+
+@pytest.mark.system
+def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    path = write(tmp_path / "export.json", export())
+    import_export(sample_db, path, 1)
+    expected = state(sample_db)
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        for statement in widen_statements():
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+    assert max(r[0] for r in query(sample_db, "SELECT id FROM campaign_events")) > MAX_SAFE_ID
+    seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
+    # An import with nothing new brings every id under 2^53, each to what a fresh import gives.
+    empty = write(tmp_path / "empty.json", [])
+    done = run_python(
+        "scripts/import_gophish.py", str(empty), "--company", "1", "--db", str(sample_db)
+    )
+    assert done.returncode == 0, done.stderr
+    assert state(sample_db) == expected
+    # The renumbered events are changed ones: the feed sends them again, under their new ids.
+    change_seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
+    assert max(feed_places(sample_db).values()) == int(change_seq) > int(seq)
+    # Importing the export again changes nothing: the ids are those it derives.
+    import_export(sample_db, path, 1)
+    assert state(sample_db) == expected
+
+
+async def pg_run(url: str, statements: list[str]) -> None:
+    """Run statements in one transaction."""
+    conn = await asyncpg.connect(url)
+    try:
+        async with conn.transaction():
+            for statement in statements:
+                await conn.execute(statement)
+    finally:
+        await conn.close()
+
+
+async def pg_rows(url: str) -> list[Any]:
+    """The data token, then the rows an import writes (events without their ``seq``)."""
+    conn = await asyncpg.connect(url)
+    try:
+        found = [await conn.fetchval("SELECT value FROM meta WHERE key = 'data_token'")]
+        for table in TABLES:
+            columns = EVENT_COLUMNS if table == "campaign_events" else "*"
+            rows = await conn.fetch(f"SELECT {columns} FROM {table}")
+            found.append(sorted(map(tuple, rows)))
+        return found
+    finally:
+        await conn.close()
+
+
+@pytest.mark.system
+def test_postgresql_keeps_ids_in_53_bits_and_its_data_version_for_nothing_new(
+    pg_database: str, tmp_path: Path
+) -> None:
+    """PostgreSQL as SQLite: an import with nothing to write keeps the data version, and
+    the next import brings an earlier import's wide ids under 2^53 in place."""
+    flags = ["--company", "1", "--database-url", pg_database]
+    path, empty = write(tmp_path / "e.json", export()), write(tmp_path / "empty.json", [])
+    assert run_python("scripts/import_gophish.py", str(path), *flags).returncode == 0
+    imported = run_apart(pg_rows(pg_database))
+    assert max(row[0] for rows in imported[2:4] + imported[5:] for row in rows) <= MAX_SAFE_ID
+    done = run_python("scripts/import_gophish.py", str(empty), *flags)
+    assert done.returncode == 0, done.stderr
+    assert run_apart(pg_rows(pg_database)) == imported  # the data token too
+    run_apart(pg_run(pg_database, widen_statements()))
+    assert run_apart(pg_rows(pg_database))[5][-1][0] > MAX_SAFE_ID
+    done = run_python("scripts/import_gophish.py", str(empty), *flags)
+    assert done.returncode == 0, done.stderr
+    assert run_apart(pg_rows(pg_database))[1:] == imported[1:]

@@ -4,9 +4,11 @@ Pins: GoPhish instants (fractions, offsets, the zero date) become whole-second U
 instants, truncated; timeline messages map to event types, ``Email Sent`` to the target's
 ``sent_at`` and the rest are skipped and counted; ``details`` gives ``ip``/``user_agent``
 (nulls when empty or not JSON, never an error); employees are matched by email within the
-company; ids are stable and depend on company and source; the people CSV fills department
-and country; a malformed export is refused whole, naming each entry's path, with a bounded
-number of lines however large the junk. The fixture tests/data/gophish_export.json is
+company (the domain in any case, the local part in ASCII case only); only results sent to
+are targets; ids are stable, under 2^53, and depend on company and source; the people CSV
+fills department and country; a malformed export is refused whole, naming each entry's path
+(format and reference problems in one run, a lone surrogate or a non-ASCII digit too), with
+a bounded number of lines however large the junk. The fixture tests/data/gophish_export.json is
 written from GoPhish's documented Campaign, Result and Event fields.
 """
 
@@ -22,16 +24,19 @@ from typing import Any
 import pytest
 from marshmallow import ValidationError
 
-from app.data.fields import MAX_ID
 from app.tools.gophish_format import (
     EVENT_OF_MESSAGE,
+    MAX_EXPORT_BYTES,
     MAX_PROBLEMS,
     SENT_MESSAGE,
     GoInstant,
+    Problems,
     browser_of,
+    mailbox,
     read_export,
     read_people,
 )
+from app.tools.gophish_ids import MAX_SAFE_ID
 from app.tools.gophish_mapping import Context, stable_id, to_fixture
 from app.tools.loader import LoadError
 
@@ -52,7 +57,8 @@ def write(path: Path, document: Any) -> Path:
 def mapped(document: Any, tmp_path: Path, ctx: Context | None = None) -> tuple[dict[str, Any], Any]:
     """Read a document as an export file and map it (company 1, source "gophish")."""
     path = write(tmp_path / "export.json", document)
-    return to_fixture(read_export(path), ctx or Context(1, "gophish"), str(path))
+    problems = Problems(path)
+    return to_fixture(read_export(path, problems), ctx or Context(1, "gophish"), problems)
 
 
 def refusal(document: Any, tmp_path: Path, ctx: Context | None = None) -> list[str]:
@@ -91,6 +97,9 @@ def test_the_zero_date_means_unset() -> None:
         "2025-03-03T24:00:00Z",
         "2025-03-03T09:00:00.1234567890Z",
         "2025-03-03T09:00:00+24:00",
+        "２０２５-03-03T09:00:00Z",  # fullwidth digits: ASCII digits only
+        "2025-03-03T09:00:0٥Z",
+        "2025-03-03T09:00:00.１Z",
         "1969-12-31T23:59:59Z",
         "0001-01-01T00:00:00+01:00",
         "",
@@ -120,6 +129,7 @@ def test_other_instants_are_refused(text: Any) -> None:
         ("{not json", (None, None)),
         ("[1, 2]", (None, None)),
         ("[" * 100_000, (None, None)),
+        ('{"browser":{"address":"\\ud800","user-agent":"UA\\udc00"}}', (None, None)),
         (
             '{"browser":{"address":"' + "1" * 46 + '","user-agent":"' + "U" * 1001 + '"}}',
             (None, "U" * 1000),
@@ -148,7 +158,8 @@ def test_the_fixture_maps_message_by_message(tmp_path: Path) -> None:
         "",
         "",
     )
-    # Every result is a target; sent_at is its Email Sent instant, or null (Dan's failed).
+    # A target is a result it was sent to, sent_at its Email Sent instant; Dan's sending
+    # failed (Scheduled, then Error Sending Email): no target, counted as never sent.
     payroll = campaigns["Payroll update"]["id"]
     sent = {
         t["employee_id"]: t["sent_at"]
@@ -159,9 +170,9 @@ def test_the_fixture_maps_message_by_message(tmp_path: Path) -> None:
         people["alice.martin@acme.example"]: "2025-03-03T09:00:01Z",
         people["bob.stone@acme.example"]: "2025-03-03T09:00:02Z",
         people["carol.white@acme.example"]: "2025-03-03T09:00:03Z",
-        people["dan.reed@acme.example"]: None,
     }
-    assert len(doc["campaign_targets"]) == sum(len(c["results"]) for c in source)
+    assert len(doc["campaign_targets"]) == sum(len(c["results"]) for c in source) - 1
+    assert (summary.targets, summary.sent, summary.never_sent) == (5, 5, 1)
     # Events: one per mapped message, in the fixture's order, each typed by its message.
     entries = [
         (c["name"], e) for c in source for e in c["timeline"] if e["message"] in EVENT_OF_MESSAGE
@@ -205,7 +216,7 @@ def test_ids_are_in_range_and_unique(tmp_path: Path) -> None:
     for table in ("employees", "campaigns", "campaign_events"):
         ids = [row["id"] for row in doc[table]]
         assert len(set(ids)) == len(ids)
-        assert all(1 <= i <= MAX_ID for i in ids)
+        assert all(1 <= i <= MAX_SAFE_ID for i in ids)  # JavaScript's safe integers
 
 
 def test_ids_depend_on_company_and_source_only(tmp_path: Path) -> None:
@@ -441,3 +452,69 @@ def test_unparsable_junk_is_one_line(tmp_path: Path, content: bytes) -> None:
     with pytest.raises(LoadError) as info:
         read_export(path)
     assert len(info.value.problems) == 1 and "not valid JSON" in info.value.problems[0]
+
+
+def test_emails_match_by_ascii_case_in_the_local_part_only(tmp_path: Path) -> None:
+    """``anna.straße@`` is not ``anna.strasse@``, nor a Kelvin-sign ``Karl@`` ``karl@``:
+    different mailboxes; the domain matches in any case, the local part in ASCII case."""
+
+    def person(id_: int, email: str) -> dict[str, Any]:
+        names = {"first_name": "", "last_name": "", "department": "", "country": ""}
+        return {"id": id_, "company_id": 1, "email": email, **names}
+
+    known = [person(7, "anna.strasse@acme.example"), person(8, "karl@acme.example")]
+    known.append(person(9, "bob.stone@acme.example"))
+    ctx = Context(1, "gophish", existing={}, taken_ids={7, 8, 9})
+    for p in known:
+        ctx.existing[mailbox(p["email"])] = p
+    document = export()
+    results = document[1]["results"]
+    for email in ("anna.straße@acme.example", "\u212aarl@acme.example", "BOB.STONE@ACME.Example"):
+        results.append({"email": email, "first_name": "", "last_name": ""})
+        document[1]["timeline"].append(
+            {"email": email, "time": "2025-04-01T11:30:09Z", "message": "Email Sent"}
+        )
+    doc, _ = mapped(document, tmp_path, ctx)
+    new = {e["email"] for e in doc["employees"]}
+    assert {"anna.straße@acme.example", "\u212aarl@acme.example"} <= new
+    assert "BOB.STONE@ACME.Example" not in new  # the same mailbox as employee 9
+    targets = {t["employee_id"] for t in doc["campaign_targets"]}
+    assert 9 in targets and not targets & {7, 8}
+    assert mailbox("Anna.Strasse@ACME.example") == mailbox("anna.strasse@acme.EXAMPLE")
+
+
+@pytest.mark.parametrize(("field", "at"), [("name", "[0].name"), ("first_name", "[1].results[0]")])
+def test_a_lone_surrogate_is_refused_naming_the_entry(tmp_path: Path, field: str, at: str) -> None:
+    document = export()
+    entry = document[0] if field == "name" else document[1]["results"][0]
+    entry[field] = "Pay\ud800roll"
+    problems = refusal(document, tmp_path)
+    assert problems == [
+        f"{tmp_path / 'export.json'}: {at.removesuffix('.name')}"
+        f"{'.name' if field == 'name' else '.first_name'}: Not text: a lone surrogate (U+D800)."
+    ]
+
+
+def test_format_and_reference_problems_are_reported_in_one_run(tmp_path: Path) -> None:
+    document = export()
+    document[0]["timeline"][3]["time"] = "yesterday"  # a format problem
+    document[0]["timeline"][5]["email"] = "mallory@evil.example"  # a reference problem
+    document[1]["results"][0]["first_name"] = "A" * 501  # its timeline is not blamed too
+    problems = refusal(document, tmp_path)
+    path = tmp_path / "export.json"
+    assert problems == [
+        f"{path}: [0].timeline[3].time: Not an RFC 3339 instant (YYYY-MM-DDTHH:MM:SS[.fraction]Z).",
+        f"{path}: [1].results[0].first_name: Longer than maximum length 500.",
+        f"{path}: [0].timeline[5].email: 'mallory@evil.example' is not among the results",
+    ]
+
+
+def test_an_export_over_the_cap_is_refused_before_it_is_read(tmp_path: Path) -> None:
+    """An export is parsed whole (about ten times its size in memory): the cap keeps that
+    under a gigabyte."""
+    path = tmp_path / "export.json"
+    with path.open("wb") as out:
+        out.truncate(MAX_EXPORT_BYTES + 1)  # sparse: nothing is written to the disk
+    with pytest.raises(LoadError) as info:
+        read_export(path)
+    assert info.value.problems == [f"{path}: larger than 64 MiB"]

@@ -38,11 +38,14 @@ JSON_TYPE = "application/json; charset=utf-8"
 BIG_EXTRA = 5000  # events added to campaign 1: more than CHUNK_ROWS, so it streams
 
 
-async def get_raw(client: TestClient, path: str, **headers: str) -> tuple[Any, bytes]:
-    """GET with KEY_1 without transparent decompression: the bytes as sent."""
+async def get_raw(
+    client: TestClient, path: str, method: str = "GET", **headers: str
+) -> tuple[Any, bytes]:
+    """GET (or ``method``) with KEY_1 without transparent decompression: the bytes as sent."""
+    url, sent = client.make_url(path), {"X-API-KEY": KEY_1, **headers}
     async with (
         aiohttp.ClientSession(auto_decompress=False) as session,
-        session.get(client.make_url(path), headers={"X-API-KEY": KEY_1, **headers}) as resp,
+        session.request(method, url, headers=sent) as resp,
     ):
         return resp, await resp.read()
 
@@ -203,16 +206,25 @@ async def test_request_id_echoed_or_generated(
             assert (await assert_problem(response, status))["request_id"] == made
 
 
+def same_headers(head: Any, got: Any) -> bool:
+    """Whether a HEAD's headers are its GET's, but for those that change every request.
+
+    A streamed GET is framed by ``Transfer-Encoding: chunked``; a HEAD frames no body.
+    """
+    volatile = {"Date", "X-Request-ID", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit"}
+    volatile.add("Transfer-Encoding")
+    return {k: v for k, v in head.items() if k not in volatile} == {
+        k: v for k, v in got.items() if k not in volatile
+    }
+
+
 @pytest.mark.parametrize("path", [*ENDPOINTS, "/healthz", "/readyz"])
 async def test_head_wherever_get(client: TestClient, path: str) -> None:
     got = await get(client, path)
     head = await client.head(path, headers={"X-API-KEY": KEY_1})
     assert head.status == got.status == 200
     assert await head.read() == b""
-    volatile = {"Date", "X-Request-ID", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit"}
-    assert {k: v for k, v in head.headers.items() if k not in volatile} == {
-        k: v for k, v in got.headers.items() if k not in volatile
-    }
+    assert same_headers(head.headers, got.headers)
 
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
@@ -262,5 +274,8 @@ async def test_large_array_is_streamed_complete_and_in_order(
     packed, packed_body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "gzip"})
     assert packed.headers["Content-Encoding"] == "gzip"
     assert gzip.decompress(packed_body) == body
-    head = await client.head(CAMPAIGN, headers={"X-API-KEY": KEY_1})
-    assert head.status == 200 and await head.read() == b""
+    for coding in ("gzip", "identity"):  # HEAD sends the headers its GET sends
+        got, _ = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": coding})
+        head, head_body = await get_raw(client, CAMPAIGN, "HEAD", **{"Accept-Encoding": coding})
+        assert head.status == 200 and head_body == b""
+        assert same_headers(head.headers, got.headers), coding

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient
 
+from app.data.api_keys import CACHE_SECONDS
 from app.tools.keytool import build_parser, main
 
 from .support.factories import API, assert_problem, dump_tables, query, sample
@@ -126,10 +127,11 @@ async def test_revoked_key_gets_401_without_restart(
 ) -> None:
     key = new_key(capsys, sample_db, "create", "--company", "2", "--label", "reports")
     assert await status_with(client, key) == 200  # now cached by the app
-    code, _, err = run_tool(
+    code, said, err = run_tool(
         capsys, "--db", str(sample_db), "revoke", str(key_id_of(sample_db, key))
     )
     assert code == 0, err
+    assert re.findall(r"([0-9.]+) seconds?", said) == [f"{CACHE_SECONDS:g}"], said  # the docs'
     assert await wait_for_status(client, key, 401) == 401
     code, out, _ = run_tool(capsys, "--db", str(sample_db), "list")
     line = next(line for line in out.splitlines() if key[:12] in line)

@@ -40,11 +40,24 @@ DOCUMENTS = {
     ),
     "an integer beyond 2^63-1": (
         '{"companies": [{"id": 9223372036854775808, "name": "a"}]}',
-        'not valid JSON: parse error: integer overflow, near: {"companies": [{"id": 9223',
+        "not valid JSON at line 1, column 42: parse error: integer overflow, near:",
     ),
     "NaN": ('{"section_results": [{"result": NaN}]}', "not valid JSON"),
     "a byte order mark": ('\ufeff{"companies": []}', "not valid JSON"),
-    "an empty file": ("", "not valid JSON: parse error: premature EOF"),
+    "an empty file": ("", "the file is empty: a fixture is a JSON object of tables"),
+    "a lone surrogate": (
+        '{"companies": [{"id": 1, "name": "ok"},\n {"id": 2, "name": "Jos\\ud800"}]}',
+        "line 2: \\ud800 is half a character (a lone surrogate)",
+    ),
+    "a lone low surrogate": (
+        '{"companies": [{"id": 1, "name": "\\udc00"}]}',
+        "line 1: \\udc00 is half a character (a lone surrogate)",
+    ),
+    "a fullwidth digit in an instant": (
+        '{"campaigns": [{"id": 1, "company_id": 1, "title": "t",'
+        ' "launch_date": "2025-01-01T00:00:0\uff15Z"}]}',
+        "campaigns[0].launch_date: Not a UTC timestamp in the form YYYY-MM-DDTHH:MM:SSZ.",
+    ),
     "deep nesting": ('{"companies": [{"id": ' + "[" * 5000 + "]" * 5000 + "}]}", "companies[0].id"),
 }
 

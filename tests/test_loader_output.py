@@ -8,6 +8,7 @@ stderr is a terminal, plain lines per table when it is not, nothing with
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
@@ -64,19 +65,13 @@ def test_plain_lines_per_table_when_not_a_terminal(tmp_path: Path) -> None:
     assert SUMMARY.fullmatch(quiet.stdout.strip())
 
 
-def test_a_bar_per_table_on_a_terminal(tmp_path: Path) -> None:
-    """stderr on a pseudo-terminal: tqdm bars that redraw in place, with the rate."""
+def on_a_terminal(*args: str) -> tuple[str, str]:
+    """Run ``python *args`` with stderr on a pseudo-terminal; its stdout and what the
+    terminal showed."""
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    command = [
-        sys.executable,
-        "scripts/load_fixtures.py",
-        str(SAMPLE_FIXTURE),
-        "--db",
-        str(tmp_path / "t.db"),
-    ]
     proc = subprocess.Popen(
-        command, cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=follower
+        [sys.executable, *args], cwd=ROOT, env=clean_env(), stdout=subprocess.PIPE, stderr=follower
     )
     os.close(follower)
     shown = b""
@@ -90,10 +85,46 @@ def test_a_bar_per_table_on_a_terminal(tmp_path: Path) -> None:
         shown += chunk
     os.close(leader)
     assert proc.wait(timeout=GUARD_SECONDS) == 0
-    assert SUMMARY.fullmatch(proc.communicate()[0].decode().strip())
-    text = shown.decode()
+    return proc.communicate()[0].decode(), shown.decode()
+
+
+def test_a_bar_per_table_on_a_terminal(tmp_path: Path) -> None:
+    """stderr on a pseudo-terminal: tqdm bars that redraw in place, with the rate."""
+    out, text = on_a_terminal(
+        "scripts/load_fixtures.py", str(SAMPLE_FIXTURE), "--db", str(tmp_path / "t.db")
+    )
+    assert SUMMARY.fullmatch(out.strip())
     assert "\r" in text, "a bar redraws its line"
     for table in ("employees", "campaign_events", "section_results"):
         assert re.search(rf"{table}: .*\d+ rows", text), text
     assert re.search(r"rows/s", text)
     assert " done" not in text, "no plain lines on a terminal"
+
+
+def test_tiny_tables_count_whole_rows(tmp_path: Path) -> None:
+    """One row is ``1 row``, and no count or rate has a fraction (tqdm's own ``1.00``)."""
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps({"companies": [{"id": 1, "name": "One"}]}), encoding="utf-8")
+    out, text = on_a_terminal("scripts/load_fixtures.py", str(one), "--db", str(tmp_path / "o.db"))
+    assert "companies: 1 row " in text, text
+    assert not re.search(r"\d\.\d", text), text
+    assert out.startswith("loaded 1 record into "), out
+    assert out.strip().endswith("; 0 events new or changed, 0 targets implied by events"), out
+    plain = run_python("scripts/load_fixtures.py", str(one), "--db", str(tmp_path / "p.db"))
+    assert re.match(r"companies: 1 row in [\d.]+ s", plain.stderr), plain.stderr
+
+
+def test_one_event_is_counted_in_the_singular(tmp_path: Path) -> None:
+    sample_copy = tmp_path / "s.db"
+    assert run_python("scripts/load_fixtures.py", str(SAMPLE_FIXTURE), "--db", str(sample_copy),
+                      "--no-progress").returncode == 0  # fmt: skip
+    event = {"id": 990001, "campaign_id": 1, "employee_id": 1, "type": "open",
+             "timestamp": "2025-06-01T10:00:00Z", "with_captcha": False}  # fmt: skip
+    one = tmp_path / "event.json"
+    one.write_text(json.dumps({"campaign_events": [event]}), encoding="utf-8")
+    done = run_python(
+        "scripts/load_fixtures.py", str(one), "--db", str(sample_copy), "--no-progress"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("loaded 1 record into "), done.stdout
+    assert "; 1 event new or changed, 0 targets implied by events" in done.stdout

@@ -1,9 +1,10 @@
 """Issue 10 item 5: a package that installs.
 
 The wheel built from this tree, installed into a fresh virtual environment, has the
-five console scripts (reporting-api, reporting-load, reporting-keys, reporting-generate,
-reporting-import-gophish), carries fixtures/sample.json inside it, and a first start of
-the installed server creates its database from that sample and answers with a sample key.
+console scripts (reporting-api, reporting-load, reporting-keys, reporting-generate,
+reporting-import-gophish, reporting-export, reporting-swap), carries fixtures/sample.json
+inside it, and a first start of the installed server creates its database from that sample
+and answers with a sample key.
 The environment borrows this one's dependencies through a .pth line (no download), but
 imports ``app`` from the wheel, never from the source tree.
 """
@@ -40,6 +41,8 @@ SCRIPTS = (
     "reporting-keys",
     "reporting-generate",
     "reporting-import-gophish",
+    "reporting-swap",
+    "reporting-export",
 )
 
 

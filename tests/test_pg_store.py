@@ -133,7 +133,7 @@ import asyncio, sys
 from app.data.events import campaign_listing
 from app.data.pg.store import PgStore
 async def main():
-    store = await PgStore.open(sys.argv[1], 2)
+    store = await PgStore.open(sys.argv[1], 2, 5.0)
     async with store.whole(campaign_listing(1, 1), lambda t, f: b"") as result:
         print(len(result.texts) if hasattr(result, "texts") else 999)
     await store.close()
@@ -186,7 +186,7 @@ import asyncio, sys
 from app.data.api_keys import hash_key
 from app.data.pg.store import PgStore
 async def main():
-    store = await PgStore.open(sys.argv[1], 1)
+    store = await PgStore.open(sys.argv[1], 1, 5.0)
     print(await store.find_caller(hash_key(sys.stdin.read().strip())) is not None)
     await store.close()
 asyncio.run(main())

@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -36,8 +37,9 @@ import pytest
 from pgcluster import cluster, server_bin
 
 from app.config import Config
+from app.data.api_keys import CACHE_SECONDS
+from app.tools.keytool import build_parser
 from app.tools.loader import load_files
-from app.web.auth import CACHE_SECONDS
 
 from .support.docs import DOCS, PAGES, anchors, blocks, headings, links, prose, read, section
 from .support.factories import KEY_1, by_id, make_sample_db, query, sample
@@ -121,6 +123,8 @@ def test_the_python_client_example_runs(tmp_path: Path) -> None:
             check=False,
         )
         assert made.returncode == 0, made.stdout + made.stderr
+        enums = [path.name for path in tmp_path.glob("*/models/section_status*.py")]
+        assert len(enums) == 1, enums  # a section's status: one enum, null beside it
         [code] = blocks(text, "python")
         (tmp_path / "example.py").write_text(code.replace(BASE, app.base), encoding="utf-8")
         ran = subprocess.run(
@@ -196,11 +200,13 @@ def test_the_benchmark_database_serves_as_shown(tmp_path: Path) -> None:
 
 
 def test_one_revocation_delay_everywhere() -> None:
-    """Every sentence on revocation states the key cache's delay, and no other figure."""
-    sentences = re.split(r"(?<=\.)\s+", " ".join(" ".join(map(read, DOCS)).split()))
-    about = [s for s in sentences if re.search(r"revoked key", s, re.I)]
+    """Every sentence on revocation states the key cache's delay, and no other figure:
+    in the docs and in the key tool's help."""
+    texts = [*map(read, DOCS), build_parser().format_help()]
+    sentences = re.split(r"(?<=\.)\s+", " ".join(" ".join(texts).split()))
+    about = [s for s in sentences if re.search(r"revoked key|revoke a key", s, re.I)]
     figures = {float(n) for s in about for n in re.findall(r"([0-9.]+) seconds?", s)}
-    assert len(about) >= 2 and figures == {CACHE_SECONDS}, about
+    assert len(about) >= 3 and figures == {CACHE_SECONDS}, about
     assert CACHE_SECONDS <= 5  # contract.md 1
 
 
@@ -245,12 +251,23 @@ def test_links_point_at_what_a_clone_has(page: Path) -> None:
 @pytest.mark.parametrize("page", DOCS, ids=lambda page: page.name)
 def test_only_files_a_clone_has_are_named(page: Path) -> None:
     """A path in backquotes (`scripts/bench.py`, `tests/data/...`) names a file or folder
-    of the clone; nothing cites the specification, which a clone does not have."""
+    of the clone; nothing cites the specification or the issues, which a clone does not
+    have."""
     text = read(page)
     assert "contract.md" not in text and "reporting-api.md" not in text
+    assert not re.search(r"\bissues? #?\d|\bthe issue's|\bitem \d", text, re.I), page.name
     named = re.findall(r"`((?:app|scripts|tests|fixtures|docs|\.ci)/[\w./*-]*)[` ]", prose(text))
     for path in named:
         assert (ROOT / path).exists(), (page.name, path)
+
+
+def test_the_serving_dependencies_are_the_packages() -> None:
+    """The README's list of what serving installs is pyproject.toml's dependencies."""
+    listed = re.search(r"installs only what serving\s+needs \(([^)]*)\)", README)
+    assert listed, "the README no longer says what serving installs"
+    named = set(re.findall(r"[\w-]+", listed[1])) - {"and", "for", "several", "workers"}
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert named == {re.match(r"[\w-]+", dep)[0] for dep in project["dependencies"]}
 
 
 def test_the_readme_is_a_front_door() -> None:

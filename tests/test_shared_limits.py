@@ -3,19 +3,24 @@
 Pins: the Redis limits give the very decisions of the in-process ones for the same
 requests (so the same RateLimit-* and Retry-After values), refilling on Redis's clock;
 their state is namespaced under ``reporting:rl:`` and expires once a bucket is full;
-while Redis does not answer (nothing listening, or a peer that never replies) requests
-are served unlimited without rate-limit headers, ``/readyz`` says ``degraded`` while its
+while Redis does not answer (nothing listening, a peer that never replies, a frozen
+redis-server) requests are served unlimited without rate-limit headers, and after the
+first timeout none of them waits on Redis; ``/readyz`` says ``degraded`` while its
 status stays the database's, a warning comes at most once a minute, and the limits are
-enforced again by themselves when Redis is back.
+enforced again by themselves once a background probe hears Redis.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import socket
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar, cast
 
 import pytest
 import redis
@@ -34,6 +39,9 @@ pytestmark = pytest.mark.system  # a real redis-server (or a port where none lis
 MakeLimits = Callable[..., Limits]
 OWN = f"{API}/campaigns/1/events"
 HERE, THERE = "192.0.2.1", "192.0.2.9"
+PROBE = 0.05  # seconds between the probe's pings in these tests
+GUARD = 30.0  # seconds; only so that a broken probe cannot hang the suite
+T = TypeVar("T")
 
 
 def settings(url: str, **overrides: float) -> Config:
@@ -136,7 +144,7 @@ async def test_fails_open_while_nothing_listens_then_recovers(
     url = f"redis://127.0.0.1:{port}/0"
     clock = FakeClock()
     client = connect(url)
-    limits = SharedLimits(client, settings(url, rate_burst=3), clock=clock)
+    limits = SharedLimits(client, settings(url, rate_burst=3), clock=clock, probe_seconds=PROBE)
     caplog.set_level(logging.INFO, logger="app.ratelimit")
 
     def warnings() -> int:
@@ -146,24 +154,103 @@ async def test_fails_open_while_nothing_listens_then_recovers(
         for _ in range(3):  # every request is served, past the burst and the failures
             assert await limits.admit(HERE, 1) == Verdict()
             assert await limits.fail(HERE) == Verdict()
-            clock.advance(RETRY_SECONDS + 0.1)  # so that each round asks Redis again
         assert await limits.state() == "degraded"
         assert warnings() == 1  # at most once a minute, however many requests
         clock.advance(WARN_SECONDS)
-        assert await limits.admit(HERE, 1) == Verdict()
-        assert warnings() == 2
+        await until(lambda: warnings() == 2)  # the probe still finds nothing
         server = RedisServer(tmp_path, port).start()
         try:
-            assert await limits.admit(HERE, 1) == Verdict()  # still inside the retry pause
-            clock.advance(RETRY_SECONDS)
+            await until(lambda: "enforced again" in caplog.text)  # the probe heard it
             back = await limits.admit(HERE, 1)
             assert back.bucket is not None and back.bucket.remaining == 2
             assert await limits.state() == "ok"
         finally:
             server.stop()
     finally:
+        await limits.close()
         await client.aclose()
-    assert "enforced again" in caplog.text
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Let the loop run (the probe) until ``condition`` holds; a guard against hanging only."""
+    for _ in range(int(GUARD / PROBE)):
+        if condition():
+            return
+        await asyncio.sleep(PROBE)
+    raise AssertionError("never happened")
+
+
+def at_once(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end without letting it wait: it must not await any I/O."""
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coro.close()
+    raise AssertionError("it waited (on Redis)")
+
+
+@contextmanager
+def frozen(server: RedisServer) -> Iterator[None]:
+    """Redis stopped by SIGSTOP for the block (its process hangs, its port accepts)."""
+    assert server.proc is not None
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(server.proc.pid, signal.SIGCONT)
+
+
+async def test_a_frozen_redis_is_waited_for_once_then_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After the first timeout no request waits on a hung Redis; the probe brings it back."""
+    require_redis_server()
+    server = RedisServer(tmp_path).start()
+    clock = FakeClock()
+    client = connect(server.url)
+    limits = SharedLimits(client, settings(server.url), clock=clock, probe_seconds=PROBE)
+    try:
+        assert (await limits.admit(HERE, 1)).bucket is not None
+        with frozen(server):
+            assert await limits.admit(HERE, 1) == Verdict()  # the one wait: its timeout
+            for _ in range(20):
+                clock.advance(RETRY_SECONDS)  # however long the outage lasts
+                assert at_once(limits.admit(HERE, 1)) == Verdict()
+                assert at_once(limits.fail(THERE)) == Verdict()
+                assert at_once(limits.state()) == "degraded"
+        await until(lambda: "enforced again" in caplog.text)  # the probe heard it
+        assert await limits.state() == "ok"
+        back = await limits.admit(HERE, 1)
+        assert back.bucket is not None  # counted in Redis again, which ran the timed-out
+        assert back.bucket.remaining in (17, 18)  # script on waking, perhaps, but no other
+    finally:
+        await limits.close()
+        await client.aclose()
+        server.stop()
+
+
+async def test_the_app_serves_at_once_while_redis_is_frozen(
+    make_client: MakeClient, tmp_path: Path
+) -> None:
+    require_redis_server()
+    server = RedisServer(tmp_path).start()
+    try:
+        client = await make_client(redis_url=server.url, rate_burst=3, rate_per_second=0.001)
+        assert "RateLimit" in (await get(client, OWN)).headers
+        with frozen(server):
+            answers = [await get(client, OWN) for _ in range(10)]  # past the burst
+            assert [a.status for a in answers] == [200] * 10
+            ready = await client.get("/readyz")
+            assert await ready.json() == {"status": "ready", "rate_limit": "degraded"}
+        for _ in range(int(GUARD / PROBE)):  # until the probe has heard Redis again
+            if (await (await client.get("/readyz")).json())["rate_limit"] == "ok":
+                break
+            await asyncio.sleep(PROBE)
+        statuses = [(await get(client, OWN)).status for _ in range(3)]
+        assert statuses[0] == 200 and statuses[-1] == 429  # the burst, counted in Redis again
+    finally:
+        server.stop()
 
 
 async def test_fails_open_when_redis_never_answers(caplog: pytest.LogCaptureFixture) -> None:

@@ -124,6 +124,8 @@ def test_two_workers_share_one_limit(sample_db: Path, launcher: Launcher, redis_
     ready = fetch(f"{app.base}/readyz")
     assert ready[0] == 200 and b'"rate_limit": "ok"' in ready[2]
     assert stop(app.proc) == 0
+    # gunicorn names the address served (its arbiter binds no socket of its own).
+    assert f"Listening at: {app.base} ({app.proc.pid})" in app.output_text()[1]
     # Both workers answered (a fresh connection per request, spread by the kernel).
     assert access_pids(app) == set(workers)
 
@@ -155,7 +157,7 @@ def test_redis_killed_and_restarted_mid_run(
         assert status == 200 and b'"rate_limit": "degraded"' in body
 
         store.start()  # the same port, empty: its old buckets are gone
-        time.sleep(1.2)  # each worker's pause before it asks Redis again (1 s)
+        time.sleep(1.2)  # each worker's probe pings Redis every second
         after = [fetch(url, {"X-API-KEY": KEY_1}) for _ in range(7)]
         assert [status for status, _, _ in after] == [200] * 5 + [429] * 2
         assert [remaining(h) for _, h, _ in after] == [4, 3, 2, 1, 0, 0, 0]

@@ -12,6 +12,9 @@ import sqlite3
 from typing import Any, NamedTuple
 
 KEY_PREFIX = "rk_"
+# How long a server may keep accepting a key after it was revoked (its cache of known
+# keys); the figure the docs and the key tool state.
+CACHE_SECONDS = 2.0
 PREFIX_LENGTH = 12
 
 

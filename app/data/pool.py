@@ -41,7 +41,8 @@ from .listings import (
     read_small,
     read_window,
 )
-from .schema import check_readable, data_token
+from .schema import DatabaseError, check_readable, data_token
+from .store import Unavailable
 
 T = TypeVar("T")
 
@@ -50,6 +51,10 @@ INLINE_ROWS = 200
 # A page is read on the event loop when its total is known and it reads no further
 # than this many rows (OFFSET walks every row it skips: deep pages go to a thread).
 INLINE_PAGE_ROWS = 1000
+
+# How often an idle pool looks whether its file was replaced (see ReadPool.reopen).
+WATCH_SECONDS = 1.0
+REPLACED = "the database file is being replaced"
 
 READ_PRAGMAS = (
     "PRAGMA query_only = ON",
@@ -73,7 +78,8 @@ class ReadPool:
 
     The pool remembers which file it opened (device and inode): a database replaced by
     rename is noticed (:meth:`replaced`) and reopened (:meth:`reopen`) rather than
-    served stale from the old, unlinked file.
+    served stale from the old, unlinked file. A watcher notices it too when no request
+    comes, so an idle process lets go of the old file as well.
     """
 
     def __init__(self, path: Path, size: int) -> None:
@@ -85,47 +91,77 @@ class ReadPool:
         self._all: list[aiosqlite.Connection] = []
         self._idle: asyncio.LifoQueue[aiosqlite.Connection] = asyncio.LifoQueue()
         self._inline = sqlite3.connect(":memory:")
-        self._identity = (0, 0)
+        self._identity: tuple[int, int] | None = (0, 0)
+        self._companions: dict[Path, tuple[int, int] | None] = {}
+        self._borrowed = 0
+        self._closed = True  # no connection to any file: reads raise Unavailable
+        self._watcher: asyncio.Task[None] | None = None
 
     @classmethod
     async def open(cls, path: str | Path, size: int) -> ReadPool:
         """Open ``size`` read-only connections to an existing database."""
         pool = cls(Path(path), size)
         await pool._connect()
+        pool._watcher = asyncio.create_task(pool._watch())
         return pool
 
     async def _connect(self) -> None:
-        """Open a fresh set of connections to the file now at the path."""
+        """Open a set of connections to the file now at the path (none may be open)."""
         check_readable(self._path)
-        identity = _identity(self._path)
-        connections = []
+        identity = file_identity(self._path)
         for _ in range(self._size):
             conn = await aiosqlite.connect(self._path, isolation_level=None)
             await run_in_thread(conn, configure_reader)
-            connections.append(conn)
-        inline = sqlite3.connect(self._path, isolation_level=None)
-        configure_reader(inline)
-        old_idle, old_inline = self._idle, self._inline
-        self._all, self._inline, self._identity = connections, inline, identity
-        self._idle = asyncio.LifoQueue()
-        for conn in connections:
+            self._all.append(conn)
             self._idle.put_nowait(conn)
-        old_inline.close()
-        while not old_idle.empty():  # busy ones close when they come back
-            await old_idle.get_nowait().close()
+        self._inline = sqlite3.connect(self._path, isolation_level=None)
+        configure_reader(self._inline)
+        data_token(self._inline)  # a first read opens (or creates) the -wal and -shm
+        self._identity = identity
+        self._companions = {file: file_identity(file, True) for file in companions(self._path)}
+        self._closed = False
 
     def replaced(self) -> bool:
         """Whether another file now sits at the path (a missing file is not a new one)."""
         try:
-            return _identity(self._path) != self._identity
+            return file_identity(self._path) != self._identity
         except OSError:
             return False
 
     async def reopen(self) -> None:
-        """Serve from the file now at the path (once, however many requests noticed)."""
+        """Serve from the file now at the path, never through the old file's WAL.
+
+        SQLite finds a WAL by the file's name, and leaves a moved file's ``-wal`` and
+        ``-shm`` behind when its last connection closes: the new file would be read
+        through the old frames, and the next writer would checkpoint them into it. So
+        the pool closes its connections to the old file (waiting for borrowed ones),
+        deletes the ``-wal`` and ``-shm`` it had open if they are still there (another
+        process or the swap tool may have done so, and a newer pair is left alone),
+        then opens the new file.
+        """
         async with self._lock:
+            if not self.replaced():
+                return
+            await self._let_go()  # also what a failed reopen had opened
+            for file, identity in self._companions.items():
+                if identity is not None and file_identity(file, True) == identity:
+                    file.unlink(missing_ok=True)
+            await self._connect()
+
+    async def _let_go(self) -> None:
+        """Close every connection once none is borrowed; reads are refused until reopened."""
+        self._closed = True
+        while self._borrowed:
+            await asyncio.sleep(0.01)
+        await self.close_connections()
+
+    async def _watch(self) -> None:
+        """Reopen a replaced file even when no request comes to notice it."""
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
             if self.replaced():
-                await self._connect()
+                with contextlib.suppress(DatabaseError, sqlite3.Error, OSError):
+                    await self.reopen()
 
     def run_inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a short read right here, on the event loop's own connection.
@@ -133,6 +169,8 @@ class ReadPool:
         Only for work bounded to a few milliseconds. A failure rolls back whatever
         transaction the function left open.
         """
+        if self._closed:
+            raise Unavailable(REPLACED)
         try:
             return fn(self._inline)
         finally:
@@ -235,29 +273,54 @@ class ReadPool:
     @asynccontextmanager
     async def acquire(self) -> AsyncIterator[aiosqlite.Connection]:
         """Borrow a connection for the length of one request."""
-        idle = self._idle
-        conn = await idle.get()
+        if self._closed:
+            raise Unavailable(REPLACED)
+        conn = await self._idle.get()
+        self._borrowed += 1
         try:
             yield conn
         finally:
             if conn.in_transaction:
                 await conn.rollback()
-            if idle is self._idle:
-                idle.put_nowait(conn)
-            else:  # the pool reopened on a new file meanwhile
-                await conn.close()
+            self._idle.put_nowait(conn)
+            self._borrowed -= 1
 
-    async def close(self) -> None:
-        """Close every connection (the app's cleanup)."""
+    async def close_connections(self) -> None:
+        """Close every connection to the file."""
+        self._closed = True
+        while not self._idle.empty():
+            self._idle.get_nowait()
         for conn in self._all:
             await conn.close()
+        self._all = []
         self._inline.close()
 
+    async def close(self) -> None:
+        """Stop watching and close every connection (the app's cleanup)."""
+        if self._watcher is not None:
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watcher
+        await self.close_connections()
 
-def _identity(path: Path) -> tuple[int, int]:
-    """The file's device and inode: what changes when another file is renamed over it."""
-    st = os.stat(path)
+
+def file_identity(path: Path, missing: bool = False) -> tuple[int, int] | None:
+    """The file's device and inode: what changes when another file is renamed over it.
+
+    With ``missing``, None for a file that does not exist instead of an error.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing:
+            return None
+        raise
     return st.st_dev, st.st_ino
+
+
+def companions(path: Path) -> tuple[Path, Path]:
+    """The WAL and shared-memory files SQLite keeps beside a database in WAL mode."""
+    return Path(f"{path}-wal"), Path(f"{path}-shm")
 
 
 class Stream:

@@ -13,10 +13,15 @@ from typing import Protocol
 
 from .api_keys import ActiveKey
 from .listings import ChunkEncoder, Guard, Listing, Page, Paging, Records, Window
+from .schema import DatabaseError
 
 
 class NotAvailable(Exception):
     """The store cannot answer this listing (PostgreSQL: its record's JSON has no port)."""
+
+
+class Unavailable(DatabaseError):
+    """The database does not answer now (stopped, unreachable or too slow): retry later."""
 
 
 class RecordStream(Protocol):

@@ -37,6 +37,11 @@ class ToolError(Exception):
         self.problems = list(problems)
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 campaign``, ``2 campaigns``: a count the way a tool prints it, noun agreed."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def describe(exc: BaseException) -> list[str]:
     """The lines that say what went wrong, without a traceback."""
     if isinstance(exc, ToolError):

@@ -18,8 +18,9 @@ from ..data.fields import MAX_ID
 from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .marshmallow_shim import value_loader
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_INSTANT = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2}):(\d{2})Z")
+# ASCII digits only: a bare \d also takes fullwidth and other scripts' digits.
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_INSTANT = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2}):(\d{2})Z", re.ASCII)
 MAX_TEXT = 500
 MAX_IP = 45  # the longest textual IPv6 address (IPv4-mapped, full form)
 MAX_USER_AGENT = 1000

@@ -1,8 +1,10 @@
 """Synthetic datasets of any size, written straight into the database (contract.md 9).
 
 Same schema, constraints and tenancy triggers as the loader, one transaction, and the
-same seed always gives the same table contents. The API keys are derived from the seed
-(see :func:`generated_key`) so a client can authenticate: never serve generated data.
+same seed always gives the same table contents. Into an empty database, or (``append``)
+after the data a database holds: the new companies and every id start where it ends.
+The API keys are derived from the seed (see :func:`generated_key`) so a client can
+authenticate: never serve generated data.
 """
 
 from __future__ import annotations
@@ -13,22 +15,19 @@ import datetime as dt
 import hashlib
 import random
 import sqlite3
-import sys
 import tempfile
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.schema import bump_data_version, connect_writer, write_transaction
-from .cli import ToolError, add_store_arguments, command
+from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
     CAMPAIGNS,
@@ -43,6 +42,7 @@ from .generator_words import (
     TEAM_WORDS,
     USER_AGENTS,
 )
+from .load_progress import Meter
 from .pg_copy import copy_to_pg
 
 DATA_TABLES = tuple(FIXTURE_TABLES)  # every data table, parents first
@@ -84,6 +84,29 @@ class Company:
     inscriptions: int
 
 
+@dataclass(frozen=True)
+class Origin:
+    """Where a database's data ends: the highest id of each table the generator numbers,
+    and the change sequence (all 0 for an empty database)."""
+
+    companies: int = 0
+    employees: int = 0
+    teams: int = 0
+    campaigns: int = 0
+    courses: int = 0
+    course_sections: int = 0
+    inscriptions: int = 0
+    change_seq: int = 0
+
+
+def origin_of(conn: sqlite3.Connection) -> Origin:
+    """The database's :class:`Origin`, read inside the write transaction."""
+    tables = [f.name for f in fields(Origin) if f.name != "change_seq"]
+    found = {t: conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0] for t in tables}
+    seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()
+    return Origin(**found, change_seq=int(seq[0]) if seq else 0)
+
+
 class GenerateError(ToolError):
     """The sizes are impossible or the database already holds data."""
 
@@ -99,8 +122,9 @@ def split(total: int, parts: int) -> list[int]:
     return [total // parts + (i < total % parts) for i in range(parts)]
 
 
-def plan(sizes: Sizes) -> list[Company]:
-    """Give each company its id ranges; raise GenerateError for impossible sizes."""
+def plan(sizes: Sizes, origin: Origin = Origin()) -> list[Company]:
+    """Give each company its id ranges, after ``origin``; raise GenerateError for
+    impossible sizes."""
     counts = [sizes.companies, sizes.employees, sizes.campaigns, sizes.events_per_campaign]
     counts += [sizes.courses, sizes.inscriptions, sizes.sections]
     if sizes.companies < 1 or min([*counts, sizes.big_campaign, sizes.mid_campaign]) < 0:
@@ -112,7 +136,8 @@ def plan(sizes: Sizes) -> list[Company]:
     first_campaigns = split(sizes.campaigns, sizes.companies)[0]
     if (sizes.big_campaign and first_campaigns < 1) or (sizes.mid_campaign and first_campaigns < 2):
         raise GenerateError("company 1 has too few campaigns for --big-campaign/--mid-campaign")
-    companies, starts = [], [1, 1, 1, 1]
+    companies = []
+    starts = [origin.employees + 1, origin.teams + 1, origin.campaigns + 1, origin.courses + 1]
     shares = zip(*(split(n, sizes.companies) for n in counts[1:3] + counts[4:6]), strict=True)
     for i, (employees, campaigns, courses, inscriptions) in enumerate(shares):
         teams = max(1, employees // 50)
@@ -120,12 +145,13 @@ def plan(sizes: Sizes) -> list[Company]:
         for k, n in enumerate((employees, teams, campaigns, courses)):
             ranges.append(range(starts[k], starts[k] + n))
             starts[k] += n
-        name = COMPANIES[i % len(COMPANIES)] + (f" {i + 1}" if i >= len(COMPANIES) else "")
-        domain = f"{slug(name.split()[0])}{i + 1 if i >= len(COMPANIES) else ''}.example"
+        n = origin.companies + i  # the company's place among all companies, from 0
+        name = COMPANIES[n % len(COMPANIES)] + (f" {n + 1}" if n >= len(COMPANIES) else "")
+        domain = f"{slug(name.split()[0])}{n + 1 if n >= len(COMPANIES) else ''}.example"
         employee_ids, team_ids, campaign_ids, course_ids = ranges
         companies.append(
             Company(
-                i + 1, name, domain, employee_ids, team_ids, campaign_ids, course_ids, inscriptions
+                n + 1, name, domain, employee_ids, team_ids, campaign_ids, course_ids, inscriptions
             )
         )
     return companies
@@ -140,44 +166,45 @@ def slug(text: str) -> str:
 _ASCII = str.maketrans({"ł": "l", "ø": "o", "æ": "ae", "đ": "d", "ı": "i"})
 
 
-def expected_rows(sizes: Sizes) -> int:
-    """About how many rows ``sizes`` makes, for the progress bar (some counts are random)."""
-    events = sizes.campaigns * sizes.events_per_campaign + sum(
-        n - sizes.events_per_campaign for n in (sizes.big_campaign, sizes.mid_campaign) if n
-    )
-    targets = int(sizes.campaigns * sum(SENT_TO) / 2 * sizes.employees / sizes.companies)
-    people = 2.1 * sizes.employees + sizes.employees // 50 + 3 * sizes.companies
-    training = sizes.courses + sizes.courses * sizes.sections
-    training_rows = training + sizes.inscriptions * (1 + 0.65 * sizes.sections)
-    return int(people + sizes.campaigns + targets + events + training_rows)
+def generate(
+    path: str | Path, sizes: Sizes, seed: int, progress: bool = False, append: bool = False
+) -> dict[str, int]:
+    """Fill the database in one transaction; return the rows written per table."""
+    return generate_companies(path, sizes, seed, progress, append)[1]
 
 
-def generate(path: str | Path, sizes: Sizes, seed: int, progress: bool = False) -> dict[str, int]:
-    """Fill an empty database in one transaction; return the rows written per table."""
-    companies = plan(sizes)
+def generate_companies(
+    path: str | Path, sizes: Sizes, seed: int, progress: bool = False, append: bool = False
+) -> tuple[list[Company], dict[str, int]]:
+    """:func:`generate`, also returning the companies made. Without ``append`` the data
+    tables must be empty; with it, the new rows follow the database's own."""
     conn = connect_writer(path)
+    meter = Meter(progress)
     try:
-        conn.execute("PRAGMA synchronous = OFF")  # one transaction into a fresh file
+        if not append:
+            conn.execute("PRAGMA synchronous = OFF")  # one transaction into a fresh file
         conn.execute("PRAGMA cache_size = -262144")  # 256 MiB
         conn.execute("PRAGMA temp_store = MEMORY")
         with write_transaction(conn):
-            refuse_data(conn)
+            if not append:
+                refuse_data(conn)
+            origin = origin_of(conn)
+            companies = plan(sizes, origin)
             indexes = drop_indexes(conn)
-            with tqdm(total=expected_rows(sizes), unit=" rows", unit_scale=True,
-                      disable=not progress, file=sys.stderr) as bar:  # fmt: skip
-                counts = write(conn, companies, sizes, seed, bar)
-                bar.total = bar.n
+            counts = write(conn, Plan(companies, sizes, seed, origin), meter.tick)
+            meter.close()
             for sql in indexes:  # the very statements the schema made them with
                 conn.execute(sql)
-            # Events took their places in the feed in id order (seq = id, see _events).
+            # Events took the next places of the feed in id order (see _events).
             conn.execute(
-                "UPDATE meta SET value = (SELECT count(*) FROM campaign_events)"
-                " WHERE key = 'change_seq'"
+                "UPDATE meta SET value = ? WHERE key = 'change_seq'",
+                (str(origin.change_seq + counts["campaign_events"]),),
             )
             bump_data_version(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        return counts
+        return companies, counts
     finally:
+        meter.close()
         conn.close()
 
 
@@ -201,20 +228,29 @@ def drop_indexes(conn: sqlite3.Connection) -> list[str]:
     return [sql for _, sql in found]
 
 
-def write(
-    conn: sqlite3.Connection, companies: list[Company], sizes: Sizes, seed: int, bar: tqdm[Any]
-) -> dict[str, int]:
+@dataclass(frozen=True)
+class Plan:
+    """What to write: the companies and their sizes, the seed, and where the data starts."""
+
+    companies: list[Company]
+    sizes: Sizes
+    seed: int
+    origin: Origin
+
+
+def write(conn: sqlite3.Connection, plan: Plan, tick: Callable[[str, int], None]) -> dict[str, int]:
     """Insert every table in dependency order, each from its own random stream."""
-    counts, days = {}, dates(2 * 365 + 100 + 4 * sizes.sections)
+    counts, days = {}, dates(2 * 365 + 100 + 4 * plan.sizes.sections)
     for table, columns, make in _STREAMS:
         marks = ", ".join("?" * len(columns.split(",")))
         sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
-        rows = make(Context(random.Random(f"{seed}/{table}"), companies, sizes, seed, conn, days))
+        rng = random.Random(f"{plan.seed}/{table}")
+        rows = make(Context(rng, plan.companies, plan.sizes, plan.seed, conn, days, plan.origin))
         counts[table] = 0
-        while True:  # in chunks, so the progress bar moves without a per-row wrapper
+        while True:  # in chunks, so the progress moves without a per-row wrapper
             written = max(0, conn.executemany(sql, islice(rows, CHUNK)).rowcount)
             counts[table] += written
-            bar.update(written)
+            tick(table, written)
             if written < CHUNK:
                 break
     return counts
@@ -230,6 +266,11 @@ class Context:
     seed: int
     conn: sqlite3.Connection
     days: list[str]  # every date the data can hold, as text, by offset from BASE
+    origin: Origin
+
+    def launch(self, launches: list[int], campaign_id: int) -> int:
+        """A campaign's launch among ``launches`` (one per campaign of the plan, by id)."""
+        return launches[campaign_id - self.origin.campaigns - 1]
 
 
 def dates(days: int) -> list[str]:
@@ -311,7 +352,7 @@ def _campaigns(ctx: Context) -> Rows:
     for c in ctx.companies:
         for campaign_id in c.campaigns:
             title = CAMPAIGNS[int(ctx.rng.random() * len(CAMPAIGNS))]
-            launch = _timestamp(ctx.days, launches[campaign_id - 1])
+            launch = _timestamp(ctx.days, ctx.launch(launches, campaign_id))
             yield campaign_id, c.id, title, launch, title.casefold()
 
 
@@ -328,7 +369,7 @@ def _targets(ctx: Context) -> Rows:
     for c in ctx.companies:
         n = len(c.employees)
         for campaign_id in c.campaigns:
-            sent = _timestamp(ctx.days, launches[campaign_id - 1])
+            sent = _timestamp(ctx.days, ctx.launch(launches, campaign_id))
             share = SENT_TO[0] + (SENT_TO[1] - SENT_TO[0]) * r()
             for employee_id in sorted(ctx.rng.sample(c.employees, max(1, int(share * n)))):
                 yield campaign_id, employee_id, None if r() < 0.05 else sent
@@ -341,13 +382,14 @@ def _events(ctx: Context) -> Rows:
     the mail client's; ``seq`` (the event feed's order) is the id, as rows are made in order.
     """
     r, days, launches, sizes = ctx.rng.random, ctx.days, _launches(ctx), ctx.sizes
-    special, spread, seq = {1: sizes.big_campaign, 2: sizes.mid_campaign}, EVENT_SPREAD / 1.1, 0
+    first, spread, seq = ctx.origin.campaigns + 1, EVENT_SPREAD / 1.1, ctx.origin.change_seq
+    special = {first: sizes.big_campaign, first + 1: sizes.mid_campaign}
     for c in ctx.companies:
         for campaign_id in c.campaigns:
             targets = [e for (e,) in ctx.conn.execute(
                 "SELECT employee_id FROM campaign_targets WHERE campaign_id = ?", (campaign_id,)
             )]  # fmt: skip
-            n, launch = len(targets), launches[campaign_id - 1] + 1 - BASE_EPOCH
+            n, launch = len(targets), ctx.launch(launches, campaign_id) + 1 - BASE_EPOCH
             for _ in range(special.get(campaign_id) or sizes.events_per_campaign):
                 x = r()  # most events come in the first days after the launch
                 day, seconds = divmod(launch + int(x * (x + 0.1) * spread), 86_400)
@@ -384,12 +426,14 @@ def _sections(ctx: Context) -> Rows:
                 kind = "lecture" if position == 1 else "exam" if position == n else None
                 kind = kind or middle[int(ctx.rng.random() * len(middle))]
                 title = f"{SECTION_TITLES[kind]} {position}"
-                yield (course_id - 1) * n + position, course_id, title, kind, position
+                place = (course_id - ctx.origin.courses - 1) * n + position
+                yield ctx.origin.course_sections + place, course_id, title, kind, position
 
 
 def _inscriptions(ctx: Context) -> Rows:
     """Enrolments over two years, a tenth without a due date, in every status."""
-    r, days, dues, inscription_id = ctx.rng.random, ctx.days, (14, 30, 30, 45, 60, 90), 0
+    r, days, dues = ctx.rng.random, ctx.days, (14, 30, 30, 45, 60, 90)
+    inscription_id = ctx.origin.inscriptions
     for c in ctx.companies:
         employee, employees = c.employees.start, len(c.employees)
         course, courses = c.courses.start, len(c.courses)
@@ -413,7 +457,8 @@ def _results(ctx: Context) -> Rows:
         sections.setdefault(course_id, []).append((section_id, kind in ("quiz", "exam")))
     for inscription_id, course_id, start, status in ctx.conn.execute(
         "SELECT id, course_id, start_date, status FROM inscriptions"
-        " WHERE status != 'not_started' ORDER BY id"
+        " WHERE id > ? AND status != 'not_started' ORDER BY id",
+        (ctx.origin.inscriptions,),
     ):
         parts, day = sections.get(course_id, []), offset[start]
         done = len(parts) if status == "completed" else int(r() * (len(parts) - 1)) + 1
@@ -476,7 +521,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--mid-campaign", type=int, default=0, help="events of campaign 2 (company 1), if > 0"
     )
     parser.add_argument("--seed", type=int, required=True, help="same seed, same data")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="add to the data the --db file holds: new companies, ids after its own",
+    )
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress on stderr (by default: a bar per table on a terminal, plain lines"
+        " otherwise)",
+    )
     return parser
 
 
@@ -495,19 +550,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         big_campaign=args.big_campaign,
         mid_campaign=args.mid_campaign,
     )
-    started = time.perf_counter()
+    started, progress = time.perf_counter(), not args.no_progress
     if args.db:
-        counts = generate(args.db, sizes, args.seed, progress=not args.no_progress)
+        companies, counts = generate_companies(args.db, sizes, args.seed, progress, args.append)
+    elif args.append:
+        raise GenerateError("--append adds to a SQLite file (--db); PostgreSQL takes a new set")
     else:  # generated into a scratch SQLite file, then copied in one transaction
         with tempfile.TemporaryDirectory() as scratch:
             path = Path(scratch) / "generated.sqlite3"
-            generate(path, sizes, args.seed, progress=not args.no_progress)
+            companies, _ = generate_companies(path, sizes, args.seed, progress)
             counts = asyncio.run(copy_to_pg(path, args.database_url))
     seconds = time.perf_counter() - started
     total = sum(counts.values())
-    print(", ".join(f"{n} {table}" for table, n in counts.items()))
+    print("rows per table: " + ", ".join(f"{table} {n:,}" for table, n in counts.items()))
     where = args.db or "PostgreSQL"
-    print(f"generated {total} rows into {where} in {seconds:.1f} s ({total / seconds:,.0f} rows/s)")
-    for company_id in range(1, args.companies + 1):
-        print(f"company {company_id} key: {generated_key(company_id, args.seed)}")
+    print(f"generated {plural(total, 'row')} into {where} in {seconds:.1f} s"
+          f" ({total / seconds:,.0f} rows/s)")  # fmt: skip
+    for company in companies:
+        print(f"company {company.id} key: {generated_key(company.id, args.seed)}")
     return 0

@@ -27,7 +27,8 @@ from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
 from .cli import add_store_arguments, command
 from .fixture_reader import Item
-from .gophish_format import read_export, read_people
+from .gophish_format import Problems, mailbox, read_export, read_people
+from .gophish_ids import has_wide_ids, has_wide_ids_pg, renumber, renumber_pg, safe_id
 from .gophish_mapping import Context, Summary, to_fixture
 from .loader import load_items
 from .pg_loader import load_staged, stage_sources
@@ -47,10 +48,11 @@ COMPANY_NAME = "SELECT name FROM companies WHERE id = ?"
 
 
 def _known(ctx: Context, people: Sequence[dict[str, Any]], ids: Sequence[int]) -> None:
-    """The company's employees by case-folded email, and the employee ids already taken."""
+    """The company's employees by mailbox, and the employee ids already taken, each id
+    as it is once an earlier import's wide ids are brought under 2^53 (:mod:`.gophish_ids`)."""
     for person in people:
-        ctx.existing[person["email"].casefold()] = person  # the lowest id wins
-    ctx.taken_ids = set(ids)
+        ctx.existing[mailbox(person["email"])] = person | {"id": safe_id(person["id"])}
+    ctx.taken_ids = {safe_id(i) for i in ids}
 
 
 def read_company(db: Path, company: int, source: str) -> tuple[str | None, Context]:
@@ -70,6 +72,7 @@ def read_company(db: Path, company: int, source: str) -> tuple[str | None, Conte
             columns = [d[0] for d in people.description]
             rows = [dict(zip(columns, values, strict=True)) for values in people]
             _known(ctx, rows, [r[0] for r in conn.execute(EMPLOYEE_IDS)])
+            ctx.wide_ids = has_wide_ids(conn)
         finally:
             conn.close()
     except sqlite3.Error as exc:
@@ -87,6 +90,7 @@ async def read_company_pg(url: str, company: int, source: str) -> tuple[str | No
         name = await conn.fetchval(numbered(COMPANY_NAME), company)
         people = [dict(r) for r in await conn.fetch(numbered(PEOPLE), company)]
         _known(ctx, people, [r[0] for r in await conn.fetch(EMPLOYEE_IDS)])
+        ctx.wide_ids = await has_wide_ids_pg(conn)
     finally:
         await conn.close()
     return (None if name is None else str(name)), ctx
@@ -104,30 +108,41 @@ def import_export(
 ) -> Summary:
     """Check, map and load one export into the SQLite file ``db`` or, with
     ``database_url``, PostgreSQL; raise LoadError (database unchanged) on any problem."""
-    campaigns = read_export(export)
+    problems = Problems(export)
+    campaigns = read_export(export, problems)
     if database_url:
         name, ctx = asyncio.run(read_company_pg(database_url, company, source))
     else:
         assert db is not None
         name, ctx = read_company(db, company, source)
+    refused: list[str] = []
     if people is not None:
-        ctx.people = read_people(people)
+        try:
+            ctx.people = read_people(people)
+        except LoadError as exc:
+            refused = exc.problems
     if name is None and company_name is None:
         where = "the database" if database_url else db
-        raise LoadError(
-            [f"--company {company}: no such company in {where} (--company-name adds it)"]
-        )
+        refused.append(f"--company {company}: no such company in {where} (--company-name adds it)")
     document: dict[str, Any]
-    document, summary = to_fixture(campaigns, ctx, str(export))
+    try:
+        document, summary = to_fixture(campaigns, ctx, problems)
+    except LoadError as exc:
+        raise LoadError(exc.problems + refused) from None
+    if refused:
+        raise LoadError(refused)
     if name is None:
         document["companies"] = [{"id": company, "name": company_name}]
+    if not any(document.values()) and not ctx.wide_ids:
+        return summary  # nothing to write: the data version (every cache) stays as it is
     items = (Item(t, i, record) for t, rows in document.items() for i, record in enumerate(rows))
     sources = [(f"{export} (mapped)", items)]
     if database_url:
-        asyncio.run(load_staged(database_url, stage_sources(sources)))
+        prepare_pg = renumber_pg if ctx.wide_ids else None
+        asyncio.run(load_staged(database_url, stage_sources(sources), prepare_pg))
     else:
         assert db is not None
-        load_items(db, sources)
+        load_items(db, sources, prepare=renumber if ctx.wide_ids else None)
     return summary
 
 

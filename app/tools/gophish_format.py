@@ -13,6 +13,7 @@ import datetime as dt
 import io
 import json
 import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,9 @@ from ..data.fields import MAX_ID
 from .fixture_format import MAX_IP, MAX_USER_AGENT, flatten_errors
 from .staging import LoadError
 
-MAX_EXPORT_BYTES = 512 * 2**20
+# Parsed whole, an export takes about ten times its size in memory: 64 MiB of export
+# stays under a gigabyte.
+MAX_EXPORT_BYTES = 64 * 2**20
 MAX_PEOPLE_BYTES = 64 * 2**20
 MAX_PROBLEMS = 20
 
@@ -38,10 +41,14 @@ SENT_MESSAGE = "Email Sent"
 SKIPPED_MESSAGES = ("Campaign Created", "Error Sending Email", "Proxied request")
 KNOWN_MESSAGES = (*EVENT_OF_MESSAGE, SENT_MESSAGE, *SKIPPED_MESSAGES)
 
-# RFC 3339 as Go's time.Time writes it: up to nine digits of fraction, Z or an offset.
+# RFC 3339 as Go's time.Time writes it: up to nine digits of fraction, Z or an offset;
+# ASCII digits only (a bare \d also takes fullwidth and other scripts' digits).
 _INSTANT = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})"
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})",
+    re.ASCII,
 )
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 _EARLIEST = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -103,11 +110,32 @@ class _GoObject(Schema):
         unknown = EXCLUDE
 
 
+def _lone_surrogate(value: str) -> re.Match[str] | None:
+    """Half of a character (JSON allows ``\\ud800`` alone): not text, and no store takes it."""
+    return _SURROGATE.search(value)
+
+
+def _text(value: str) -> None:
+    if found := _lone_surrogate(value):
+        raise ValidationError(f"Not text: a lone surrogate (U+{ord(found[0]):04X}).")
+
+
+def _length(high: int, low: int = 0) -> list[Any]:
+    return [_text, validate.Length(min=low or None, max=high)]
+
+
+def mailbox(email: str) -> str:
+    """The key that matches an email: its domain in any case, its local part in any ASCII
+    letter case (``Straße@`` is not ``strasse@``, nor the Kelvin sign a ``k``)."""
+    local, _, domain = email.rpartition("@")
+    return f"{local.translate(_ASCII_LOWER)}@{domain.lower()}"
+
+
 class CampaignHead(_GoObject):
     """A campaign without its entries (those are checked one by one)."""
 
     id = fields.Integer(required=True, strict=True, validate=validate.Range(1, MAX_ID))
-    name = fields.String(required=True, validate=validate.Length(min=1, max=500))
+    name = fields.String(required=True, validate=_length(500, 1))
     created_date = GoInstant(required=True)
     launch_date = GoInstant(required=True)
     results = Entries(load_default=list)
@@ -117,15 +145,15 @@ class CampaignHead(_GoObject):
 class ResultEntry(_GoObject):
     """One target of a campaign (GoPhish's Result)."""
 
-    email = fields.Email(required=True, validate=validate.Length(max=320))
-    first_name = fields.String(load_default="", validate=validate.Length(max=500))
-    last_name = fields.String(load_default="", validate=validate.Length(max=500))
+    email = fields.Email(required=True, validate=_length(320))
+    first_name = fields.String(load_default="", validate=_length(500))
+    last_name = fields.String(load_default="", validate=_length(500))
 
 
 class TimelineEntry(_GoObject):
     """One entry of a campaign's timeline (GoPhish's Event)."""
 
-    email = fields.String(load_default="", validate=validate.Length(max=320))
+    email = fields.String(load_default="", validate=_length(320))
     time = GoInstant(required=True)
     message = fields.String(required=True, validate=validate.OneOf(KNOWN_MESSAGES))
     details = fields.String(load_default="", allow_none=True)
@@ -147,14 +175,18 @@ def browser_of(details: str | None) -> tuple[str | None, str | None]:
     browser = parsed.get("browser") if isinstance(parsed, dict) else None
     if not isinstance(browser, dict):
         return None, None
-    address, agent = _text(browser.get("address")), _text(browser.get("user-agent"))
+    address = _browser_text(browser.get("address"))
+    agent = _browser_text(browser.get("user-agent"))
     # Longer than any textual IP address is not one; a user agent is cut to what we keep.
     ip = address if address is not None and len(address) <= MAX_IP else None
     return ip, None if agent is None else agent[:MAX_USER_AGENT]
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
+def _browser_text(value: Any) -> str | None:
+    """A non-empty string that is text, else None."""
+    if not isinstance(value, str) or not value or _lone_surrogate(value):
+        return None
+    return value
 
 
 class Problems(list[str]):
@@ -192,12 +224,17 @@ def child(path: str, name: str) -> str:
 
 @dataclass
 class Campaign:
-    """One checked GoPhish campaign; ``path`` is where it is in the export (``[0]`` or "")."""
+    """One checked GoPhish campaign; ``path`` is where it is in the export (``[0]`` or "").
+
+    ``refused`` holds the mailboxes of results refused for their format, so that their
+    timeline entries are not reported a second time as strangers.
+    """
 
     path: str
     head: dict[str, Any]
     results: list[dict[str, Any]]
     timeline: list[tuple[int, dict[str, Any]]]
+    refused: set[str]
 
 
 def _read_bytes(path: Path, limit: int) -> bytes:
@@ -209,8 +246,12 @@ def _read_bytes(path: Path, limit: int) -> bytes:
         raise LoadError([f"{path}: cannot read: {exc.strerror}"]) from None
 
 
-def read_export(path: Path) -> list[Campaign]:
-    """Parse and check an export: one campaign object or a list of them."""
+def read_export(path: Path, problems: Problems | None = None) -> list[Campaign]:
+    """Parse and check an export: one campaign object or a list of them.
+
+    The problems go to ``problems`` when given, for the caller to add the mapping's and
+    refuse once; alone, the export is refused here if anything is wrong.
+    """
     try:
         document = json.loads(_read_bytes(path, MAX_EXPORT_BYTES))
     except (ValueError, RecursionError) as exc:
@@ -221,19 +262,21 @@ def read_export(path: Path) -> list[Campaign]:
         items = [(f"[{i}]", item) for i, item in enumerate(document)]
     else:
         raise LoadError([f"{path}: not a GoPhish campaign object or a list of them"])
-    problems, campaigns = Problems(path), []
+    found = Problems(path) if problems is None else problems
+    campaigns: list[Campaign] = []
     first_at: dict[int, str] = {}
     for where, item in items:
-        campaign = _read_campaign(problems, where, item)
+        campaign = _read_campaign(found, where, item)
         if campaign is None:
             continue
         gophish_id = campaign.head["id"]
         if gophish_id in first_at:
             first = first_at[gophish_id]
-            problems.add(f"{child(where, 'id')}: campaign {gophish_id} is also at {first}")
+            found.add(f"{child(where, 'id')}: campaign {gophish_id} is also at {first}")
         first_at.setdefault(gophish_id, where)
         campaigns.append(campaign)
-    problems.raise_any()
+    if problems is None:
+        found.raise_any()
     return campaigns
 
 
@@ -241,28 +284,26 @@ def _read_campaign(problems: Problems, where: str, item: Any) -> Campaign | None
     head = problems.check(_HEAD, item, where)
     if head is None:
         return None
-    results = [
-        problems.check(_RESULT, raw, child(where, f"results[{i}]"))
-        for i, raw in enumerate(head["results"])
-    ]
+    results, refused = [], set()
+    for i, raw in enumerate(head["results"]):
+        result = problems.check(_RESULT, raw, child(where, f"results[{i}]"))
+        if result is not None:
+            results.append(result)
+        elif isinstance(raw, dict) and isinstance(raw.get("email"), str):
+            refused.add(mailbox(raw["email"]))
     timeline = [
         (i, problems.check(_ENTRY, raw, child(where, f"timeline[{i}]")))
         for i, raw in enumerate(head["timeline"])
     ]
-    return Campaign(
-        where,
-        head,
-        [r for r in results if r is not None],
-        [(i, e) for i, e in timeline if e is not None],
-    )
+    return Campaign(where, head, results, [(i, e) for i, e in timeline if e is not None], refused)
 
 
 class PersonRow(Schema):
     """One row of the people CSV; an empty department or country cell means "not given"."""
 
-    email = fields.Email(required=True, validate=validate.Length(max=320))
-    department = fields.String(load_default="", validate=validate.Length(max=500))
-    country = fields.String(load_default="", validate=validate.Length(max=500))
+    email = fields.Email(required=True, validate=_length(320))
+    department = fields.String(load_default="", validate=_length(500))
+    country = fields.String(load_default="", validate=_length(500))
 
 
 def read_people(path: Path) -> dict[str, tuple[str | None, str | None]]:
@@ -286,7 +327,7 @@ def read_people(path: Path) -> dict[str, tuple[str | None, str | None]]:
             person = problems.check(PersonRow(), wanted, f"line {line}")
             if person is None:
                 continue
-            key = person["email"].casefold()
+            key = mailbox(person["email"])
             if key in first_line:
                 problems.add(f"line {line}.email: repeats line {first_line[key]}")
             first_line.setdefault(key, line)

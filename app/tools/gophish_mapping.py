@@ -22,14 +22,17 @@ from .gophish_format import (
     Problems,
     browser_of,
     child,
+    mailbox,
 )
+from .gophish_ids import safe_id
 
 
 def stable_id(*key: Any) -> int:
-    """An id in 1..2^63-1: BLAKE2b-64 of the key as compact JSON, modulo 2^63-1, plus 1."""
+    """An id in 1..2^53-1: BLAKE2b-64 of the key as compact JSON, modulo 2^63-1, plus 1
+    (what earlier imports used), brought under 2^53 by :func:`safe_id`."""
     text = json.dumps(key, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % MAX_ID + 1
+    return safe_id(int.from_bytes(digest, "big") % MAX_ID + 1)
 
 
 @dataclass
@@ -38,9 +41,10 @@ class Context:
 
     company: int
     source: str
-    existing: dict[str, dict[str, Any]] = field(default_factory=dict)  # by casefolded email
+    existing: dict[str, dict[str, Any]] = field(default_factory=dict)  # by mailbox()
     taken_ids: set[int] = field(default_factory=set)  # every employee id in the database
     people: dict[str, tuple[str | None, str | None]] = field(default_factory=dict)
+    wide_ids: bool = False  # the database holds ids above 2^53-1 from an earlier import
 
 
 @dataclass
@@ -50,6 +54,7 @@ class Summary:
     campaigns: int = 0
     targets: int = 0
     sent: int = 0
+    never_sent: int = 0
     events: int = 0
     new_employees: int = 0
     updated_employees: int = 0
@@ -57,10 +62,11 @@ class Summary:
     skipped: Counter[str] = field(default_factory=Counter)
 
     def line(self) -> str:
-        """``2 campaigns, 5 targets (4 sent), ...; skipped: 2 Campaign Created``."""
+        """``2 campaigns, 5 targets (4 sent), 1 never sent, ...; skipped: ...``."""
         parts = [
             f"{self.campaigns} campaigns",
             f"{self.targets} targets ({self.sent} sent)",
+            f"{self.never_sent} never sent",
             f"{self.events} events",
             f"{self.new_employees} new employees",
             f"{self.updated_employees} updated from the people file",
@@ -106,19 +112,22 @@ class _Mapping:
         )
         targets: dict[str, dict[str, Any]] = {}
         for result in campaign.results:
-            key = result["email"].casefold()
+            key = mailbox(result["email"])
             employee_id = self.employee(key, result)["id"]
             targets.setdefault(
                 key, {"campaign_id": campaign_id, "employee_id": employee_id, "sent_at": None}
             )
         seen: Counter[tuple[str, str, str]] = Counter()
+        reached: set[str] = set()
         for index, entry in campaign.timeline:
             where, message = child(campaign.path, f"timeline[{index}]"), entry["message"]
             if message != SENT_MESSAGE and message not in EVENT_OF_MESSAGE:
                 self.summary.skipped[message] += 1
                 continue
-            key = entry["email"].casefold()
+            key = mailbox(entry["email"])
             target = targets.get(key)
+            if target is None and key in campaign.refused:
+                continue  # its result was refused, and said so
             if target is None:
                 self.problems.add(f"{where}.email: {entry['email']!r} is not among the results")
             elif entry["time"] is None:
@@ -131,7 +140,14 @@ class _Mapping:
                 seen[occurrence] += 1
                 key_parts = (ctx.company, ctx.source, head["id"], *occurrence, seen[occurrence])
                 self.event(stable_id("event", *key_parts), target, message, entry)
-        self.doc["campaign_targets"].extend(targets.values())
+                reached.add(key)
+        # A target is someone the campaign reached: sent to (or seen, if GoPhish logged an
+        # event without its sending); a result GoPhish never sent to is only counted.
+        for key, target in targets.items():
+            if target["sent_at"] is not None or key in reached:
+                self.doc["campaign_targets"].append(target)
+            else:
+                self.summary.never_sent += 1
         self.summary.campaigns += 1
 
     def event(self, event_id: int, target: dict[str, Any], message: str, entry: Any) -> None:
@@ -181,10 +197,10 @@ class _Mapping:
 
 
 def to_fixture(
-    campaigns: list[Campaign], ctx: Context, source: str = "export"
+    campaigns: list[Campaign], ctx: Context, problems: Problems
 ) -> tuple[dict[str, list[dict[str, Any]]], Summary]:
-    """Map checked campaigns to one fixture document; LoadError names each inconsistency."""
-    problems = Problems(source)
+    """Map checked campaigns to one fixture document; LoadError names every problem,
+    the reading's (already in ``problems``) and each inconsistency found here."""
     mapping = _Mapping(ctx, problems)
     for campaign in campaigns:
         mapping.campaign(campaign)

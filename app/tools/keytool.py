@@ -18,12 +18,23 @@ from typing import Any, TypeVar
 import asyncpg
 
 from ..config import OneLineParser
-from ..data.api_keys import NewKey, create_key, list_keys, prefix_of, revoke_key, rotate_key
+from ..data.api_keys import (
+    CACHE_SECONDS,
+    NewKey,
+    create_key,
+    list_keys,
+    prefix_of,
+    revoke_key,
+    rotate_key,
+)
 from ..data.pg import api_keys as pg_keys
 from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
 from ..data.schema import check_readable, connect_writer, write_transaction
 from .cli import ToolError, add_store_arguments, command
+
+# What a revocation means for a running server: its key cache (data.api_keys) decides.
+REFUSED_WITHIN = f"the server refuses it within {CACHE_SECONDS:g} seconds"
 
 T = TypeVar("T")
 COLUMNS = ("id", "company", "label", "prefix", "created", "expires", "revoked")
@@ -71,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="List every key: its company, label, prefix, creation, expiry (marked "
         "'expired' once past) and revocation. Reads only: it never waits for a writer.",
     )
-    revoke = commands.add_parser("revoke", help="revoke a key (401 within 5 seconds)")
+    revoke = commands.add_parser("revoke", help=f"revoke a key ({REFUSED_WITHIN})")
     revoke.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id, as list shows")
     rotate = commands.add_parser(
         "rotate",
@@ -170,7 +181,7 @@ def run(args: argparse.Namespace) -> None:
         print(format_table(reading(args.db, list_keys)))
     elif args.command == "revoke":
         in_transaction(args.db, revoke_key, args.key_id)
-        print(f"Revoked key {args.key_id}; the server refuses it within 5 seconds.")
+        print(f"Revoked key {args.key_id}; {REFUSED_WITHIN}.")
     elif args.command == "rotate":
         new = in_transaction(args.db, rotate_key, args.key_id, args.expires_in)
         print(f"Revoked key {args.key_id}.")
@@ -189,7 +200,7 @@ def run_on_postgresql(args: argparse.Namespace) -> None:
         print(format_table(asyncio.run(on_postgresql(url, "list_keys"))))
     elif args.command == "revoke":
         asyncio.run(on_postgresql(url, "revoke_key", args.key_id))
-        print(f"Revoked key {args.key_id}; the server refuses it within 5 seconds.")
+        print(f"Revoked key {args.key_id}; {REFUSED_WITHIN}.")
     elif args.command == "rotate":
         new = asyncio.run(on_postgresql(url, "rotate_key", args.key_id, args.expires_in))
         print(f"Revoked key {args.key_id}.")

@@ -1,18 +1,35 @@
-"""What a load shows while it runs: one progress bar per table on a terminal (tqdm), plain
-lines when stderr is not a terminal (a log, CI), nothing when progress is off.
+"""What a writer shows while it runs: one progress bar per table on a terminal (tqdm), plain
+lines when stderr is not a terminal (a log, CI), nothing when progress is off. Rows are
+whole numbers everywhere, rates too (tqdm's own units show ``1.00 rows`` for one row).
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from contextlib import contextmanager
 from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from .cli import plural
+
 PLAIN_EVERY = 10.0  # seconds between two plain lines about the same table
+BAR = "{desc}: {percentage:3.0f}%|{bar}| {rows} [{elapsed}<{remaining}, {per_second}]"
+COUNTER = "{desc}: {rows} [{elapsed}, {per_second}]"
+
+
+class RowBar(tqdm):  # type: ignore[type-arg]  # tqdm is generic only in its stubs
+    """A tqdm bar that counts whole rows: its own fields ``rows`` and ``per_second``."""
+
+    @property
+    def format_dict(self) -> MutableMapping[str, Any]:
+        shown = super().format_dict
+        rate = shown["rate"]
+        shown["rows"] = plural(int(shown["n"]), "row")
+        shown["per_second"] = "? rows/s" if rate is None else f"{rate:,.0f} rows/s"
+        return shown
 
 
 class Meter:
@@ -25,7 +42,7 @@ class Meter:
         self.label = ""
         self.rows = 0
         self.started = self.said = 0.0
-        self.bar: tqdm[Any] | None = None
+        self.bar: RowBar | None = None
 
     def tick(self, label: str, rows: int) -> None:
         """``rows`` more rows of the step ``label`` (a new label ends the previous step)."""
@@ -67,12 +84,11 @@ class Meter:
         self.label, self.rows = label, 0
         self.started = self.said = time.perf_counter()
         if self.terminal:
-            self.bar = tqdm(
-                desc=label, total=total, unit=" rows", unit_scale=True, file=self.stream, leave=True
-            )
+            bar_format = COUNTER if total is None else BAR
+            self.bar = RowBar(desc=label, total=total, file=self.stream, bar_format=bar_format)
 
     def _say(self, state: str) -> None:
         seconds = time.perf_counter() - self.started
         rate = f" ({self.rows / seconds:,.0f} rows/s)" if seconds > 0 else ""
-        print(f"{self.label}: {self.rows:,} rows in {seconds:.1f} s{rate} {state}",
+        print(f"{self.label}: {plural(self.rows, 'row')} in {seconds:.1f} s{rate} {state}",
               file=self.stream, flush=True)  # fmt: skip

@@ -4,7 +4,8 @@ A load is all or nothing, in three steps:
 
 1. Stream: each file is parsed incrementally and each record validated as it arrives,
    then staged in a temporary table (memory stays flat whatever the file's size). This
-   needs no lock, so a long parse never blocks another writer.
+   needs no lock, so a long parse never blocks another writer; a file that cannot be read
+   or parsed is refused here, before any lock or write.
 2. Check and write, inside one write transaction (BEGIN IMMEDIATE): table by table,
    parents first, the reference and tenancy checks read the database as it is now (no
    other load can change it until COMMIT), then the table's clean rows are upserted.
@@ -18,7 +19,7 @@ import argparse
 import asyncio
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 
@@ -30,7 +31,7 @@ from ..data.schema import (
     scratch_transaction,
     write_transaction,
 )
-from .cli import add_store_arguments, cause_of, command
+from .cli import add_store_arguments, cause_of, command, plural
 from .fixture_format import TABLES
 from .fixture_reader import Item
 from .load_checks import check
@@ -39,8 +40,10 @@ from .load_writes import ADVANCE_SEQ, IMPLIED_TARGETS, MERGES, indexes_set_aside
 from .pg_loader import load_pg
 from .staging import (
     IMPLIED,
+    PARENTS,
     WRITTEN,
     Stage,
+    any_problem,
     file_items,
     refuse_if_problems,
     stage_source,
@@ -51,11 +54,6 @@ from .staging import LoadError as LoadError  # the loader's refusal, where calle
 # installed wheel finds the sample as a clone does.
 SAMPLE_FIXTURE = Path(str(resources.files("app.fixtures") / "sample.json"))
 LOCK_WAIT = 30.0  # seconds a load waits for another writer before giving up
-# Tables whose rows later checks read: written even once a problem is known, so that their
-# children are checked against them; the others are only written by a clean load.
-PARENTS = frozenset(
-    ("companies", "employees", "teams", "campaigns", "courses", "course_sections", "inscriptions")
-)
 
 
 def load_files(
@@ -81,9 +79,11 @@ def load_items(
     *,
     progress: bool = False,
     lock_wait: float = LOCK_WAIT,
+    prepare: Callable[[sqlite3.Connection], None] | None = None,
 ) -> dict[str, int]:
     """``load_files`` for records that come from elsewhere (an importer): each source is
-    a name for the problems and its items (table, position in the table, raw record)."""
+    a name for the problems and its items (table, position in the table, raw record);
+    ``prepare`` runs first in the write transaction (the importer's id upgrade)."""
     meter = Meter(progress)
     try:
         conn = connect_writer(db_path)
@@ -97,9 +97,13 @@ def load_items(
             for name, items in sources:
                 stage_source(stage, name, items, meter)
             meter.close()
+            if stage.unreadable:  # nothing to check against the database: no lock, no write
+                refuse_if_problems(conn)
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
+            if prepare is not None:
+                prepare(conn)
             counts = _check_and_write(conn, stage, meter)
         return counts
     except sqlite3.Error as exc:
@@ -117,21 +121,17 @@ def _check_and_write(conn: sqlite3.Connection, stage: Stage, meter: Meter) -> di
             continue
         with meter.step(f"check and write {table}", counts[table]):
             check(conn, table)
-            if table in PARENTS or not _any_problem(conn):
+            if table in PARENTS or not any_problem(conn):
                 with indexes_set_aside(conn, table, counts[table]):
                     written = conn.execute(MERGES[table]).rowcount
                 if table == "campaign_events":
                     counts[WRITTEN] = written
                     conn.execute(ADVANCE_SEQ, (written,))
-    if counts["campaign_events"] and not _any_problem(conn):
+    if counts["campaign_events"] and not any_problem(conn):
         counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
     refuse_if_problems(conn)
     bump_data_version(conn)
     return counts
-
-
-def _any_problem(conn: sqlite3.Connection) -> bool:
-    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM temp.load_problems)").fetchone()[0])
 
 
 def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
@@ -139,9 +139,9 @@ def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
     records = sum(counts.get(table, 0) for table in TABLES)
     rate = f" ({records / seconds:,.0f} records/s)" if seconds > 0 else ""
     return (
-        f"loaded {records:,} records into {db_path} in {seconds:.1f} s{rate};"
-        f" {counts.get(WRITTEN, 0):,} events new or changed,"
-        f" {counts.get(IMPLIED, 0):,} targets implied by events"
+        f"loaded {plural(records, 'record')} into {db_path} in {seconds:.1f} s{rate};"
+        f" {plural(counts.get(WRITTEN, 0), 'event')} new or changed,"
+        f" {plural(counts.get(IMPLIED, 0), 'target')} implied by events"
     )
 
 

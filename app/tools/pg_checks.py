@@ -3,7 +3,8 @@
 Each check selects the staged records (``pos``) it refuses, with the values its message
 shows; the messages are the SQLite loader's, naming the file and the record's path.
 Parents are merged before their children, so a reference is checked against the
-stored rows and this load's rows at once.
+stored rows and this load's rows at once; a parent the load refused (``stage_known``) is
+known all the same, so that its one real problem is reported once.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ Check = tuple[str, Message]
 def _unknown(table: str, column: str, parent: str) -> Check:
     sql = (
         f"SELECT s.pos, s.{column} AS value FROM stage_{table} s"
-        f" WHERE NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = s.{column}) ORDER BY s.pos"
+        f" WHERE NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = s.{column})"
+        f" AND NOT EXISTS (SELECT 1 FROM stage_known k WHERE k.tbl = '{parent}'"
+        f" AND k.id = s.{column}) ORDER BY s.pos"
     )
     noun = parent[:-1].replace("_", " ")
     return sql, lambda where, row: f"{where}.{column}: unknown {noun} {row['value']}"

@@ -8,13 +8,15 @@ are copied into a temporary staging table, checked there against what is stored
 (unknown references, references across companies, records moving between companies)
 with the SQLite loader's messages, and merged by upsert in dependency order; the change
 sequence and the data version move in the same commit, and servers are notified at
-commit. Any problem rolls everything back.
+commit. Every problem of every table goes to the stage's list of problems, so the
+refusal is the SQLite loader's report, line for line and in file and record order; any
+problem rolls everything back.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -29,16 +31,18 @@ from .load_progress import Meter
 from .pg_checks import CHECKS
 from .staging import (
     IMPLIED,
+    PARENTS,
     STAGED,
     WRITTEN,
-    LoadError,
     Stage,
+    any_problem,
     file_items,
     refuse_if_problems,
     stage_source,
 )
 
 Row = tuple[Any, ...]
+Prepare = Callable[[asyncpg.Connection], Awaitable[None]]
 NOW = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
 EVENT = ("campaign_id", "employee_id", "type", "timestamp", "with_captcha", "ip", "user_agent")
 # The checks among the files of a load (the rest need the stored rows: PostgreSQL's).
@@ -143,6 +147,17 @@ class Staged:
         ).fetchone()
         return f"{self.stage.names[src]}: {table}[{idx}]"
 
+    def placeholders(self, table: str) -> list[tuple[str, int]]:
+        """The ids of records refused for their format: known, so never reported unknown."""
+        if STAGED[table].key != ("id",):
+            return []
+        found = self.conn.execute(f"SELECT id FROM temp.stage_{table} WHERE NOT valid")
+        return [(table, id_) for (id_,) in found if id_ is not None]
+
+    def problem(self, pos: int, line: str) -> None:
+        """A problem found in PostgreSQL, placed in the stream as the SQLite loader's."""
+        self.conn.execute("INSERT INTO temp.load_problems VALUES (?, ?)", (pos, line))
+
 
 def read_batch(files: Iterable[str | Path]) -> Staged:
     """Read, validate and check every file among themselves; LoadError naming every bad
@@ -152,17 +167,21 @@ def read_batch(files: Iterable[str | Path]) -> Staged:
 
 def stage_sources(sources: Iterable[tuple[str, Iterable[Item]]]) -> Staged:
     """:func:`read_batch` for records that come from elsewhere (an importer), each source
-    a name for the problems and its items, as the SQLite loader's ``load_items``."""
+    a name for the problems and its items, as the SQLite loader's ``load_items``.
+
+    A source that cannot be read or parsed is refused here, before any connection; the
+    other problems found so far wait for the database's, to be reported together."""
     conn = sqlite3.connect(":memory:")
     stage = Stage(conn)
     meter = Meter(False)
     for name, items in sources:
         stage_source(stage, name, items, meter)
+    if stage.unreadable:
+        refuse_if_problems(conn)
     stage.index()
     for table, _, key in TABLES:
         conn.execute(duplicate(table, key, shown="key" if table == "api_keys" else None))
     conn.execute(PLACE_TAKEN)
-    refuse_if_problems(conn)
     return Staged(conn, stage)
 
 
@@ -171,26 +190,35 @@ async def load_pg(url: str, files: Iterable[str | Path]) -> dict[str, int]:
     return await load_staged(url, read_batch(files))
 
 
-async def load_staged(url: str, batch: Staged) -> dict[str, int]:
-    """Load records staged and checked among themselves, in one transaction."""
+async def load_staged(url: str, batch: Staged, prepare: Prepare | None = None) -> dict[str, int]:
+    """Load records staged and checked among themselves, in one transaction; ``prepare``
+    runs first in it (the importer's id upgrade)."""
     try:
         conn = await asyncpg.connect(url)
         try:
             await ensure_schema(conn)
-            return await write(conn, batch)
+            return await write(conn, batch, prepare)
         finally:
             await conn.close()
     finally:
         batch.conn.close()
 
 
-async def write(conn: asyncpg.Connection, batch: Staged) -> dict[str, int]:
+async def write(
+    conn: asyncpg.Connection, batch: Staged, prepare: Prepare | None = None
+) -> dict[str, int]:
     """Stage, check and merge every table in one transaction; all or nothing."""
     counts: dict[str, int] = dict(batch.stage.counts)
     async with conn.transaction():
         # Loads take turns, so their ranges of the change sequence follow commit order.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")
+        if prepare is not None:
+            await prepare(conn)
+        await conn.execute("CREATE TEMP TABLE stage_known (tbl text, id bigint) ON COMMIT DROP")
         for table, columns, key in TABLES:
+            await conn.copy_records_to_table(
+                "stage_known", records=batch.placeholders(table), columns=("tbl", "id")
+            )
             await conn.execute(
                 f"CREATE TEMP TABLE stage_{table} ON COMMIT DROP AS"
                 f" SELECT 0::int AS pos, {', '.join(columns)} FROM {table} WITH NO DATA"
@@ -201,12 +229,9 @@ async def write(conn: asyncpg.Connection, batch: Staged) -> dict[str, int]:
             await conn.copy_records_to_table(
                 f"stage_{table}", records=rows, columns=("pos", *columns)
             )
-            problems = []
-            for sql, message in CHECKS.get(table, ()):
-                for found in await conn.fetch(sql):
-                    problems.append(message(batch.where(table, found["pos"]), found))
-            if problems:
-                raise LoadError(problems)
+            await _check(conn, batch, table, key)
+            if table not in PARENTS and any_problem(batch.conn):
+                continue
             status = await conn.execute(_merge(table, columns, key))
             if table == "campaign_events":
                 written = int(status.split()[-1])
@@ -217,5 +242,24 @@ async def write(conn: asyncpg.Connection, batch: Staged) -> dict[str, int]:
                 )
                 implied = await conn.execute(IMPLIED_TARGETS)
                 counts[IMPLIED] = int(implied.split()[-1])
+        refuse_if_problems(batch.conn)
         await bump_data_version(conn)
     return counts
+
+
+async def _check(conn: asyncpg.Connection, batch: Staged, table: str, key: tuple[str, ...]) -> None:
+    """Record every problem of the table's staged rows; set the refused rows aside (not
+    merged, their ids still known to the checks of their children)."""
+    refused: set[int] = set()
+    for sql, message in CHECKS.get(table, ()):
+        for found in await conn.fetch(sql):
+            batch.problem(found["pos"], message(batch.where(table, found["pos"]), found))
+            refused.add(found["pos"])
+    if not refused:
+        return
+    if key == ("id",):
+        await conn.execute(
+            f"INSERT INTO stage_known SELECT '{table}', id FROM stage_{table} WHERE pos = ANY($1)",
+            list(refused),
+        )
+    await conn.execute(f"DELETE FROM stage_{table} WHERE pos = ANY($1)", list(refused))

@@ -34,6 +34,11 @@ MAX_SHOWN = 100  # problems listed in full; the rest are counted
 # What a load wrote of note, counted beside the records read (both loaders).
 IMPLIED = "campaign_targets (implied)"
 WRITTEN = "campaign_events (new or changed)"
+# Tables whose rows later checks read: written even once a problem is known, so that their
+# children are checked against them; the others are only written by a clean load.
+PARENTS = frozenset(
+    ("companies", "employees", "teams", "campaigns", "courses", "course_sections", "inscriptions")
+)
 
 # The columns of an event as staged and as written (load_writes compares them all).
 EVENT_COLUMNS = (
@@ -136,6 +141,7 @@ class Stage:
         self._rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in TABLES}
         self._problems: list[tuple[int, str]] = []
         self.names: dict[int, str] = {}
+        self.unreadable = False  # a source could not be read or parsed: refused unwritten
         self._sql = {
             table: f"INSERT INTO temp.stage_{table} (pos, src, idx, valid, {', '.join(s.columns)})"
             f" VALUES ({', '.join('?' * (4 + len(s.columns)))})"
@@ -258,10 +264,17 @@ def stage_source(stage: Stage, name: str, items: Iterable[Item], meter: Meter) -
     try:
         stage.add(src, items, meter.tick)
     except OSError as exc:
+        stage.unreadable = True
         stage.problem(src, f"cannot read: {exc.strerror}")
     except NotAFixture as exc:
+        stage.unreadable = True
         stage.problem(src, str(exc))
     stage.flush()
+
+
+def any_problem(conn: sqlite3.Connection) -> bool:
+    """Whether the load has found a problem yet (later tables then need no writing)."""
+    return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM temp.load_problems)").fetchone()[0])
 
 
 def refuse_if_problems(conn: sqlite3.Connection) -> None:

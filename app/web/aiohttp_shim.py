@@ -23,6 +23,8 @@ from .connections import Admission, ConnectionGuard
 
 MAX_REQUEST_LINE = 16_384  # bytes of method, path and query; longer is 414
 MAX_HEADER_FIELD = 8_190  # bytes of one header's name and value (aiohttp's default); 431
+MAX_HEADER_BYTES = 32_768  # bytes of a request's line and headers together; 431 beyond
+_HEAD_END = b"\r\n\r\n"
 _TOO_MANY_HEADERS = "Too many headers"  # the start of aiohttp's message for that case
 
 
@@ -72,7 +74,10 @@ class GuardedRequestHandler(RequestHandler):
     A refused connection gets the guard's 503 and is closed before aiohttp sees it.
     Once the first bytes of a request arrive, its headers must be complete within the
     guard's header timeout, however slowly they trickle in; otherwise the connection is
-    closed. (Idle connections are closed by aiohttp's keep-alive timeout.)
+    closed. (Idle connections are closed by aiohttp's keep-alive timeout.) The bytes of
+    the request line and headers are counted as they arrive: past ``MAX_HEADER_BYTES`` the
+    request gets a 431 and the connection closes, before aiohttp's parser holds them, so
+    an unfinished request costs a few tens of KiB at most.
     """
 
     def __init__(
@@ -83,6 +88,8 @@ class GuardedRequestHandler(RequestHandler):
         self._admission = Admission(admitted=False)
         self._peer: str | None = None
         self._header_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0  # of the request whose headers are arriving
+        self._head_tail = b""  # its last bytes, in case its blank line is split
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         if self._guard is not None:
@@ -106,9 +113,13 @@ class GuardedRequestHandler(RequestHandler):
         super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)
         if self._guard is None:
+            super().data_received(data)
             return
+        if self._waiting_for_request() and self._head_too_large(data):
+            self._refuse_head()
+            return
+        super().data_received(data)
         if self._waiting_for_request():
             if self._header_timer is None:  # started by the request's first bytes only
                 self._header_timer = asyncio.get_running_loop().call_later(
@@ -116,6 +127,24 @@ class GuardedRequestHandler(RequestHandler):
                 )
         else:
             self._stop_header_timer()
+            self._head_bytes, self._head_tail = 0, b""
+
+    def _head_too_large(self, data: bytes) -> bool:
+        """Count ``data`` up to the blank line that ends the headers; True past the cap."""
+        seen = self._head_tail + data
+        end = seen.find(_HEAD_END)
+        if end < 0:
+            self._head_bytes += len(data)
+            self._head_tail = seen[-3:]
+        else:
+            self._head_bytes += end + len(_HEAD_END) - len(self._head_tail)
+        return self._head_bytes > MAX_HEADER_BYTES
+
+    def _refuse_head(self) -> None:
+        """Answer 431 and close without parsing: the bytes so far are dropped."""
+        if self._guard is not None and self.transport is not None:
+            self.transport.write(self._guard.headers_too_large(self._peer, MAX_HEADER_BYTES))
+        self.force_close()
 
     def _waiting_for_request(self) -> bool:
         """Idle between requests, with no complete request received yet (private API)."""

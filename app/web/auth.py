@@ -19,14 +19,13 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ..data.api_keys import hash_key
+from ..data.api_keys import CACHE_SECONDS, hash_key
 from ..data.store import Store
 from ..keys import CALLER, CONFIG, KEY_CACHE, POOL, Caller
 from .errors import BadRequest, Unauthorized
 from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
 
 PROTECTED_PREFIX = "/api/companies/"
-CACHE_SECONDS = 2.0
 # RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
 # a header of its own, so the challenge names one (APIKey) and says which header.
 CHALLENGE = 'APIKey header="X-API-KEY"'

@@ -58,11 +58,14 @@ async def stream_response(
     response = web.StreamResponse(headers=headers)
     response.content_type = body.format.media_type
     response.charset = "utf-8"
-    if request.method == hdrs.METH_HEAD:  # the headers only, never a body
+    gzip = accepts_gzip(request)
+    if request.method == hdrs.METH_HEAD:  # GET's headers, and no body, not even gzip's end
+        if gzip:
+            response.headers[hdrs.CONTENT_ENCODING] = "gzip"
         await response.prepare(request)
         await response.write_eof()
         return response
-    if accepts_gzip(request):
+    if gzip:
         response.enable_compression(web.ContentCoding.gzip)
     await response.prepare(request)
     timeout = request.app[CONFIG].write_timeout

@@ -5,7 +5,7 @@ descriptor each. Beyond the limits a new connection is answered at once with a 5
 problem+json carrying Retry-After and closed, before a byte of it is read, so refusing
 costs no more than accepting. What an attack makes recur (refusals, late headers, the
 process running out of file descriptors) is logged in one line at most every
-``REPORT_SECONDS``, never a traceback per connection.
+``logs.REPORT_SECONDS``, never a traceback per connection.
 """
 
 from __future__ import annotations
@@ -17,50 +17,22 @@ import json
 import logging
 import resource
 import secrets
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import Config, Network
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import SERVER_NAME
+from .logs import LogThrottle
 from .ratelimit import address_key
 
 log = logging.getLogger("app.connections")
 
-REPORT_SECONDS = 10.0  # a recurring condition is logged at most this often
 RESERVED_FILES = 64  # file descriptors kept for the database, the listener and logs
 ACCEPT_BURST = 256  # sockets asyncio may accept before a refused one is closed (measured)
 RETRY_AFTER = 1  # seconds, advertised to a refused connection
+HEADERS_TOO_LARGE = "The request headers are too large."
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
-
-
-class LogThrottle:
-    """Log a recurring condition at most once an interval, saying how often it recurred."""
-
-    def __init__(
-        self,
-        logger: logging.Logger,
-        interval: float = REPORT_SECONDS,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._logger = logger
-        self._interval = interval
-        self._clock = clock
-        self._next = float("-inf")
-        self._suppressed = 0
-
-    def warning(self, message: str, *args: object) -> None:
-        """Log now if the interval has passed since the last line, else count it."""
-        now = self._clock()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        if self._suppressed:
-            message += f" ({self._suppressed} more since the last report)"
-        self._next = now + self._interval
-        self._suppressed = 0
-        self._logger.warning(message, *args)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +67,7 @@ class ConnectionGuard:
         self._per_address: dict[str, int] = {}
         self._refusals = {"total": LogThrottle(log), "per address": LogThrottle(log)}
         self._late = LogThrottle(log)
+        self._oversized = LogThrottle(log)
 
     @classmethod
     def from_config(cls, config: Config) -> ConnectionGuard:
@@ -140,6 +113,13 @@ class ConnectionGuard:
             self.header_timeout,
         )
 
+    def headers_too_large(self, peer: str | None, limit: int) -> bytes:
+        """Report a request refused for its header bytes; the 431 answer to send."""
+        self._oversized.warning(
+            "refused a request from %s: request line and headers over %d bytes", peer, limit
+        )
+        return raw_problem(431, "Request Header Fields Too Large", HEADERS_TOO_LARGE)
+
     def _is_exempt(self, peer: str) -> bool:
         try:
             address = ipaddress.ip_address(peer)
@@ -160,13 +140,21 @@ class ConnectionGuard:
 
 def refusal(detail: str) -> bytes:
     """A complete HTTP/1.1 503 problem+json answer that closes the connection."""
+    return raw_problem(503, "Service Unavailable", detail, f"Retry-After: {RETRY_AFTER}\r\n")
+
+
+def raw_problem(status: int, reason: str, detail: str, extra: str = "") -> bytes:
+    """A complete problem+json answer, written before aiohttp has a request to answer.
+
+    ``extra`` is more header lines, each ending in CRLF. The connection is closed after it.
+    """
     request_id = secrets.token_hex(16)
-    body = json.dumps(problem_body(503, detail, request_id)).encode()
+    body = json.dumps(problem_body(status, detail, request_id)).encode()
     head = (
-        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"HTTP/1.1 {status} {reason}\r\n"
         f"Content-Type: {PROBLEM_TYPE}; charset=utf-8\r\n"
         f"Content-Length: {len(body)}\r\n"
-        f"Retry-After: {RETRY_AFTER}\r\n"
+        f"{extra}"
         "Connection: close\r\n"
         f"Server: {SERVER_NAME}\r\n"
         "X-Content-Type-Options: nosniff\r\n"

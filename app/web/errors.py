@@ -17,9 +17,11 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from ..data.listings import RecordNotFound
+from ..data.schema import DatabaseError
 from ..data.store import NotAvailable
 from ..keys import REQUEST_ID
 from .headers import assign_request_id
+from .logs import LogThrottle
 
 log = logging.getLogger("app.errors")
 
@@ -33,6 +35,10 @@ TITLES = {
 PROBLEM_TYPE = "application/problem+json"
 NOT_FOUND_DETAIL = "No such resource for this company."
 NOT_AVAILABLE_DETAIL = "This listing is not available on PostgreSQL (it is on SQLite)."
+UNAVAILABLE_DETAIL = "The database does not answer; try again shortly."
+UNAVAILABLE_RETRY_AFTER = "5"  # seconds
+# An outage fails every request: one line every few seconds, not one per request.
+_unavailable_log = LogThrottle(log)
 
 
 class ApiError(Exception):
@@ -144,6 +150,14 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except RecordNotFound:
         # A free id and another company's id take this same path (contract.md 1).
         return problem_response(404, NOT_FOUND_DETAIL, request.get(REQUEST_ID, ""))
+    except DatabaseError as exc:
+        report_unavailable(exc)
+        return problem_response(
+            503,
+            UNAVAILABLE_DETAIL,
+            request.get(REQUEST_ID, ""),
+            headers={"Retry-After": UNAVAILABLE_RETRY_AFTER},
+        )
     except NotAvailable:
         # A listing the store has no SQL for (a guard: every listing is ported): 501, not 500.
         return problem_response(501, NOT_AVAILABLE_DETAIL, request.get(REQUEST_ID, ""))
@@ -159,6 +173,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return unexpected_error(request)
     except Exception:
         return unexpected_error(request)
+
+
+def report_unavailable(exc: Exception) -> None:
+    """Log that the database does not answer: at most one line an interval, no traceback."""
+    _unavailable_log.warning("the database does not answer: %s", exc)
 
 
 def unexpected_error(request: web.Request) -> web.Response:

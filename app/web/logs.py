@@ -16,6 +16,7 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import IO, Any
 
 from aiohttp import web
@@ -23,7 +24,36 @@ from aiohttp.abc import AbstractAccessLogger
 
 from ..keys import CALLER, REQUEST_ID
 
+REPORT_SECONDS = 10.0  # a recurring condition is logged at most this often
 TEXT_ESCAPED = "\\ "  # besides unprintable characters, in a text access line
+
+
+class LogThrottle:
+    """Log a recurring condition at most once an interval, saying how often it recurred."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval: float = REPORT_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._logger = logger
+        self._interval = interval
+        self._clock = clock
+        self._next = float("-inf")
+        self._suppressed = 0
+
+    def warning(self, message: str, *args: object) -> None:
+        """Log now if the interval has passed since the last line, else count it."""
+        now = self._clock()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        if self._suppressed:
+            message += f" ({self._suppressed} more since the last report)"
+        self._next = now + self._interval
+        self._suppressed = 0
+        self._logger.warning(message, *args)
 
 
 def _escape(char: str) -> str:

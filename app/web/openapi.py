@@ -153,8 +153,9 @@ PROBLEMS = {
     "500": ("InternalServerError", "Unexpected error; no internal detail is shown.", ()),
     "503": (
         "ServiceUnavailable",
-        "Too many open connections from this address or in total; sent before the request "
-        "is read, then the connection is closed.",
+        "The database does not answer (try again after Retry-After), or too many open "
+        "connections from this address or in total (sent before the request is read, "
+        "then the connection is closed).",
         ("Retry-After",),
     ),
 }
@@ -255,8 +256,15 @@ def _other_formats(records: type[Schema]) -> dict[str, Any]:
     }
 
 
-def _field_schema(self: Any, field: Any, **kwargs: Any) -> dict[str, Any]:
-    """apispec attribute function: the limits our strict fields check by hand."""
+def _field_schema(self: Any, field: Any, ret: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    """apispec attribute function: the limits our strict fields check by hand.
+
+    A nullable choice is its values and null, with no ``type``: beside ``"type": "string"``
+    the null takes ``nullable`` to be allowed, and client generators then make the one enum
+    three times over.
+    """
+    if None in ret.get("enum", ()):
+        ret.pop("type", None)
     if isinstance(field, DecimalId):
         number = {"type": "integer", "minimum": field.minimum, "maximum": field.maximum}
         return number | {"format": "int64"} if field.maximum == MAX_ID else number

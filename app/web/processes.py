@@ -73,6 +73,13 @@ class GunicornLogger(glogging.Logger):
             self.error_log.removeHandler(handler)
         self.error_log.propagate = True
 
+    def info(self, msg: object, *args: object, **kwargs: Any) -> None:
+        """With ``reuse_port`` the arbiter opens no socket (each worker binds its own), so
+        its "Listening at: %s (%s)" names none: name the configured address instead."""
+        if str(msg).startswith("Listening at:") and args and not args[0]:
+            args = (",".join(f"http://{bind}" for bind in self.cfg.bind), *args[1:])
+        super().info(msg, *args, **kwargs)
+
 
 class Arbiter(BaseApplication):
     """gunicorn, configured from our Config rather than from its command line."""

@@ -11,6 +11,7 @@ unless a load landed in between) and writes the body in its format
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ from contextlib import asynccontextmanager
 from aiohttp import hdrs, web
 
 from ..data.listings import Listing, Paging
-from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, STREAMS
+from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, SHARES, STREAMS
 from .bodies import array_response, whole_response
 from .cursor import CursorPage
 from .errors import TooManyRequests
@@ -85,6 +86,42 @@ class StreamSlots:
                 del self._active[company_id]
 
 
+class PoolShares:
+    """Pooled reads each company may run at once; the company's next ones wait their turn.
+
+    A page of 500 campaigns holds a pooled connection for a good part of a second: one
+    company sending such pages, each within its rate limit, would otherwise fill the pool
+    and queue every other company's requests (and /readyz) behind its own.
+    """
+
+    def __init__(self, per_company: int) -> None:
+        self._per_company = per_company
+        self._turns: dict[int, asyncio.Semaphore] = {}
+        self._users: dict[int, int] = {}  # holding or waiting, so idle companies are dropped
+
+    @asynccontextmanager
+    async def hold(self, company_id: int) -> AsyncIterator[None]:
+        """Wait for one of the company's shares, and hold it for the block."""
+        turns = self._turns.get(company_id)
+        if turns is None:
+            turns = self._turns[company_id] = asyncio.Semaphore(self._per_company)
+        self._users[company_id] = self._users.get(company_id, 0) + 1
+        try:
+            async with turns:
+                yield
+        finally:
+            left = self._users[company_id] - 1
+            if left:
+                self._users[company_id] = left
+            else:
+                del self._users[company_id], self._turns[company_id]
+
+
+def pool_share(read_connections: int) -> int:
+    """Pooled reads one company may run at once: half the pool, so others always find some."""
+    return max(1, read_connections // 2)
+
+
 async def respond_page(
     request: web.Request, listing: Listing, paging: Paging, offer: Offer, variant: str = ""
 ) -> web.StreamResponse:
@@ -98,7 +135,8 @@ async def respond_page(
         return ready.not_modified
     app = request.app
     key = count_key(request, ready.company_id)
-    page = await app[POOL].page(ready.listing, paging, app[COUNTS].get(key, ready.token))
+    async with app[SHARES].hold(ready.company_id):
+        page = await app[POOL].page(ready.listing, paging, app[COUNTS].get(key, ready.token))
     app[COUNTS].put(key, page.token, page.total)
     headers = await ready.headers(page.token)
     url = request.rel_url
@@ -113,7 +151,8 @@ async def respond_window(
     ready = await prelude(request, listing, offer, "")
     if ready.not_modified is not None:
         return ready.not_modified
-    window = await request.app[POOL].window(ready.listing, cursor.limit)
+    async with request.app[SHARES].hold(ready.company_id):
+        window = await request.app[POOL].window(ready.listing, cursor.limit)
     headers = await ready.headers(window.token)
     url = request.rel_url
     next_cursor = cursor.next_cursor(window.last)
@@ -141,7 +180,8 @@ async def respond_record(
     ready = await prelude(request, listing, RECORD, variant)
     if ready.not_modified is not None:
         return ready.not_modified
-    records = await request.app[POOL].one(listing)
+    async with request.app[SHARES].hold(ready.company_id):
+        records = await request.app[POOL].one(listing)
     headers = await ready.headers(records.token)
     return whole_response(request, ready.body, records.texts, headers)
 

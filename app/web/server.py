@@ -26,7 +26,7 @@ from .aiohttp_shim import (
     HandlerAppRunner,
     parser_error_status,
 )
-from .connections import ConnectionGuard, quiet_resource_errors
+from .connections import HEADERS_TOO_LARGE, ConnectionGuard, quiet_resource_errors
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import set_standard_headers
 from .logs import AccessLogger
@@ -38,7 +38,7 @@ _PARSER_DETAILS = {
     400: "The request could not be parsed as HTTP.",
     413: "The request is too large.",
     414: "The request line (path and query) is too long.",
-    431: "The request headers are too large.",
+    431: HEADERS_TOO_LARGE,
 }
 
 

@@ -6,11 +6,16 @@ the script and the batching). Python turns the script's answer into the very
 headers.
 
 While Redis does not answer, requests are served unlimited (fail open): a warning at
-most once a minute, ``/readyz`` says ``degraded``, and Redis is tried again every second.
+most once a minute and ``/readyz`` says ``degraded``. A request finds that out once, by
+waiting for Redis's timeout; from then on requests do not ask Redis at all, and a
+background probe pings it every second until it answers, so a Redis that hangs costs
+one wait, not one a second.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable
@@ -33,7 +38,7 @@ log = logging.getLogger("app.ratelimit")
 PREFIX = "reporting:rl:"
 TIMEOUT_SECONDS = 1.0  # a Redis that takes longer counts as not answering (a loaded
 # 2-core machine stalls a process for half a second now and then: that is no outage)
-RETRY_SECONDS = 1.0  # while it does not answer, requests skip it for this long
+RETRY_SECONDS = 1.0  # while it does not answer, the probe pings it this often
 WARN_SECONDS = 60.0  # at most one warning a minute while failing open
 MICROS = 1_000_000
 
@@ -63,7 +68,11 @@ class SharedLimits:
     """The ``Limits`` of every process that uses the same Redis."""
 
     def __init__(
-        self, client: Redis, config: Config, clock: Callable[[], float] = time.monotonic
+        self,
+        client: Redis,
+        config: Config,
+        clock: Callable[[], float] = time.monotonic,
+        probe_seconds: float = RETRY_SECONDS,
     ) -> None:
         per_minute = config.auth_failures_per_minute
         self.keys = Policy(config.rate_burst, config.rate_per_second)
@@ -72,7 +81,8 @@ class SharedLimits:
         self._batch = ScriptBatch(client, [*self.gate_policy.arguments(), *self.keys.arguments()])
         self._where = describe(config.redis_url)
         self._clock = clock
-        self._retry_at = 0.0  # skip Redis until then (it did not answer)
+        self._probe_seconds = probe_seconds
+        self._probe: asyncio.Task[None] | None = None  # runs while Redis is skipped
         self._next_warning = 0.0
         self._warned = False  # this outage was announced, so announce its end
 
@@ -97,8 +107,8 @@ class SharedLimits:
         return Verdict(gate=self.gate_policy.decision(False, reply[1]))
 
     async def state(self) -> str:
-        """Ask Redis (unless it was just found silent), so /readyz tells the truth."""
-        if self._clock() < self._retry_at:
+        """Ask Redis (unless the probe is asking), so /readyz tells the truth."""
+        if self._probe is not None:
             return "degraded"
         try:
             await self._client.ping()
@@ -110,21 +120,44 @@ class SharedLimits:
 
     async def _run(self, kind: bytes, *keys: str) -> tuple[int, int] | None:
         """The script's answer, or None to fail open while Redis does not answer."""
-        if self._clock() < self._retry_at:
+        if self._probe is not None:
             return None
         try:
-            reply = await self._batch.run(kind, *keys)
+            return await self._batch.run(kind, *keys)
         except (RedisError, OSError) as exc:
             self._silent(exc)
             return None
-        if self._warned:
-            self._answered()
-        return reply
+
+    async def close(self) -> None:
+        """Stop the probe, if one runs (the app's cleanup)."""
+        if self._probe is not None:
+            self._probe.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._probe
+            self._probe = None
 
     def _silent(self, exc: BaseException) -> None:
-        """Redis did not answer: skip it for a while and say so, at most once a minute."""
+        """Redis did not answer: skip it until the probe hears it again."""
+        self._warn(exc)
+        if self._probe is None:
+            self._probe = asyncio.get_running_loop().create_task(self._ping_until_answered())
+
+    async def _ping_until_answered(self) -> None:
+        """Ping Redis every ``probe_seconds`` until it answers, then let requests use it."""
+        while True:
+            await asyncio.sleep(self._probe_seconds)
+            try:
+                await self._client.ping()
+            except (RedisError, OSError) as exc:
+                self._warn(exc)
+                continue
+            self._probe = None
+            self._answered()
+            return
+
+    def _warn(self, exc: BaseException) -> None:
+        """Say that the limits are not enforced, at most once a minute."""
         now = self._clock()
-        self._retry_at = now + RETRY_SECONDS
         if now >= self._next_warning:
             self._next_warning = now + WARN_SECONDS
             self._warned = True
@@ -163,11 +196,13 @@ async def shared_limits_ctx(app: web.Application) -> AsyncIterator[None]:
     """Open the Redis client for the app's lifetime (it connects on first use)."""
     config = app[CONFIG]
     client = connect(config.redis_url)
-    app[LIMITS] = SharedLimits(client, config)
+    limits = SharedLimits(client, config)
+    app[LIMITS] = limits
     log.info("rate limits shared through Redis at %s", describe(config.redis_url))
     try:
         yield
     finally:
+        await limits.close()
         await client.aclose()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 
 from aiohttp import web
@@ -11,6 +10,7 @@ from ..data import campaigns, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import cursor_page
+from .errors import report_unavailable
 from .formats import listing_offer
 from .openapi import documented
 from .params import (
@@ -41,8 +41,6 @@ from .schemas import (
     FeedEventSchema,
     InscriptionSchema,
 )
-
-log = logging.getLogger("app.views")
 
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
 EMPLOYEE_EVENTS_QUERY = EmployeeEventsQuery()
@@ -167,7 +165,7 @@ async def readyz(request: web.Request) -> web.Response:
         await refresh_version(request.app)
         await request.app[POOL].ready()
     except (DatabaseError, sqlite3.Error, OSError) as exc:
-        log.warning("not ready: %s", exc)
+        report_unavailable(exc)
         body = {"status": "unavailable", "detail": "The database does not answer."}
         return web.json_response(body | {"rate_limit": rate_limit}, status=503)
     return web.json_response({"status": "ready", "rate_limit": rate_limit})

@@ -15,7 +15,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
+import socket
 import sqlite3
+import time
 import uuid
 from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -151,6 +154,71 @@ def run_apart(work: Coroutine[Any, Any, Any]) -> Any:
     """Run a coroutine to the end on a loop of its own, also from an event loop's thread."""
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(asyncio.run, work).result()
+
+
+def postmaster_pid(url: str) -> int:
+    """The postmaster of the cluster at ``url``: the parent of a backend's process."""
+    return int(run_apart(_postmaster(url)))
+
+
+def _parent(pid: int) -> int:
+    # /proc/PID/stat: "pid (name) state ppid ...", the name may hold spaces.
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+@contextlib.contextmanager
+def frozen(url: str) -> Iterator[None]:
+    """Every process of the cluster stopped (SIGSTOP) for the block, then resumed by PID.
+
+    The postmaster first, so that it forks no backend that would escape the freeze. As
+    root the postmaster's parent is ``runuser``, which stops itself when its child stops
+    and waits for a SIGCONT of its own: it gets one too.
+    """
+    postmaster = postmaster_pid(url)
+    stopped = [postmaster, _parent(postmaster)]
+    try:
+        os.kill(postmaster, signal.SIGSTOP)
+        for pid in children(postmaster):
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+        yield
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+
+
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (a postmaster's backends and helpers)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError):
+            if _parent(int(stat.parent.name)) == parent:
+                found.append(int(stat.parent.name))
+    return found
+
+
+def stop_cluster(url: str, guard_seconds: float = 60.0) -> None:
+    """Shut the cluster down (SIGINT to its postmaster: a fast shutdown); wait until its
+    port refuses connections. The cluster's own context still cleans up after it."""
+    os.kill(postmaster_pid(url), signal.SIGINT)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    deadline = time.monotonic() + guard_seconds
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return
+        assert time.monotonic() < deadline, "the PostgreSQL server does not stop"
+        time.sleep(0.05)
+
+
+async def _postmaster(url: str) -> int:
+    conn = await asyncpg.connect(url)
+    try:  # the parent is read while the backend still runs
+        return _parent(int(await conn.fetchval("SELECT pg_backend_pid()")))
+    finally:
+        await conn.close()
 
 
 async def _admin(url: str, statement: str) -> None:

@@ -6,6 +6,10 @@ mixes two loads. Long arrays stream from a server-side cursor inside that transa
 The server never writes, so it works against a read-only role or a hot standby.
 Loads are heard of by ``LISTEN`` (the loader notifies at commit), with a read of the
 token at least every second as the fallback.
+
+Every read takes a pooled connection and runs its statements within the read timeout;
+a database that is stopped, unreachable or frozen raises :class:`Unavailable` (a 503
+for the client) instead of hanging the request or failing it with a 500.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from ..listings import (
     Window,
 )
 from ..schema import SCHEMA_VERSION, DatabaseError
+from ..store import Unavailable
 from . import sql
 from .schema import CHANNEL
 
@@ -45,7 +50,17 @@ CALLER = (
     " AND (expires_at IS NULL OR expires_at::timestamptz > now())"
 )
 POLL_SECONDS = 1.0
-UNAVAILABLE = (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError)
+# What an outage raises: no connection, a lost or refused one, a shutdown, a timeout,
+# the database dropped.
+UNAVAILABLE = (
+    OSError,
+    TimeoutError,
+    asyncpg.InterfaceError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.OperatorInterventionError,
+    asyncpg.InsufficientResourcesError,
+    asyncpg.InvalidCatalogNameError,
+)
 
 
 class PgVersion:
@@ -86,29 +101,43 @@ class PgStore:
     """An asyncpg pool of read connections and a listening connection for loads."""
 
     def __init__(
-        self, pool: asyncpg.Pool, listener: asyncpg.Connection, token: str, size: int
+        self,
+        pool: asyncpg.Pool,
+        listener: asyncpg.Connection,
+        token: str,
+        size: int,
+        timeout: float,
     ) -> None:
         self._pool = pool
         self._listener = listener
+        self._timeout = timeout
         # Streams may hold all connections but one: short reads always find one.
         self._stream_slots = asyncio.Semaphore(max(1, size - 1))
         self.version = PgVersion(token)
 
     @classmethod
-    async def open(cls, url: str, size: int) -> PgStore:
-        """Connect, check the schema, and start listening for loads."""
-        try:
-            pool = await asyncpg.create_pool(url, min_size=1, max_size=size)
-        except (OSError, asyncpg.PostgresError) as exc:
-            raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
+    async def open(cls, url: str, size: int, timeout: float) -> PgStore:
+        """Connect, check the schema, and start listening for loads.
+
+        ``timeout`` bounds each statement (and the cancel request asyncpg sends after
+        one times out) and each wait for a pooled connection.
+        """
+        # No floor of open connections (min_size 0): asyncpg would restore one in the
+        # background through an outage, logging a traceback at every try.
+        pool = await asyncpg.create_pool(
+            url, min_size=0, max_size=size, command_timeout=timeout, timeout=timeout
+        )
         try:
             async with pool.acquire() as conn:
                 token = await check_schema(conn)
-            listener = await asyncpg.connect(url)
+            listener = await asyncpg.connect(url, timeout=timeout)
+        except (*UNAVAILABLE, asyncpg.PostgresError) as exc:
+            await pool.close()
+            raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
         except BaseException:
             await pool.close()
             raise
-        store = cls(pool, listener, token, size)
+        store = cls(pool, listener, token, size, timeout)
         try:
             await listener.add_listener(CHANNEL, store._heard)
         except asyncpg.PostgresError as exc:  # a hot standby cannot LISTEN
@@ -120,10 +149,19 @@ class PgStore:
         self.version.update(payload)
 
     @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[asyncpg.Connection]:
+        """A pooled connection for one read; Unavailable when the database does not answer."""
+        try:
+            async with self._pool.acquire(timeout=self._timeout) as conn:
+                yield conn
+        except UNAVAILABLE as exc:
+            raise Unavailable(f"PostgreSQL: {str(exc) or type(exc).__name__}") from None
+
+    @asynccontextmanager
     async def _snapshot(self, guard: Guard | None) -> AsyncIterator[tuple[asyncpg.Connection, str]]:
         """A read-only repeatable-read transaction: its token, the ownership checked."""
         async with (
-            self._pool.acquire() as conn,
+            self._connection() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
             token = str(await conn.fetchval(sql.TOKEN))
@@ -131,11 +169,9 @@ class PgStore:
             yield conn, token
 
     async def current_token(self) -> str:
-        """The data token now; DatabaseError while the database does not answer."""
-        try:
-            return str(await self._pool.fetchval(sql.TOKEN, timeout=5))
-        except UNAVAILABLE as exc:
-            raise DatabaseError(str(exc)) from None
+        """The data token now; Unavailable while the database does not answer."""
+        async with self._connection() as conn:
+            return str(await conn.fetchval(sql.TOKEN))
 
     async def token(self) -> str:
         return await self.current_token()
@@ -143,17 +179,18 @@ class PgStore:
     async def ready(self) -> None:
         """Raise DatabaseError unless the database answers with our schema."""
         try:
-            async with self._pool.acquire(timeout=5) as conn:
+            async with self._connection() as conn:
                 await check_schema(conn)
-        except UNAVAILABLE as exc:
+        except asyncpg.PostgresError as exc:  # a role that may not read: not ready either
             raise DatabaseError(str(exc)) from None
 
     async def find_caller(self, key_hash: str) -> ActiveKey | None:
-        row = await self._pool.fetchrow(CALLER, key_hash)
+        async with self._connection() as conn:
+            row = await conn.fetchrow(CALLER, key_hash)
         return ActiveKey(int(row[0]), int(row[1]), row[2]) if row else None
 
     async def check_guard(self, guard: Guard | None) -> None:
-        async with self._pool.acquire() as conn:
+        async with self._connection() as conn:
             await _check_guard(conn, guard)
 
     async def _short(
@@ -161,7 +198,8 @@ class PgStore:
     ) -> tuple[str, int | None, list[bytes]]:
         """Token, total and records of a short read: one statement, one snapshot."""
         statement, params = sql.one_statement(listing, count, window)
-        token, owned, total, texts = await self._pool.fetchrow(statement, *params, *bounds)
+        async with self._connection() as conn:
+            token, owned, total, texts = await conn.fetchrow(statement, *params, *bounds)
         if not owned:
             raise RecordNotFound
         return str(token), total, list(texts)
@@ -189,7 +227,8 @@ class PgStore:
 
     async def cursor_secret(self) -> bytes:
         """The database's secret for signing feed cursors (meta ``cursor_secret``)."""
-        value = await self._pool.fetchval("SELECT value FROM meta WHERE key = 'cursor_secret'")
+        async with self._connection() as conn:
+            value = await conn.fetchval("SELECT value FROM meta WHERE key = 'cursor_secret'")
         if not value:
             raise DatabaseError("the database has no cursor secret (meta cursor_secret)")
         return bytes.fromhex(str(value))

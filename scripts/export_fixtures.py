@@ -1,0 +1,10 @@
+"""Write a database, or one company of it, as a fixture file (installed as reporting-export)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
+from app.tools.export import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,10 @@
+"""Replace the served database file with another, safely (installed as reporting-swap)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
+from app.tools.swap import main
+
+if __name__ == "__main__":
+    sys.exit(main())

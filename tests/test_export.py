@@ -1,0 +1,147 @@
+"""contract.md 9 (the data tools): a database, or one company of it, exported as a fixture
+loads back to the same rows and the same answers, and the generator adds a data set after
+the data a database holds without one id in common. Every tool runs as a command.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.config import Config
+from app.main import create_app
+
+from .support.factories import API, DATA_TABLES, KEY_1, dump_tables, query, sample
+from .support.servers import run_python
+
+pytestmark = pytest.mark.system  # the tools run as processes
+
+SIZES = ("--companies", "2", "--employees", "20", "--campaigns", "3", "--events-per-campaign",
+         "6", "--courses", "2", "--inscriptions", "8", "--sections", "3")  # fmt: skip
+OWNED = ("employees", "teams", "campaigns", "courses", "inscriptions")
+ROWS = tuple(t for t in DATA_TABLES if t != "api_keys")  # keys are stored hashed, not exported
+
+
+def run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    done = run_python(f"scripts/{script}", *args)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+def export(db: Path, out: Path, *flags: str) -> dict[str, Any]:
+    run("export_fixtures.py", str(out), "--db", str(db), *flags)
+    document: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return document
+
+
+def keys_only(tmp_path: Path) -> Path:
+    """The sample's API keys (their plain text is nowhere in a database)."""
+    path = tmp_path / "keys.json"
+    path.write_text(json.dumps({"api_keys": sample()["api_keys"]}), encoding="utf-8")
+    return path
+
+
+async def answers(aiohttp_client: Any, db: Path) -> list[Any]:
+    """What company 1 is told about its campaigns, people and courses."""
+    client = await aiohttp_client(create_app(Config(db=str(db), rate_burst=1000)))
+    found = []
+    for path in ("campaigns", "victimsapi?per_page=100", "courses", "course-inscriptions",
+                 "campaigns/1", "campaigns/1/events", "events"):  # fmt: skip
+        response = await client.get(f"{API}/{path}", headers={"X-API-Key": KEY_1})
+        assert response.status == 200, path
+        found.append(await response.json())
+    return found
+
+
+async def test_an_export_loads_back_to_the_same_rows_and_answers(
+    tmp_path: Path, sample_db: Path, aiohttp_client: Any
+) -> None:
+    fixture = tmp_path / "all.json"
+    document = export(sample_db, fixture)
+    assert document["api_keys"] == []  # stored hashed: the key tool makes new ones
+    copy = tmp_path / "copy.sqlite3"
+    run("load_fixtures.py", str(fixture), str(keys_only(tmp_path)), "--db", str(copy))
+    assert dump_tables(copy, ROWS) == dump_tables(sample_db, ROWS)
+    assert await answers(aiohttp_client, copy) == await answers(aiohttp_client, sample_db)
+
+
+@pytest.mark.parametrize("company", [[], ["--company", "2"]], ids=["all", "one company"])
+def test_both_stores_export_the_same_document(
+    company: list[str], tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    from_sqlite = export(sample_db, tmp_path / "sqlite.json", *company)
+    run("export_fixtures.py", str(tmp_path / "pg.json"), "--database-url", pg_database, *company)
+    assert json.loads((tmp_path / "pg.json").read_text(encoding="utf-8")) == from_sqlite
+
+
+def test_one_company_only(tmp_path: Path, sample_db: Path) -> None:
+    document = export(sample_db, tmp_path / "two.json", "--company", "2")
+    assert [c["id"] for c in document["companies"]] == [2]
+    for table in OWNED:
+        expected = sorted(r["id"] for r in sample()[table] if r.get("company_id", 2) == 2)
+        if table == "inscriptions":
+            people = {e["id"] for e in sample()["employees"] if e["company_id"] == 2}
+            expected = sorted(r["id"] for r in sample()[table] if r["employee_id"] in people)
+        assert sorted(r["id"] for r in document[table]) == expected, table
+    campaigns = {c["id"] for c in document["campaigns"]}
+    assert {e["campaign_id"] for e in document["campaign_events"]} <= campaigns
+    assert len(document["campaign_events"]) == sum(
+        e["campaign_id"] in campaigns for e in sample()["campaign_events"]
+    )
+    fresh = tmp_path / "fresh.sqlite3"
+    run("load_fixtures.py", str(tmp_path / "two.json"), "--db", str(fresh))
+    assert query(fresh, "SELECT DISTINCT company_id FROM employees") == [(2,)]
+
+
+def test_an_unknown_company_or_database_is_one_line_and_writes_nothing(
+    tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    out = tmp_path / "none.json"
+    for flags, cause in (
+        (["--db", str(sample_db), "--company", "9"], f"no company 9 in {sample_db}"),
+        (["--database-url", pg_database, "--company", "9"], "no company 9 in the database"),
+        (["--db", str(tmp_path / "missing.sqlite3")], "no database at"),
+    ):
+        done = run_python("scripts/export_fixtures.py", str(out), *flags)
+        assert done.returncode == 1 and done.stdout == ""
+        assert done.stderr.startswith(f"export refused, nothing written: {cause}"), done.stderr
+        assert done.stderr.count("\n") == 1
+        assert list(tmp_path.glob("none.json*")) == []
+
+
+def test_the_generator_appends_after_the_sample_without_collisions(
+    tmp_path: Path, sample_db: Path
+) -> None:
+    before = dump_tables(sample_db, DATA_TABLES)
+    done = run("generate_fixtures.py", "--db", str(sample_db), "--append", *SIZES,
+               "--seed", "4", "--no-progress")  # fmt: skip
+    assert "company 3 key: " in done.stdout and "company 4 key: " in done.stdout
+    after = dump_tables(sample_db, DATA_TABLES)
+    for table in DATA_TABLES:  # the sample's rows are all still there, unchanged
+        assert set(before[table]) <= set(after[table]), table
+    assert query(sample_db, "SELECT id FROM companies ORDER BY id") == [(1,), (2,), (3,), (4,)]
+    for table in (*OWNED, "course_sections"):
+        first_new = max(r["id"] for r in sample()[table]) + 1
+        new = query(sample_db, f"SELECT min(id), count(*) FROM {table} WHERE id >= ?", first_new)
+        assert new[0][0] == first_new and new[0][1] > 0, table
+    for table in OWNED:
+        companies = query(
+            sample_db, f"SELECT DISTINCT company_id FROM {table} WHERE id > ?",
+            max(r["id"] for r in sample()[table]),
+        )  # fmt: skip
+        assert sorted(companies) == [(3,), (4,)], table
+    seqs = query(sample_db, "SELECT seq FROM campaign_events ORDER BY seq")
+    assert [s for (s,) in seqs] == list(range(1, len(seqs) + 1))
+    assert query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'") == [
+        (str(len(seqs)),)
+    ]
+    # The whole database, sample and generated, exports and loads back as it is.
+    fixture = tmp_path / "both.json"
+    export(sample_db, fixture)
+    copy = tmp_path / "copy.sqlite3"
+    run("load_fixtures.py", str(fixture), "--db", str(copy), "--no-progress")
+    assert dump_tables(copy, ROWS) == dump_tables(sample_db, ROWS)

@@ -1,0 +1,128 @@
+"""contract.md 9 (a refusal names every problem): the loader's report, run as a command.
+
+The same bad files give the same complete report on SQLite and on PostgreSQL, every
+problem of every table in file and record order; a file that cannot be parsed is refused
+before any write step, placed by its line and column, and an empty file is called empty.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .support.factories import dump_tables
+from .support.servers import run_python
+
+pytestmark = pytest.mark.system  # every test here runs the loader as a process
+
+REFUSED = "load refused, database unchanged:"
+# Company 1 owns employee 1, team 1, campaign 1 and course 1; company 2 employee 41,
+# team 3, campaign 3 and course 3.
+FIRST = {
+    "employees": [
+        {"id": 9001, "company_id": 1, "first_name": "A", "last_name": "B",
+         "email": "a.b@northwind.example", "department": "HR", "country": "Spain"},
+        {"id": 9002, "company_id": "one", "first_name": "C", "last_name": "D",
+         "email": "c.d@northwind.example", "department": "HR", "country": "Spain"},
+    ],
+    "team_members": [
+        {"team_id": 3, "employee_id": 1},
+        {"team_id": 1, "employee_id": 424242},
+        {"team_id": 434343, "employee_id": 1},
+        {"team_id": 1, "employee_id": 9002},
+    ],
+    "campaign_events": [
+        {"id": 900001, "campaign_id": 3, "employee_id": 1, "type": "open",
+         "timestamp": "2025-06-01T10:00:00Z", "with_captcha": False},
+        {"id": 900002, "campaign_id": 454545, "employee_id": 1, "type": "open",
+         "timestamp": "2025-06-01T10:00:00Z", "with_captcha": False},
+    ],
+    "inscriptions": [
+        {"id": 9001, "employee_id": 1, "course_id": 3, "start_date": "2025-04-14",
+         "due_date": "2025-06-13", "status": "completed"},
+    ],
+}  # fmt: skip
+SECOND = {
+    "teams": [{"id": 1, "company_id": 2, "name": "Blue Team"}],
+    "campaign_targets": [{"campaign_id": 1, "employee_id": 41, "sent_at": "2025-06-01T10:00:00Z"}],
+}
+EXPECTED = [
+    "{a}: employees[1].company_id: Not a valid integer.",
+    "{a}: team_members[0]: employee_id and team_id belong to different companies",
+    "{a}: team_members[1].employee_id: unknown employee 424242",
+    "{a}: team_members[2].team_id: unknown team 434343",
+    "{a}: campaign_events[0]: campaign_id and employee_id belong to different companies",
+    "{a}: campaign_events[1].campaign_id: unknown campaign 454545",
+    "{a}: inscriptions[0]: employee_id and course_id belong to different companies",
+    "{b}: teams[0].id: 1 belongs to another company",
+    "{b}: campaign_targets[0]: campaign_id and employee_id belong to different companies",
+]
+
+
+def write(path: Path, document: dict[str, Any] | str) -> Path:
+    text = document if isinstance(document, str) else json.dumps(document)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def load(store: list[str], *files: Path) -> subprocess.CompletedProcess[str]:
+    return run_python("scripts/load_fixtures.py", *map(str, files), *store)
+
+
+def test_the_same_complete_report_on_both_stores(
+    tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    a = write(tmp_path / "a.json", FIRST)
+    b = write(tmp_path / "b.json", SECOND)
+    expected = [REFUSED, *(f"  {line.format(a=a, b=b)}" for line in EXPECTED)]
+    before = dump_tables(sample_db)
+    on_sqlite = load(["--db", str(sample_db), "--no-progress"], a, b)
+    on_postgresql = load(["--database-url", pg_database], a, b)
+    assert on_sqlite.returncode == on_postgresql.returncode == 1
+    assert on_sqlite.stderr.splitlines() == expected
+    assert on_postgresql.stderr.splitlines() == expected
+    assert dump_tables(sample_db) == before
+
+
+TRUNCATED = '{"companies": [{"id": 7, "name": "Seven"}],\n "employees": [\n  {"id": 1, "comp'
+UNPARSABLE = {
+    "truncated": (TRUNCATED, "at line 3, column 18: parse error: premature EOF"),
+    "a bare word": (
+        '{"companies": [\n {"id": 7, "name": "x"},\n {"id": 8, name: "y"}]}',
+        "at line 3, column 13: lexical error: invalid string in json text.",
+    ),
+    "trailing text": ('{"companies": []}\n\nmore', "at line 3, column 1: parse error: trailing"),
+}
+
+
+@pytest.mark.parametrize("case", list(UNPARSABLE))
+def test_a_file_that_cannot_parse_is_refused_before_any_write(
+    case: str, tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    text, place = UNPARSABLE[case]
+    bad = write(tmp_path / "bad.json", text)
+    good = write(tmp_path / "good.json", {"companies": [{"id": 8, "name": "Eight"}]})
+    before = dump_tables(sample_db)
+    done = load(["--db", str(sample_db)], good, bad)
+    assert done.returncode == 1
+    assert "check and write" not in done.stderr
+    refusal = done.stderr.splitlines()[-1]
+    assert refusal.startswith(f"{REFUSED[:-1]}: {bad}: not valid JSON {place}"), done.stderr
+    assert dump_tables(sample_db) == before
+    on_postgresql = load(["--database-url", pg_database], good, bad)
+    assert on_postgresql.returncode == 1
+    assert on_postgresql.stderr == refusal + "\n"
+
+
+@pytest.mark.parametrize("text", ["", "\n  \n"])
+def test_an_empty_file_says_it_is_empty(text: str, tmp_path: Path, sample_db: Path) -> None:
+    empty = write(tmp_path / "empty.json", text)
+    done = load(["--db", str(sample_db), "--no-progress"], empty)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"{REFUSED[:-1]}: {empty}: the file is empty: a fixture is a JSON object of tables\n"
+    )
