@@ -227,8 +227,8 @@ TRANSACTION_WORD = re.compile(r"(BEGIN|COMMIT|ROLLBACK|END)\b(?!_)|\.(COMMIT|ROL
 
 
 def test_every_writer_goes_through_write_transaction() -> None:
-    """Only app/data/schema.py (write_transaction, and scratch_transaction for the temporary
-    database) opens, commits or rolls back a transaction."""
+    """Only app/data/schema.py (write_transaction, scratch_transaction for the temporary
+    database, read_snapshot for a tool's reads) opens, commits or rolls back a transaction."""
     schema = APP / "data" / "schema.py"
     assert "BEGIN IMMEDIATE" in set(sql_literals(schema))
     opened = [

@@ -36,7 +36,11 @@ DOCUMENTS = {
     "a number beyond floats": ('{"companies": [{"id": 1e400, "name": "a"}]}', "not valid JSON"),
     "an id of 0": (
         '{"companies": [{"id": 0, "name": "a"}]}',
-        "companies[0].id: Must be from 1 to 9223372036854775807.",
+        "companies[0].id: Must be from 1 to 9007199254740991.",
+    ),
+    "an id beyond 2^53-1": (
+        '{"companies": [{"id": 9007199254740992, "name": "a"}]}',
+        "companies[0].id: Must be from 1 to 9007199254740991.",
     ),
     "an integer beyond 2^63-1": (
         '{"companies": [{"id": 9223372036854775808, "name": "a"}]}',

@@ -63,7 +63,9 @@ class FeedFilters:
 
 def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> Listing:
     """The company's events after ``after`` matching the filters, by (seq, id)."""
-    where = ["c.company_id = ?", "(ev.seq, ev.id) > (?, ?)"]
+    # The employee's company is checked too, as the events listings do: no join may
+    # reach another tenant's row, whatever was written to the tables.
+    where = ["c.company_id = ?", "e.company_id = c.company_id", "(ev.seq, ev.id) > (?, ?)"]
     params: list[object] = [company_id, *after]
     if filters.types:
         where.append(f"ev.type IN ({placeholders(filters.types)})")
@@ -75,8 +77,9 @@ def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> List
         where.append("ev.timestamp >= ?")
         params.append(filters.from_date.isoformat())
     if filters.to_date is not None:
-        where.append("ev.timestamp < ?")
-        params.append((filters.to_date + dt.timedelta(days=1)).isoformat())
+        # The day's last second, not the next day: 9999-12-31 has no next day.
+        where.append("ev.timestamp <= ?")
+        params.append(f"{filters.to_date.isoformat()}T23:59:59Z")
     # The feed walks the sequence index and stops after ``limit`` rows; left to itself,
     # SQLite may prefer a per-campaign index and sort all of the company's events.
     rows_from = (
@@ -87,6 +90,22 @@ def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> List
     )
     order = "ev.seq, ev.id"
     return Listing(FEED_EVENT, rows_from, rows_from, order, tuple(params), key=order)
+
+
+# The mark of the first change of the change sequence at or after a seq (the meta rows
+# ``feed_mark:<seq>`` the schema's trigger writes); none when the seq is past the sequence.
+FEED_MARK = "SELECT value FROM meta WHERE key >= ? AND key < 'feed_mark;' ORDER BY key LIMIT 1"
+
+
+def feed_mark_key(seq: int) -> str:
+    """The meta key a position's mark is looked up from (keys sort as their seqs)."""
+    return f"feed_mark:{seq:020d}"
+
+
+def feed_mark(conn: sqlite3.Connection, seq: int) -> str | None:
+    """The mark a cursor at ``seq`` is signed with; None if the sequence never reached it."""
+    row = conn.execute(FEED_MARK, (feed_mark_key(seq),)).fetchone()
+    return None if row is None else str(row[0])
 
 
 def cursor_secret(conn: sqlite3.Connection) -> bytes:

@@ -13,7 +13,8 @@ from typing import Any
 
 from marshmallow import ValidationError, fields
 
-MAX_ID = 2**63 - 1
+MAX_ID = 2**63 - 1  # the largest id a request may name (SQLite's and PostgreSQL's bigint)
+MAX_SAFE_ID = 2**53 - 1  # the largest id stored: every id a client sees is exact in JavaScript
 MAX_LIST_VALUES = 100
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 

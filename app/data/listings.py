@@ -17,6 +17,8 @@ from typing import Any
 
 from .schema import data_token
 
+MAX_OFFSET = 2**63 - 1
+
 CHUNK_ROWS = 2000
 
 Params = tuple[Any, ...]
@@ -115,7 +117,9 @@ class Paging:
 
     @property
     def offset(self) -> int:
-        return (self.page - 1) * self.per_page
+        """Rows before the page, at most 2^63-1 (SQL's widest integer): no listing holds
+        that many, so a page beyond it is past the end and empty, as any page past it."""
+        return min((self.page - 1) * self.per_page, MAX_OFFSET)
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,6 +225,10 @@ class ReadPool:
         """The database's secret for signing feed cursors (one meta row: on the loop)."""
         return self.run_inline(feed.cursor_secret)
 
+    async def feed_mark(self, seq: int) -> str | None:
+        """The mark a feed cursor at ``seq`` is signed with (one meta row: on the loop)."""
+        return self.run_inline(lambda conn: feed.feed_mark(conn, seq))
+
     async def one(self, listing: Listing) -> Records:
         """A listing of at most one record (a report on one object), read on a thread.
 

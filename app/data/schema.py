@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -183,6 +183,13 @@ _SAME_COMPANY = (
         " IS NOT (SELECT company_id FROM employees WHERE id = NEW.employee_id)",
         "campaign target and campaign belong to different companies",
     ),
+    (
+        # The course's, hence the company's: a result never counts in another's course.
+        "section_results",
+        "(SELECT course_id FROM inscriptions WHERE id = NEW.inscription_id)"
+        " IS NOT (SELECT course_id FROM course_sections WHERE id = NEW.section_id)",
+        "section result and inscription belong to different courses or companies",
+    ),
 )
 _KEEPS_COMPANY = (
     # table, the company of OLD, the company of NEW
@@ -199,17 +206,40 @@ _KEEPS_COMPANY = (
         "(SELECT company_id FROM courses WHERE id = NEW.course_id)",
     ),
 )
-TENANCY_TRIGGERS = "".join(
-    f"CREATE TRIGGER IF NOT EXISTS {table}_same_company{suffix}\n"
-    f"BEFORE {event} ON {table}\nWHEN {when}\n"
-    f"BEGIN SELECT RAISE(ABORT, '{message}');\nEND;\n"
-    for table, when, message in _SAME_COMPANY
-    for event, suffix in (("INSERT", ""), ("UPDATE", "_on_update"))
-) + "".join(
-    f"CREATE TRIGGER IF NOT EXISTS {table}_keeps_company\n"
-    f"BEFORE UPDATE ON {table}\nWHEN {old} IS NOT {new}\n"
-    f"BEGIN SELECT RAISE(ABORT, 'a row of {table} cannot move to another company');\nEND;\n"
-    for table, old, new in _KEEPS_COMPANY
+TENANCY_TRIGGERS = (
+    "".join(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_same_company{suffix}\n"
+        f"BEFORE {event} ON {table}\nWHEN {when}\n"
+        f"BEGIN SELECT RAISE(ABORT, '{message}');\nEND;\n"
+        for table, when, message in _SAME_COMPANY
+        for event, suffix in (("INSERT", ""), ("UPDATE", "_on_update"))
+    )
+    + "".join(
+        f"CREATE TRIGGER IF NOT EXISTS {table}_keeps_company\n"
+        f"BEFORE UPDATE ON {table}\nWHEN {old} IS NOT {new}\n"
+        f"BEGIN SELECT RAISE(ABORT, 'a row of {table} cannot move to another company');\nEND;\n"
+        for table, old, new in _KEEPS_COMPANY
+    )
+    + (
+        # Each change of the change sequence gets a random mark (see FEED_MARK_START).
+        "CREATE TRIGGER IF NOT EXISTS meta_feed_mark\n"
+        "AFTER UPDATE OF value ON meta\n"
+        "WHEN NEW.key = 'change_seq' AND NEW.value IS NOT OLD.value\n"
+        "BEGIN INSERT OR IGNORE INTO meta (key, value) VALUES\n"
+        "    (printf('feed_mark:%020d', CAST(NEW.value AS INTEGER)), lower(hex(randomblob(8))));\n"
+        "END;\n"
+    )
+)
+
+# Feed marks, meta rows ``feed_mark:<seq, 20 digits>``: the mark of the change that
+# brought the change sequence to seq. A feed cursor is signed with the mark of the first
+# change at or after its position, so a copy restored from before that change (which
+# lacks it, or has another after new loads) refuses the cursor. The sequence's value
+# when the marks began has the empty mark: cursors given before keep working.
+FEED_MARK_START = (
+    "INSERT OR IGNORE INTO meta (key, value)"
+    " SELECT printf('feed_mark:%020d', CAST(value AS INTEGER)), '' FROM meta"
+    " WHERE key = 'change_seq'"
 )
 
 # The meta rows every database starts with: the data version and token (ETags), the
@@ -265,11 +295,11 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection) -> None:
-    """Create the tables on an empty file, migrate a version 1 or 2 file, refuse any other."""
+    """Create the tables on an empty file, migrate a version 1 to 3 file, refuse any other."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2):
+    if version not in (0, 1, 2, 3):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -293,6 +323,7 @@ def ensure_schema(conn: sqlite3.Connection) -> None:
                 " SELECT DISTINCT campaign_id, employee_id FROM campaign_events"
             )
         conn.execute(META_DEFAULTS)
+        conn.execute(FEED_MARK_START)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -308,6 +339,12 @@ def write_transaction(conn: sqlite3.Connection) -> AbstractContextManager[sqlite
 def scratch_transaction(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
     """A deferred transaction for work in the temporary database only (a load staging its
     records): it takes no lock on the file, so no other writer waits for it."""
+    return _transaction(conn, "BEGIN")
+
+
+def read_snapshot(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:
+    """A deferred transaction that only reads: every statement in it sees one snapshot of
+    the file (an export of several tables), and no writer waits for it."""
     return _transaction(conn, "BEGIN")
 
 

@@ -74,6 +74,10 @@ class Store(Protocol):
         """The database's secret for signing feed cursors."""
         ...
 
+    async def feed_mark(self, seq: int) -> str | None:
+        """The mark a feed cursor at ``seq`` is signed with; None past the change sequence."""
+        ...
+
     async def one(self, listing: Listing) -> Records: ...
 
     def whole(

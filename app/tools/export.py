@@ -26,6 +26,7 @@ import asyncpg
 
 from ..config import OneLineParser
 from ..data.pg.sql import numbered
+from ..data.schema import read_snapshot
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES
 
@@ -105,7 +106,7 @@ class FixtureFile:
         file.write("{")
 
     def start(self, table: str) -> None:
-        """Begin the next table's array (closing the previous one)."""
+        """Open the next table's array (closing the previous one)."""
         self.file.write(("\n],\n" if self.table else "\n") + f'"{table}": [')
         self.table, self.counts[table] = table, 0
 
@@ -142,19 +143,19 @@ def export_fixture(
         raise ToolError(f"no database at {db_path}")
     conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
     try:
-        conn.execute("BEGIN")  # one snapshot for every table
-        found = [c for (c,) in conn.execute("SELECT id FROM companies ORDER BY id")]
-        companies = _chosen(found, company, db_path)
-        with _written(out) as fixture:
-            for table in TABLES:
-                fixture.start(table)
-                if table == "api_keys":
-                    fixture.add(key_records(companies, keys or {}))
-                    continue
-                params = () if company is None else (company,)
-                rows = conn.execute(select(table, "sqlite", company), params)
-                while batch := rows.fetchmany(CHUNK):
-                    fixture.add(r[0] for r in batch)
+        with read_snapshot(conn):
+            found = [c for (c,) in conn.execute("SELECT id FROM companies ORDER BY id")]
+            companies = _chosen(found, company, db_path)
+            with _written(out) as fixture:
+                for table in TABLES:
+                    fixture.start(table)
+                    if table == "api_keys":
+                        fixture.add(key_records(companies, keys or {}))
+                        continue
+                    params = () if company is None else (company,)
+                    rows = conn.execute(select(table, "sqlite", company), params)
+                    while batch := rows.fetchmany(CHUNK):
+                        fixture.add(r[0] for r in batch)
         return fixture.counts
     finally:
         conn.close()

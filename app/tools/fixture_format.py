@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from marshmallow import RAISE, Schema, ValidationError, fields, missing, validates_schema
 
-from ..data.fields import MAX_ID
+from ..data.fields import MAX_SAFE_ID
 from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .marshmallow_shim import value_loader
 
@@ -27,13 +27,14 @@ MAX_USER_AGENT = 1000
 
 
 class Id(fields.Field):
-    """A JSON integer from 1 to 2^63-1 (``true`` and ``1.0`` are not integers)."""
+    """A JSON integer from 1 to 2^53-1, exact in every JSON reader (``true`` and ``1.0`` are
+    not integers)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> int:
         if type(value) is not int:
             raise ValidationError("Not a valid integer.")
-        if not 1 <= value <= MAX_ID:
-            raise ValidationError(f"Must be from 1 to {MAX_ID}.")
+        if not 1 <= value <= MAX_SAFE_ID:
+            raise ValidationError(f"Must be from 1 to {MAX_SAFE_ID}.")
         return value
 
 

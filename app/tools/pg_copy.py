@@ -69,6 +69,10 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
                 row = source.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
                 if row is not None:
                     await conn.execute("UPDATE meta SET value = $1 WHERE key = $2", row[0], key)
+            # The feed's marks too, so that the file's cursors keep working here.
+            await conn.execute("DELETE FROM meta WHERE key LIKE 'feed_mark:%'")
+            marks = source.execute("SELECT key, value FROM meta WHERE key LIKE 'feed_mark:%'")
+            await conn.executemany("INSERT INTO meta (key, value) VALUES ($1, $2)", list(marks))
             await bump_data_version(conn)
         # Statistics, and the visibility map: the reports' figures come from index-only
         # scans, which PostgreSQL only plans once the copied pages are known all-visible

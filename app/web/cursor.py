@@ -6,6 +6,11 @@ company and the normalised filter set. Another company's cursor, one made for ot
 filters, one edited by hand or one from another database fails the tag: 400. The same
 position always gives the same text, so a client that has caught up keeps its cursor,
 its next link and its ETag until a load writes something it would receive.
+
+The tag also covers the position's feed mark (the random mark of the load that wrote it,
+:data:`app.data.schema.FEED_MARK_START`): a copy of the database restored from before that load
+lacks the mark or, after new loads, has another, so the cursor is refused (400) instead
+of silently skipping the events the restored database writes again.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 import struct
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from ..data.feed import START, Position
@@ -27,23 +33,36 @@ _LENGTH = 43  # base64 of 32 bytes, without padding
 _DOMAIN = b"reporting-api feed cursor v1"
 
 
+# The feed mark of a seq, from the database; None when its sequence never reached it.
+MarkOf = Callable[[int], Awaitable[str | None]]
+RESTORED = (
+    "This cursor is past the end of this database's feed: the database was restored from"
+    " an earlier copy. Start again without a cursor."
+)
+
+
 class CursorSigner:
     """Makes and checks the cursors of one database (one per app)."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, mark_of: MarkOf) -> None:
         self._secret = secret
+        self._mark_of = mark_of
 
-    def _tag(self, company_id: int, scope: str, payload: bytes) -> bytes:
-        message = b"|".join((_DOMAIN, str(company_id).encode(), scope.encode(), payload))
+    def _tag(self, company_id: int, scope: str, payload: bytes, mark: str) -> bytes:
+        # The empty mark (positions before the marks began) signs as cursors always did.
+        parts = [_DOMAIN, str(company_id).encode(), scope.encode(), payload]
+        message = b"|".join(parts + ([mark.encode()] if mark else []))
         return hmac.digest(self._secret, message, hashlib.sha256)[:_TAG_BYTES]
 
-    def sign(self, company_id: int, scope: str, position: Position) -> str:
+    async def sign(self, company_id: int, scope: str, position: Position) -> str:
         """The cursor text of ``position`` for this company and filter set."""
         payload = _POSITION.pack(*position)
-        return _text(payload + self._tag(company_id, scope, payload))
+        mark = await self._mark_of(position[0]) or ""
+        return _text(payload + self._tag(company_id, scope, payload, mark))
 
-    def open(self, company_id: int, scope: str, text: str) -> Position:
-        """The position a cursor holds; 400 unless it was made here for this company and scope."""
+    async def open(self, company_id: int, scope: str, text: str) -> Position:
+        """The position a cursor holds; 400 unless it was made here for this company and
+        scope, from the database as it is (not a copy restored from before it was made)."""
         try:
             raw = base64.urlsafe_b64decode(text + "=") if len(text) == _LENGTH else b""
         except (ValueError, binascii.Error):
@@ -52,14 +71,18 @@ class CursorSigner:
         if len(raw) != _POSITION.size + _TAG_BYTES or _text(raw) != text:
             raise _invalid("Not a cursor this feed gave.")
         payload, tag = raw[: _POSITION.size], raw[_POSITION.size :]
-        if not hmac.compare_digest(tag, self._tag(company_id, scope, payload)):
-            raise _invalid(
-                "This cursor was not given for this key's company and these filters"
-                " (or it was altered). Start again without a cursor, or keep the filters."
-            )
         seq, event_id = _POSITION.unpack(payload)
         if seq > MAX_ID or event_id > MAX_ID:
             raise _invalid("Not a cursor this feed gave.")
+        mark = await self._mark_of(seq)
+        if mark is None:
+            raise _invalid(RESTORED)
+        if not hmac.compare_digest(tag, self._tag(company_id, scope, payload, mark)):
+            raise _invalid(
+                "This cursor was not given for this key's company and these filters, or the"
+                " database was restored from an earlier copy since (or it was altered)."
+                " Start again without a cursor, or keep the filters."
+            )
         return seq, event_id
 
 
@@ -81,17 +104,16 @@ class CursorPage:
     scope: str
     signer: CursorSigner
 
-    def next_cursor(self, last: tuple[int, ...] | None) -> str:
+    async def next_cursor(self, last: tuple[int, ...] | None) -> str:
         """The cursor after the last record sent, or this one's position on an empty page."""
         position = (last[0], last[1]) if last else self.after
-        return self.signer.sign(self.company_id, self.scope, position)
+        return await self.signer.sign(self.company_id, self.scope, position)
 
 
-def cursor_page(
-    secret: bytes, company_id: int, scope: str, given: str | None, limit: int
+async def cursor_page(
+    signer: CursorSigner, company_id: int, scope: str, given: str | None, limit: int
 ) -> CursorPage:
     """A feed request after the position ``given`` holds (400 unless it was made here for
-    this company and scope), or from the start; ``secret`` is the database's own."""
-    signer = CursorSigner(secret)
-    after = START if given is None else signer.open(company_id, scope, given)
+    this company and scope), or from the start."""
+    after = START if given is None else await signer.open(company_id, scope, given)
     return CursorPage(after, limit, company_id, scope, signer)

@@ -91,7 +91,8 @@ where the next request starts, even when the answer is empty: a collector stores
 asks again later. Following it from the start and then polling gives every event that \
 exists exactly once in its latest state, and an event changed after it was read once \
 more; nothing is skipped, whatever the ids of new events. A cursor is bound to the key's \
-company and to the filters; any other cursor is 400."""
+company and to the filters; any other cursor is 400, as is one given after the copy a \
+restored database came from was taken: start again without a cursor."""
 
 
 def _header(description: str, kind: str = "string", **limits: int) -> dict[str, Any]:

@@ -155,7 +155,7 @@ async def respond_window(
         window = await request.app[POOL].window(ready.listing, cursor.limit)
     headers = await ready.headers(window.token)
     url = request.rel_url
-    next_cursor = cursor.next_cursor(window.last)
+    next_cursor = await cursor.next_cursor(window.last)
     headers.update(cursor_headers(url.raw_path, url.raw_query_string, next_cursor))
     return whole_response(request, ready.body, window.texts, headers)
 

@@ -9,7 +9,7 @@ from aiohttp import web
 from ..data import campaigns, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
-from .cursor import cursor_page
+from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
 from .formats import listing_offer
 from .openapi import documented
@@ -98,8 +98,9 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     query = request.app[PARSERS].parse(FEED_QUERY, request)
     company_id = request[CALLER].company_id
     # The secret is the database's own: read each time, so a replaced file signs anew.
-    secret = await request.app[POOL].cursor_secret()
-    cursor = cursor_page(secret, company_id, query.scope, query.cursor, query.limit)
+    pool = request.app[POOL]
+    signer = CursorSigner(await pool.cursor_secret(), pool.feed_mark)
+    cursor = await cursor_page(signer, company_id, query.scope, query.cursor, query.limit)
     listing = feed.feed_listing(company_id, query.filters, cursor.after)
     return await respond_window(request, listing, cursor, FEED_EVENTS)
 

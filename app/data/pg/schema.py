@@ -181,24 +181,81 @@ TENANCY = {
         " IS DISTINCT FROM (SELECT company_id FROM employees WHERE id = NEW.employee_id)",
         "campaign target and campaign belong to different companies",
     ),
+    "section_results": (
+        "(SELECT course_id FROM inscriptions WHERE id = NEW.inscription_id)"
+        " IS DISTINCT FROM (SELECT course_id FROM course_sections WHERE id = NEW.section_id)",
+        "section result and inscription belong to different courses or companies",
+    ),
+}
+
+# SQLite's keeps-company triggers: an update never moves a row to another company.
+KEEPS_COMPANY = {
+    **{
+        table: ("OLD.company_id", "NEW.company_id")
+        for table in ("api_keys", "employees", "teams", "campaigns", "courses", "inscriptions")
+    },
+    "campaign_events": (
+        "(SELECT company_id FROM campaigns WHERE id = OLD.campaign_id)",
+        "(SELECT company_id FROM campaigns WHERE id = NEW.campaign_id)",
+    ),
+    "course_sections": (
+        "(SELECT company_id FROM courses WHERE id = OLD.course_id)",
+        "(SELECT company_id FROM courses WHERE id = NEW.course_id)",
+    ),
 }
 
 
-def _trigger(table: str, condition: str, message: str) -> str:
+def _trigger(name: str, table: str, events: str, condition: str, message: str) -> str:
+    """A row trigger refusing the write when ``condition`` holds (OR REPLACE: a migration
+    may run it again)."""
     return f"""
-CREATE FUNCTION {table}_same_company() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF {condition} THEN
         RAISE EXCEPTION '{message}' USING ERRCODE = 'integrity_constraint_violation';
     END IF;
     RETURN NEW;
 END $$;
-CREATE TRIGGER {table}_same_company BEFORE INSERT OR UPDATE ON {table}
-    FOR EACH ROW EXECUTE FUNCTION {table}_same_company();
+CREATE OR REPLACE TRIGGER {name} BEFORE {events} ON {table}
+    FOR EACH ROW EXECUTE FUNCTION {name}();
 """
 
 
-TRIGGERS = "".join(_trigger(table, *check) for table, check in TENANCY.items())
+# Each change of the change sequence gets a random mark (SQLite's FEED_MARK_START says why).
+FEED_MARK_TRIGGER = """
+CREATE OR REPLACE FUNCTION meta_feed_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO meta (key, value)
+        VALUES ('feed_mark:' || lpad(NEW.value, 20, '0'), substr(md5(random()::text), 1, 16))
+        ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER meta_feed_mark AFTER UPDATE OF value ON meta FOR EACH ROW
+    WHEN (NEW.key = 'change_seq' AND NEW.value IS DISTINCT FROM OLD.value)
+    EXECUTE FUNCTION meta_feed_mark();
+"""
+FEED_MARK_START = (
+    "INSERT INTO meta (key, value) SELECT 'feed_mark:' || lpad(value, 20, '0'), ''"
+    " FROM meta WHERE key = 'change_seq' ON CONFLICT DO NOTHING"
+)
+
+TRIGGERS = (
+    "".join(
+        _trigger(f"{table}_same_company", table, "INSERT OR UPDATE", *check)
+        for table, check in TENANCY.items()
+    )
+    + "".join(
+        _trigger(
+            f"{table}_keeps_company",
+            table,
+            "UPDATE",
+            f"{old} IS DISTINCT FROM {new}",
+            f"a row of {table} cannot move to another company",
+        )
+        for table, (old, new) in KEEPS_COMPANY.items()
+    )
+    + FEED_MARK_TRIGGER
+)
 
 META_DEFAULTS = (
     "INSERT INTO meta (key, value) VALUES ('schema_version', $1),"
@@ -222,8 +279,8 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection) -> bool:
-    """Create the schema in an empty database, migrate a version 2 one (True when it
-    did); refuse a database of any other version.
+    """Create the schema in an empty database, migrate a version 2 or 3 one (True when
+    it did); refuse a database of any other version.
 
     A transaction-level advisory lock makes two tools starting together do it once.
     """
@@ -235,10 +292,13 @@ async def ensure_schema(conn: asyncpg.Connection) -> bool:
         if version is None:
             await conn.execute(SCHEMA + TRIGGERS)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
+            await conn.execute(FEED_MARK_START)
             return False
-        if version != 2:
+        if version not in (2, 3):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
-        await migrate_2_to_3(conn)
+        if version == 2:
+            await migrate_2_to_3(conn)
+        await migrate_3_to_4(conn)
         return True
 
 
@@ -266,6 +326,13 @@ async def migrate_2_to_3(conn: asyncpg.Connection) -> None:
     )
     await conn.execute("ALTER TABLE campaigns ALTER COLUMN title_key SET NOT NULL")
     await conn.execute(REPORT_INDEXES)
+
+
+async def migrate_3_to_4(conn: asyncpg.Connection) -> None:
+    """Every tenancy trigger SQLite has (the keeps-company ones, section results), and
+    the feed's marks."""
+    await conn.execute(TRIGGERS)
+    await conn.execute(FEED_MARK_START)
     await conn.execute(
         "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
     )

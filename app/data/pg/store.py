@@ -24,6 +24,7 @@ from typing import Any
 
 import asyncpg
 
+from .. import feed
 from ..api_keys import ActiveKey
 from ..listings import (
     CHUNK_ROWS,
@@ -232,6 +233,12 @@ class PgStore:
         if not value:
             raise DatabaseError("the database has no cursor secret (meta cursor_secret)")
         return bytes.fromhex(str(value))
+
+    async def feed_mark(self, seq: int) -> str | None:
+        """The mark a feed cursor at ``seq`` is signed with (SQLite's :func:`feed.feed_mark`)."""
+        async with self._connection() as conn:
+            value = await conn.fetchval(sql.numbered(feed.FEED_MARK), feed.feed_mark_key(seq))
+        return None if value is None else str(value)
 
     async def one(self, listing: Listing) -> Records:
         token, _, texts = await self._short(listing, False, "LIMIT ?", 2)

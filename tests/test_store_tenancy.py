@@ -1,0 +1,162 @@
+"""Tenancy in the databases themselves (contract.md 1), on SQLite and PostgreSQL alike.
+
+Written directly, not through a loader: a row never moves to another company, and a
+section result never ties one company's inscription to another company's section. And
+should rows cross companies all the same (the rules switched off), the feed and the
+answers that join events to people still show a company nothing of another's people.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import asyncpg
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.data.pg.sql import numbered
+
+from .support.clients import MakeClient
+from .support.factories import API, KEY_2, get, sample
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()
+REFUSED = (sqlite3.IntegrityError, asyncpg.IntegrityConstraintViolationError)
+
+
+def first_id(table: str, company_id: int) -> int:
+    return int(next(r["id"] for r in sample()[table] if r.get("company_id") == company_id))
+
+
+def course_section(company_id: int) -> int:
+    """A section of one of the company's courses."""
+    courses = {r["id"] for r in sample()["courses"] if r["company_id"] == company_id}
+    return int(next(s["id"] for s in sample()["course_sections"] if s["course_id"] in courses))
+
+
+async def read(store: Store, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Rows of one query on the store (SQLite's ``?`` parameters)."""
+    if not store.url:
+        conn = sqlite3.connect(store.sqlite_path)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+    pg = await asyncpg.connect(store.url)
+    try:
+        return [tuple(row) for row in await pg.fetch(numbered(sql), *params)]
+    finally:
+        await pg.close()
+
+
+def moves() -> dict[str, tuple[str, tuple[Any, ...]]]:
+    """Writes that would give a row to another company, or tie two companies' rows."""
+    courses_1 = {r["id"] for r in sample()["courses"] if r["company_id"] == 1}
+    inscriptions_1 = {r["id"] for r in sample()["inscriptions"] if r["course_id"] in courses_1}
+    results = sample()["section_results"]
+    inscription_1 = next(
+        r["inscription_id"] for r in results if r["inscription_id"] in inscriptions_1
+    )
+    return {
+        "employee": ("UPDATE employees SET company_id = 2 WHERE id = ?", (1,)),
+        "campaign": ("UPDATE campaigns SET company_id = 2 WHERE id = ?", (1,)),
+        "team": ("UPDATE teams SET company_id = 2 WHERE id = ?", (first_id("teams", 1),)),
+        "course": ("UPDATE courses SET company_id = 2 WHERE id = ?", (first_id("courses", 1),)),
+        "api key": ("UPDATE api_keys SET company_id = 2 WHERE company_id = 1", ()),
+        "inscription with its people": (
+            "UPDATE inscriptions SET company_id = 2, employee_id = ?, course_id = ? WHERE id = ?",
+            (first_id("employees", 2), first_id("courses", 2), inscription_1),
+        ),
+        "event with its people": (
+            "UPDATE campaign_events SET campaign_id = ?, employee_id = ? WHERE campaign_id = 1",
+            (first_id("campaigns", 2), first_id("employees", 2)),
+        ),
+        "section": (
+            "UPDATE course_sections SET course_id = ?, position = position + 1000 WHERE id = ?",
+            (first_id("courses", 2), course_section(1)),
+        ),
+        "section result inserted": (
+            "INSERT INTO section_results (inscription_id, section_id, result, status)"
+            " VALUES (?, ?, 100, 'APPROVED')",
+            (inscription_1, course_section(2)),
+        ),
+        "section result moved": (
+            "UPDATE section_results SET section_id = ? WHERE inscription_id = ?",
+            (course_section(2), inscription_1),
+        ),
+    }
+
+
+@pytest.mark.parametrize("case", list(moves()))
+async def test_the_database_refuses_a_write_across_companies(case: str, store: Store) -> None:
+    sql, params = moves()[case]
+    table = sql.split()[2] if sql.startswith("INSERT") else sql.split()[1]
+    before = await read(store, f"SELECT * FROM {table} ORDER BY 1, 2")
+    with pytest.raises(REFUSED, match="compan"):
+        await store.execute(sql, *params)
+    assert await read(store, f"SELECT * FROM {table} ORDER BY 1, 2") == before
+
+
+async def without_rules(store: Store, statements: list[str]) -> None:
+    """Run ``statements`` with the tenancy triggers switched off, as a broken tool might."""
+    if store.url:
+        pg = await asyncpg.connect(store.url)
+        try:
+            await pg.execute("SET session_replication_role = replica")
+            for statement in statements:
+                await pg.execute(statement)
+        finally:
+            await pg.close()
+        return
+    conn = sqlite3.connect(store.sqlite_path)
+    try:
+        triggers = conn.execute("SELECT name, sql FROM sqlite_master WHERE type = 'trigger'")
+        saved = triggers.fetchall()
+        with conn:
+            for name, _ in saved:
+                conn.execute(f"DROP TRIGGER {name}")
+            for statement in statements:
+                conn.execute(statement)
+            for _, sql in saved:
+                conn.execute(sql)
+    finally:
+        conn.close()
+
+
+async def json_of(client: TestClient, path: str) -> Any:
+    response = await get(client, f"{API}{path}", KEY_2)
+    assert response.status == 200, await response.text()
+    return await response.json(content_type=None)
+
+
+async def test_answers_that_join_people_show_no_other_company_people_even_so(
+    store: Store, make_client: MakeClient
+) -> None:
+    """Campaign 1 given to company 2 behind the rules' backs: company 2 sees the
+    campaign, but none of company 1's people in its feed or its departments."""
+    await without_rules(store, ["UPDATE campaigns SET company_id = 2 WHERE id = 1"])
+    client = await make_client()
+    people_1 = {r["id"] for r in sample()["employees"] if r["company_id"] == 1}
+    feed = await json_of(client, "/events?limit=1000")
+    assert {e["victim"]["id"] for e in feed}.isdisjoint(people_1)
+    report = await json_of(client, "/campaigns/1")
+    assert report["by_department"] == []
+
+
+async def test_both_stores_carry_the_same_rules(store: Store) -> None:
+    """Every trigger of one store has its twin on the other (SQLite needs two per rule
+    that guards inserts and updates)."""
+    if store.url:
+        rows = await read(store, "SELECT tgname FROM pg_trigger WHERE NOT tgisinternal")
+        other = sqlite3.connect(store.sqlite_path)
+        try:
+            twins = other.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            expected = {name.removesuffix("_on_update") for (name,) in twins}
+        finally:
+            other.close()
+        assert {name for (name,) in rows} == expected
+    else:
+        rows = await read(store, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
+        names = {name for (name,) in rows}
+        assert {"section_results_same_company", "employees_keeps_company"} <= names
