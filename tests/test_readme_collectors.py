@@ -104,20 +104,10 @@ def test_the_python_collector(served: tuple[str, Path], tmp_path: Path) -> None:
     base, db = served
     work = tmp_path / "python"
     work.mkdir()
-    (work / "collector.py").write_text(block("python").replace(BASE, base), encoding="utf-8")
+    script = block("python").replace(BASE, base)
 
     def run() -> None:
-        ProcessGuard.check()
-        done = subprocess.run(
-            [sys.executable, "collector.py", "--once"],
-            cwd=work,
-            env=clean_env(),
-            capture_output=True,
-            text=True,
-            timeout=GUARD_SECONDS,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
+        run_python_collector(work, script)
 
     run()
     first = collected(work)
