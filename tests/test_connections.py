@@ -1,4 +1,4 @@
-"""Connections under attack: issue 11 item 2 and the README's "Connections" decisions.
+"""Connections under attack: the "Connections" rules of docs/operations.md (Security).
 
 A request's headers must arrive within the header timeout of their first byte, an idle
 connection closes after the keep-alive timeout, connections are bounded per client

@@ -1,6 +1,6 @@
 """Caching and compression of the documentation (contract.md 7 and 8; issue 12 item 6).
 
-The README says every 200 under /api/ has an ETag: the OpenAPI document, the Swagger UI
+docs/interface.md says every 200 under /api/ has an ETag: the OpenAPI document, the Swagger UI
 page and its assets too. If-None-Match gives 304; text over 1 KiB is gzipped for clients
 that accept it, with `Vary: Accept-Encoding`; the tag changes when the bytes do.
 """

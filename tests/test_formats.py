@@ -40,6 +40,7 @@ from .support.factories import (
     KEY_2,
     KEYS,
     assert_problem,
+    by_id,
     generated_events,
     get,
     next_event_id,
@@ -90,6 +91,18 @@ def header_of(record: dict[str, Any], prefix: str = "") -> list[str]:
         else:
             names.append(f"{prefix}{key}")
     return names
+
+
+def in_json(record: dict[str, Any], column: str) -> bool:
+    """Whether a CSV column is one of the JSON record's (not an id only the export adds)."""
+    value: Any = record
+    for key in column.split("."):
+        if isinstance(value, list):
+            return True  # a column of the list's elements, which the record holds
+        if not isinstance(value, dict) or key not in value:
+            return False
+        value = value[key]
+    return True
 
 
 def rows_of(record: dict[str, Any], header: list[str]) -> list[list[str]]:
@@ -148,10 +161,13 @@ async def assert_formats_agree(client: TestClient, url: str, key: str = KEY_1) -
     disposition = f'attachment; filename="{resource}.csv"'
     assert as_csv.headers["Content-Disposition"] == disposition
     table = parse_csv(await as_csv.read())
-    assert table[1:] == [row for record in records for row in rows_of(record, table[0])]
+    # The JSON's columns say what the JSON says; the ids only an export adds, see below.
+    mine = [i for i, name in enumerate(table[0]) if not records or in_json(records[0], name)]
+    json_table = [[row[i] for i in mine] for row in table]
+    assert json_table[1:] == [row for r in records for row in rows_of(r, json_table[0])]
     full = [r for r in records if all(v != [] for v in r.values() if isinstance(v, list))]
     if full:
-        assert table[0] == header_of(full[0])
+        assert json_table[0] == header_of(full[0])
     as_ndjson = await get(client, url, key, Accept="application/x-ndjson")
     assert as_ndjson.headers["Content-Type"] == NDJSON_TYPE
     lines = (await as_ndjson.read()).split(b"\n")
@@ -203,8 +219,66 @@ async def test_csv_needs_nothing_from_the_docs_set_up(aiohttp_client: Any, sampl
     for url in urls:
         assert await assert_formats_agree(client, url), url
     as_csv = await get(client, f"{API}/campaigns/1/events?format=csv")
-    header = "id,type,timestamp,victim.id,victim.first_name,victim.last_name,victim.email,"
-    assert (await as_csv.read()).startswith(f"{header}victim.department\r\n".encode())
+    header = "id,type,timestamp,campaign.id,campaign.title,campaign.launch_date,victim.id,"
+    header += "victim.first_name,victim.last_name,victim.email,victim.department\r\n"
+    assert (await as_csv.read()).startswith(header.encode())
+
+
+async def csv_rows(client: TestClient, url: str) -> list[dict[str, str]]:
+    """A CSV answer's rows by column name."""
+    response = await get(client, url)
+    assert response.status == 200, await response.text()
+    return list(csv.DictReader(io.StringIO((await response.read()).decode(), newline="")))
+
+
+@EACH_STORE
+async def test_exports_carry_the_ids_that_merge_them(client: TestClient) -> None:
+    """A campaign's events name their campaign, an employee's events their employee, and
+    every inscription row its inscription, employee and course: merged exports stay apart
+    and deduplicate by those ids. The JSON records stay as they were."""
+    titles = {c["id"]: c["title"] for c in by_id("campaigns").values()}
+    seen: list[str] = []
+    for campaign in (1, 2):
+        rows = await csv_rows(client, f"{API}/campaigns/{campaign}/events?format=csv")
+        assert {(r["campaign.id"], r["campaign.title"]) for r in rows} == {
+            (str(campaign), titles[campaign])
+        }
+        seen += [r["id"] for r in rows]
+    assert len(seen) == len(set(seen))  # event ids alone deduplicate merged event exports
+    rows = await csv_rows(client, f"{API}/victimsapi/7/events?format=csv")
+    assert rows and {r["victim.id"] for r in rows} == {"7"}
+    assert all(titles[int(r["campaign.id"])] == r["campaign.title"] for r in rows)
+    rows = await csv_rows(client, f"{API}/course-inscriptions?per_page=500&format=csv")
+    employees = by_id("employees")
+    expected = {
+        (str(i["id"]), str(i["employee_id"]), str(i["course_id"]))
+        for i in sample()["inscriptions"]
+        if employees[i["employee_id"]]["company_id"] == 1
+    }
+    assert {(r["id"], r["victim_id"], r["course_id"]) for r in rows} == expected
+    for url, absent in [
+        (f"{API}/campaigns/1/events", "campaign"),
+        (f"{API}/victimsapi/7/events", "victim"),
+        (f"{API}/course-inscriptions", "course_id"),
+    ]:
+        records = await (await get(client, url)).json()
+        assert records and all(absent not in r for r in records), url
+
+
+@EACH_STORE
+@pytest.mark.parametrize("path", ["campaigns/1", "victimsapi/7"])
+@pytest.mark.parametrize("asked", [{"format": "csv"}, {"format": "NDJSON"}, {"Accept": "text/csv"}])
+async def test_one_object_is_json_only_and_points_to_its_list(
+    client: TestClient, path: str, asked: dict[str, str]
+) -> None:
+    query = f"?format={asked['format']}" if "format" in asked else ""
+    response = await get(
+        client, f"{API}/{path}{query}", **{k: v for k, v in asked.items() if k != "format"}
+    )
+    body = await assert_problem(response, 406)
+    listing = f"{API}/{path.split('/')[0]}"
+    assert "one object, in JSON only" in body["detail"] and f"the list {listing} " in body["detail"]
+    assert (await get(client, f"{API}/{path}?format=json")).status == 200
 
 
 @pytest.fixture
@@ -251,13 +325,17 @@ async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
     cells = {cell for row in table for cell in row}
     assert {"'=SUM(A1)", "'+1", "'-2", "'@me", "'\tTab", "'\rCR", "'@SUM(1)"} <= cells
     assert {'say "hi", -x', "a=b", "true", "false"} <= cells
+    for path in ("campaigns/900/events", "victimsapi/900/events"):  # the exports' own columns
+        rows = await csv_rows(client, f"{API}/{path}?format=csv")
+        assert rows and {r["campaign.title"] for r in rows} == {"'@SUM(1)"}, path
     inscriptions = await get(
         client, f"{API}/course-inscriptions?filter[courses]=-Empty course&format=csv"
     )
     table = parse_csv(await inscriptions.read())
     assert len(table) == 1 + 8  # no sections: one row each, the section cells empty
     assert all(row[-5:] == [""] * 5 for row in table[1:])
-    assert {row[7] for row in table[1:]} == {"'=cmd|' /C calc'!A0"}  # groups
+    groups = table[0].index("groups")
+    assert {row[groups] for row in table[1:]} == {"'=cmd|' /C calc'!A0"}
 
 
 @EACH_STORE

@@ -58,11 +58,11 @@ PARAMETERS = {
     f"{API}/campaigns": {"filter[title]", "filter[from_launch_date]", "filter[to_launch_date]"}
     | {"filter[with_captcha]"}
     | PAGING,
-    f"{API}/campaigns/{{id}}": {"id", "filter[with_captcha]"},
+    f"{API}/campaigns/{{id}}": {"id", "filter[with_captcha]", "format"},  # format: json only
     f"{API}/victimsapi": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
     | {"filter[min_clicked]", "filter[min_failed]"}
     | PAGING,
-    f"{API}/victimsapi/{{id}}": {"id"},
+    f"{API}/victimsapi/{{id}}": {"id", "format"},
     f"{API}/courses": {"filter[title]"} | PAGING,
 }
 

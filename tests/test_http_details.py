@@ -1,7 +1,7 @@
 """HTTP details of issue 12 item 5: the 401 challenge and control characters in list values.
 
-Pins RFC 9110 11.6.1 (a 401 carries `WWW-Authenticate`; README "Interface decisions",
-contract.md 2) for every kind of refused key, and contract.md 3 as the README settles it:
+Pins RFC 9110 11.6.1 (a 401 carries `WWW-Authenticate`; docs/interface.md "Interface decisions",
+contract.md 2) for every kind of refused key, and contract.md 3 as docs/interface.md settles it:
 a list filter value holding a C0 control character or DEL is 400 with a message that
 says so, and the OpenAPI document publishes the very rule the server applies.
 """

@@ -1,4 +1,4 @@
-"""The import rules of the layout (README, "Project layout"), read from the source with ast.
+"""The import rules of the layout (docs/development.md, "Project layout"), read with ast.
 
 Three wings, one rule each (issue 10): app/data (storage) never imports aiohttp, app.web
 or app.tools; app/web never imports app.tools; app/config.py imports nothing from app;

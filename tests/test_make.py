@@ -18,7 +18,8 @@ import pytest
 
 from .support.servers import GUARD_SECONDS, ROOT, ProcessGuard, clean_env
 
-TEST_TOOLS = {"pytest", "pytest-aiohttp", "hypothesis", "schemathesis", "ruff", "mypy"}
+TEST_TOOLS = {"pytest", "pytest-aiohttp", "pytest-xdist", "hypothesis", "schemathesis"}
+TEST_TOOLS |= {"ruff", "mypy"}
 needs_make = pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
 
 

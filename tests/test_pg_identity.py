@@ -227,6 +227,9 @@ async def test_http_answers_are_the_same_bytes(make_client: Any, both: tuple[Pat
         "/api/companies/v1/course-inscriptions?per_page=500",
         "/api/companies/v1/course-inscriptions?filter[department]=finance&per_page=3&page=2",
         "/api/companies/v1/campaigns/3/events",
+        "/api/companies/v1/campaigns/1/events?format=csv",  # the exports' ids (campaign...)
+        "/api/companies/v1/victimsapi/7/events?format=csv&per_page=5",
+        "/api/companies/v1/course-inscriptions?per_page=500&format=csv",
         *REPORT_PATHS,
     ]
     statuses = []

@@ -117,7 +117,8 @@ async def test_the_database_refuses_rows_across_companies(
 async def test_the_server_reads_through_a_read_only_role(
     make_client: Any, pg_database: str, store: Store
 ) -> None:
-    """The README's role: it may read and nothing else, and the server needs no more."""
+    """The reading role of docs/operations.md: it may read and nothing else, and the server
+    needs no more."""
     reader = await read_only_role(pg_database)
     client = await make_client(database_url=reader)
     resp = await client.get("/api/companies/v1/campaigns/1/events", headers={"X-API-KEY": KEY_1})

@@ -381,7 +381,7 @@ def junk_urls(draw: st.DrawFn) -> str:
 
 
 # The longest Link header a page can carry: four links (first, last, prev, next), each
-# repeating the request's path and query, which the server bounds (README, Pagination).
+# repeating the request's path and query, which the server bounds (docs/interface.md).
 LONGEST_LINK = 4 * (MAX_REQUEST_LINE + len('<>; rel="first", '))
 
 

@@ -14,12 +14,14 @@ performance page's markers.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib.util
 import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -28,8 +30,11 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 from types import ModuleType
+from urllib.parse import urlsplit
 
+import asyncpg
 import pytest
+from pgcluster import cluster, server_bin
 
 from app.config import Config
 from app.data.api_keys import CACHE_SECONDS
@@ -37,8 +42,18 @@ from app.tools.keytool import build_parser
 from app.tools.loader import load_files
 
 from .support.docs import DOCS, PAGES, anchors, blocks, headings, links, prose, read, section
-from .support.factories import by_id, make_sample_db, query, sample
-from .support.servers import GUARD_SECONDS, ROOT, Launcher, clean_env, fetch, run_python
+from .support.factories import KEY_1, by_id, make_sample_db, query, sample
+from .support.servers import (
+    GUARD_SECONDS,
+    ROOT,
+    AppProcess,
+    Launcher,
+    ProcessGuard,
+    clean_env,
+    fetch,
+    free_port,
+    run_python,
+)
 
 README = read(ROOT / "README.md")
 BASE = "http://127.0.0.1:8080"  # where the examples point
@@ -86,38 +101,51 @@ def test_the_quoted_comma_example_finds_that_department(live: str) -> None:
 
 
 @pytest.mark.system
-def test_the_python_client_example_runs(live: str, tmp_path: Path) -> None:
-    """Generate the client as the interface page says, run its code, compare with the sample."""
+def test_the_python_client_example_runs(tmp_path: Path) -> None:
+    """Generate the client as the interface page says, run its code against a server whose
+    limit it meets at once (a token a second), compare with the sample and the server."""
     text = section("Python client")
     [shell] = blocks(text, "sh")
     [generate] = [line for line in shell.splitlines() if " generate " in line]
-    words = shlex.split(generate.replace(BASE, live))
     env = clean_env(PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    made = subprocess.run(
-        [str(BIN / words[0]), *words[1:]],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_SECONDS,
-        check=False,
-    )
-    assert made.returncode == 0, made.stdout + made.stderr
-    enums = [path.name for path in tmp_path.glob("*/models/section_status*.py")]
-    assert len(enums) == 1, enums  # a section's status: one enum, null beside it
-    [code] = blocks(text, "python")
-    (tmp_path / "example.py").write_text(code.replace(BASE, live), encoding="utf-8")
-    ran = subprocess.run(
-        [sys.executable, "example.py"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=GUARD_SECONDS,
-        check=False,
-    )
-    assert ran.returncode == 0, ran.stderr
-    assert ran.stdout.splitlines() == expected_client_output()
+    with Launcher(tmp_path) as launcher:
+        app = launcher.serve(
+            make_sample_db(tmp_path), "--rate-burst", "1", "--rate-per-second", "1"
+        )
+        words = shlex.split(generate.replace(BASE, app.base))
+        made = subprocess.run(
+            [str(BIN / words[0]), *words[1:]],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GUARD_SECONDS,
+            check=False,
+        )
+        assert made.returncode == 0, made.stdout + made.stderr
+        enums = [path.name for path in tmp_path.glob("*/models/section_status*.py")]
+        assert len(enums) == 1, enums  # a section's status: one enum, null beside it
+        [code] = blocks(text, "python")
+        (tmp_path / "example.py").write_text(code.replace(BASE, app.base), encoding="utf-8")
+        ran = subprocess.run(
+            [sys.executable, "example.py"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GUARD_SECONDS * 2,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert ran.stdout.splitlines() == expected_client_output()
+        for fmt in ("csv", "ndjson"):
+            url = f"{app.base}/api/companies/v1/campaigns/1/events?format={fmt}"
+            while (answer := fetch(url, {"X-API-KEY": KEY_1}))[0] == 429:
+                time.sleep(float(answer[1]["Retry-After"]))
+            assert answer[0] == 200 and answer[2]
+            assert (tmp_path / f"campaign-1-events.{fmt}").read_bytes() == answer[2], fmt
+    log = app.output_text()[1]
+    assert "status=429" in log  # the example met the limit and waited it out
 
 
 def expected_client_output() -> list[str]:
@@ -363,3 +391,64 @@ def test_the_benchmark_publishes_through_that_rule() -> None:
     source = read(ROOT / "scripts" / "bench.py")
     assert "smoke=args.smoke, rows=args.rows, clean=clean)" in source
     assert source.count("write_between_markers") == 0
+
+
+@pytest.mark.system
+def test_the_postgresql_setup_steps_serve(tmp_path: Path) -> None:
+    """The operations page's setup, run as written by its superuser on a throwaway cluster
+    that asks other roles for their password on 127.0.0.1, as Debian's does (libpq's PG*
+    variables say where): the role, the database, the URL with its password, and the
+    server, which fills the new database from the sample and answers from it."""
+    [steps] = blocks(section("Running on PostgreSQL"), "sh")
+    if server_bin() is None:
+        reason = "PostgreSQL is not installed (make postgresql installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    with cluster() as superuser:
+        asyncio.run(ask_for_passwords(superuser))
+        where = urlsplit(superuser)
+        script = steps.replace("127.0.0.1:5432", f"127.0.0.1:{where.port}")
+        assert script != steps and "PASSWORD '" in script and ":change-me@" in script
+        port = free_port()
+        env = clean_env(
+            PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+            PGHOST="127.0.0.1",
+            PGPORT=str(where.port),
+            PGUSER=str(where.username),
+            REPORTING_PORT=str(port),
+        )
+        ProcessGuard.check()
+        with open(tmp_path / "out", "wb") as out, open(tmp_path / "err", "wb") as err:
+            proc = subprocess.Popen(
+                ["bash", "-ec", script], cwd=tmp_path, env=env, stdout=out, stderr=err,
+                start_new_session=True,
+            )  # fmt: skip
+        try:
+            app = AppProcess(proc, f"http://127.0.0.1:{port}", tmp_path / "none")
+            assert app.serving(), (tmp_path / "err").read_text()
+            url = f"{app.base}/api/companies/v1/campaigns/1/events"
+            status, _, body = fetch(url, {"X-API-KEY": KEY_1})
+            assert status == 200 and json.loads(body), body
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(GUARD_SECONDS)
+        wrong = f"postgresql://reporting:wrong@127.0.0.1:{where.port}/reporting"
+        with pytest.raises(asyncpg.InvalidPasswordError):
+            asyncio.run(asyncpg.connect(wrong))  # the password was asked for
+    assert "Created the PostgreSQL database from sample.json" in (tmp_path / "out").read_text()
+
+
+async def ask_for_passwords(superuser: str) -> None:
+    """Trust the superuser, ask every other role its password (SCRAM) on 127.0.0.1."""
+    conn = await asyncpg.connect(superuser)
+    try:
+        hba = Path(await conn.fetchval("SHOW hba_file"))
+        hba.write_text(
+            f"host all {urlsplit(superuser).username} 127.0.0.1/32 trust\n"
+            "host all all 127.0.0.1/32 scram-sha-256\n",
+            encoding="utf-8",
+        )
+        await conn.execute("SELECT pg_reload_conf()")
+    finally:
+        await conn.close()

@@ -24,9 +24,9 @@ PERSON |= {"filter[teams]"}
 DATES = {"filter[from_launch_date]", "filter[to_launch_date]"}
 QUERIES = {
     f"{API}/campaigns": PAGING | DATES | {"filter[title]", "filter[with_captcha]"},
-    f"{API}/campaigns/{{id}}": {"filter[with_captcha]"},
+    f"{API}/campaigns/{{id}}": {"filter[with_captcha]", "format"},  # format: json only
     f"{API}/victimsapi": PAGING | PERSON | {"filter[min_clicked]", "filter[min_failed]"},
-    f"{API}/victimsapi/{{id}}": set(),
+    f"{API}/victimsapi/{{id}}": {"format"},
     f"{API}/courses": PAGING | {"filter[title]"},
 }
 PAGE_HEADERS = {"X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link"}
@@ -51,6 +51,8 @@ def test_parameters_and_responses(document: dict[str, Any], path: str) -> None:
         if name in query:
             schema = query[name]["schema"]
             assert (schema["type"], schema["minimum"]) == ("integer", 0)
+    if "{id}" in path:  # one object: JSON only, csv or ndjson a 406 that points to the list
+        assert query["format"]["schema"]["enum"] == ["json"]
     for name in DATES & set(query):
         assert query[name]["schema"]["format"] == "date"
     [path_id] = [p for p in params if p["in"] == "path"] or [None]

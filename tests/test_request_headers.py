@@ -1,4 +1,4 @@
-"""Hostile request headers (issue 11 items 7, 9, 10, 11 and the README's decisions).
+"""Hostile request headers (the request-header rules of docs/interface.md and docs/operations.md).
 
 contract.md 2: exactly one X-API-KEY (two are 400, checked where the 401 would be),
 trimmed of HTTP whitespace only. contract.md 6: the client address comes from every

@@ -22,6 +22,19 @@ EMPLOYEE_EVENT = Record(
     'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date))""",
 )
 
+# An event of either listing as an exported row: its campaign and its employee both, so
+# that exports of several campaigns or employees can be merged and told apart.
+EVENT_ROW = Record(
+    "event_row",
+    """json_object(
+    'id', ev.id, 'type', ev.type, 'timestamp', ev.timestamp,
+    'campaign', (SELECT json_object('id', c2.id, 'title', c2.title,
+        'launch_date', c2.launch_date) FROM campaigns c2 WHERE c2.id = ev.campaign_id),
+    'victim', (SELECT json_object('id', e2.id, 'first_name', e2.first_name,
+        'last_name', e2.last_name, 'email', e2.email, 'department', e2.department)
+        FROM employees e2 WHERE e2.id = ev.employee_id))""",
+)
+
 
 def campaign_listing(
     company_id: int, campaign_id: int, types: Sequence[str] = (), without_captcha: bool = False
@@ -42,7 +55,9 @@ def campaign_listing(
     )
     guard = owned("campaigns", campaign_id, company_id)
     order = "ev.timestamp, ev.id"
-    return Listing(CAMPAIGN_EVENT, rows_from, rows_from, order, tuple(params), guard)
+    return Listing(
+        CAMPAIGN_EVENT, rows_from, rows_from, order, tuple(params), guard, export=EVENT_ROW
+    )
 
 
 def employee_listing(company_id: int, employee_id: int) -> Listing:
@@ -53,4 +68,5 @@ def employee_listing(company_id: int, employee_id: int) -> Listing:
     )
     params = (employee_id, company_id)
     guard = owned("employees", employee_id, company_id)
-    return Listing(EMPLOYEE_EVENT, rows_from, rows_from, "ev.timestamp, ev.id", params, guard)
+    order = "ev.timestamp, ev.id"
+    return Listing(EMPLOYEE_EVENT, rows_from, rows_from, order, params, guard, export=EVENT_ROW)

@@ -36,6 +36,13 @@ INSCRIPTION = Record(
         WHERE s.course_id = i.course_id ORDER BY s.position, s.id)))""",
 )
 
+# An inscription as exported rows: the record and the ids of the inscription, its employee
+# and its course, so that exports can be merged and deduplicated.
+INSCRIPTION_ROW = Record(
+    "inscription_row",
+    f"json_set({INSCRIPTION.json}, '$.id', i.id, '$.victim_id', e.id, '$.course_id', c.id)",
+)
+
 # Employee columns matched by the person filters, in their case-folded form (the sixth
 # person filter, ``teams``, looks at the employee's teams).
 EMPLOYEE_FILTERS = {
@@ -119,4 +126,6 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
     counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
     rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
     order = "i.start_date, i.id"
-    return Listing(INSCRIPTION, rows_from, counted_from, order, tuple(params))
+    return Listing(
+        INSCRIPTION, rows_from, counted_from, order, tuple(params), export=INSCRIPTION_ROW
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .schema import data_token
@@ -65,7 +65,8 @@ class Listing:
     of them); ``record_params`` to the record's JSON (today's date, for a report that
     depends on it), bound before them in the statements that build records. A
     ``heavy`` listing's records each aggregate many rows (the reports): even a short
-    page of them may take long.
+    page of them may take long. ``export`` is the record of a flat export (CSV), when it
+    differs: the JSON record and the ids that tell its rows apart once files are merged.
     """
 
     record: Record
@@ -78,6 +79,11 @@ class Listing:
     heavy: bool = False
     # The columns of a record's position, for keyset paging (the event feed).
     key: str = ""
+    export: Record | None = None
+
+    def exported(self) -> Listing:
+        """The same rows with the records of a flat export (itself when they are the same)."""
+        return self if self.export is None else replace(self, record=self.export, export=None)
 
     @property
     def select_params(self) -> Params:

@@ -29,6 +29,7 @@ from ..data.pg.sql import numbered
 from ..data.schema import read_snapshot
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES
+from .staging import EVENT_COLUMNS
 
 CHUNK = 10_000
 # Which rows belong to one company (``?`` is its id), table by table.
@@ -57,16 +58,7 @@ RECORDS: dict[str, tuple[tuple[str, ...], str]] = {
     "campaigns": (("id", "company_id", "title", "launch_date"), "id"),
     "campaign_targets": (("campaign_id", "employee_id", "sent_at"), "campaign_id, employee_id"),
     "campaign_events": (
-        (
-            "id",
-            "campaign_id",
-            "employee_id",
-            "type",
-            "timestamp",
-            "with_captcha",
-            "ip",
-            "user_agent",
-        ),
+        EVENT_COLUMNS,
         "id",
     ),
     "courses": (("id", "company_id", "title"), "id"),

@@ -1,4 +1,4 @@
-"""marshmallow schemas of the fixture file format (see the README, "Fixture format").
+"""marshmallow schemas of the fixture file format (docs/data.md, "Fixture format").
 
 Every record of a load goes through these schemas, so their fields are lean: each checks
 its value in one ``_deserialize`` (no separate validator objects) and returns the text the

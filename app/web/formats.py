@@ -19,6 +19,7 @@ from marshmallow import Schema
 from ..data.listings import ChunkEncoder
 from .csv_layout import layout_of
 from .errors import ApiError
+from .schemas import exported_rows
 
 
 class NotAcceptable(ApiError):
@@ -68,21 +69,33 @@ def encode_ndjson_chunk(texts: list[bytes], first: bool) -> bytes:
 
 
 class Offer:
-    """The formats an answer offers, in the order ties go to, each with its body layout."""
+    """The formats an answer offers, in the order ties go to, each with its body layout.
 
-    def __init__(self, *bodies: Body) -> None:
+    ``one_object``: a single-object report, whose 406 points to its list for CSV or NDJSON.
+    """
+
+    def __init__(self, *bodies: Body, one_object: bool = False) -> None:
         self.formats = tuple(body.format for body in bodies)
         self._bodies = {body.format.name: body for body in bodies}
+        self.one_object = one_object
 
     def negotiate(self, request: web.Request) -> Body:
         """The body layout of the format the request asks for; 406 when none fits."""
-        return self._bodies[negotiate(request, self.formats).name]
+        try:
+            return self._bodies[negotiate(request, self.formats).name]
+        except NotAcceptable as refusal:
+            if not self.one_object:
+                raise
+            listing = request.path.rsplit("/", 1)[0]
+            note = f"This answer is one object, in JSON only; the list {listing} answers in "
+            note += "CSV and NDJSON too (format=csv or format=ndjson)."
+            raise NotAcceptable(f"{refusal.detail} {note}") from None
 
 
 JSON_ARRAY = Body(JSON, b"[", encode_json_chunk, b"]")
 NDJSON_LINES = Body(NDJSON, b"", encode_ndjson_chunk, b"")
 # The one-object answers: the record's own JSON text, nothing around it.
-RECORD = Offer(Body(JSON, b"", encode_json_chunk, b""))
+RECORD = Offer(Body(JSON, b"", encode_json_chunk, b""), one_object=True)
 
 
 def listing_offer(schema: type[Schema]) -> Offer:
@@ -90,7 +103,7 @@ def listing_offer(schema: type[Schema]) -> Offer:
 
     Each listing view makes its own once, so CSV needs nothing from the docs set-up.
     """
-    layout = layout_of(schema)
+    layout = layout_of(exported_rows(schema))
     return Offer(JSON_ARRAY, Body(CSV, layout.header(), layout.encode, b""), NDJSON_LINES)
 
 

@@ -30,7 +30,7 @@ from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
 from .params import Choice
-from .schemas import ProblemSchema
+from .schemas import ProblemSchema, exported_rows
 from .swagger import setup_swagger
 
 TITLE = "Security-awareness reporting API"
@@ -81,7 +81,9 @@ record a line. CSV: RFC 4180, UTF-8, a header row, CRLF; nested objects become d
 columns (`victim.email`), `groups` one cell of names joined by `; `, an inscription one \
 row per section (`events.title`, ...; one row with those empty when it has none), null \
 an empty cell, and a cell starting with `=`, `+`, `-`, `@`, tab or carriage return gets \
-a leading `'`. CSV comes as an attachment (`Content-Disposition`).
+a leading `'`. CSV comes as an attachment (`Content-Disposition`). So that exports merge, \
+the rows of both events listings carry `campaign.*` and `victim.*`, an inscription's its \
+`id`, `victim_id` and `course_id` (the JSON records do not change).
 
 **Event feed.** `/events` gives every event of the company in the order loads wrote \
 them, `limit` at a time. Each answer's `X-Next-Cursor` (also in `Link: rel="next"`) is \
@@ -245,7 +247,7 @@ def documented(
 def _other_formats(records: type[Schema]) -> dict[str, Any]:
     """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14)."""
     name = records.__name__.removesuffix("Schema")
-    columns = layout_of(records).columns
+    columns = layout_of(exported_rows(records)).columns
     listed = ", ".join(f"`{column}`" for column in columns)
     csv = {"type": "string", "description": f"A header row, then a row per {name}: {listed}."}
     ndjson = {"type": "string", "description": f"One {name} JSON object a line."}
@@ -275,8 +277,8 @@ def _field_schema(self: Any, field: Any, ret: dict[str, Any], **kwargs: Any) -> 
         return {"type": "array", "items": items, "minItems": 1, "maxItems": MAX_LIST_VALUES}
     if isinstance(field, UtcTimestamp):
         return {"format": "date-time", "pattern": r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z$"}
-    if isinstance(field, Choice):
-        return {"enum": list(field.choices)}
+    if isinstance(field, Choice):  # the names it takes, unless it documents fewer
+        return {"enum": list(field.metadata.get("enum", field.choices))}
     return {}
 
 

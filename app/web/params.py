@@ -230,7 +230,18 @@ class Employee:
     """The one-employee report takes no parameter."""
 
 
-class EmployeeQuery(Query[Employee]):
+class OneObjectQuery(Query[Parsed]):
+    """A single-object report: ``format`` is read so that csv or ndjson get a 406 that
+    points to the list, not a 400 for an unknown parameter."""
+
+    format = Choice(
+        FORMAT_NAMES,
+        metadata={"description": "json, the default and only format of one object (csv or "
+                  "ndjson: 406, pointing to the list, which answers in them).", "enum": ["json"]},
+    )  # fmt: skip
+
+
+class EmployeeQuery(OneObjectQuery[Employee]):
     def parsed(self, data: dict[str, Any]) -> Employee:
         return Employee()
 
@@ -264,7 +275,7 @@ class Campaign:
     without_captcha: bool
 
 
-class CampaignQuery(Query[Campaign]):
+class CampaignQuery(OneObjectQuery[Campaign]):
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
 
     def parsed(self, data: dict[str, Any]) -> Campaign:

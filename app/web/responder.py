@@ -136,7 +136,7 @@ async def respond_page(
     app = request.app
     key = count_key(request, ready.company_id)
     async with app[SHARES].hold(ready.company_id):
-        page = await app[POOL].page(listing, paging, app[COUNTS].get(key, ready.token))
+        page = await app[POOL].page(ready.listing, paging, app[COUNTS].get(key, ready.token))
     app[COUNTS].put(key, page.token, page.total)
     headers = await ready.headers(page.token)
     url = request.rel_url
@@ -152,7 +152,7 @@ async def respond_window(
     if ready.not_modified is not None:
         return ready.not_modified
     async with request.app[SHARES].hold(ready.company_id):
-        window = await request.app[POOL].window(listing, cursor.limit)
+        window = await request.app[POOL].window(ready.listing, cursor.limit)
     headers = await ready.headers(window.token)
     url = request.rel_url
     next_cursor = await cursor.next_cursor(window.last)
@@ -168,7 +168,7 @@ async def respond_all(
     if ready.not_modified is not None:
         return ready.not_modified
     slot = request.app[STREAMS].hold(ready.company_id)
-    async with request.app[POOL].whole(listing, ready.body.encode, slot) as result:
+    async with request.app[POOL].whole(ready.listing, ready.body.encode, slot) as result:
         headers = await ready.headers(result.token)
         return await array_response(request, ready.body, result, headers)
 
@@ -187,17 +187,24 @@ async def respond_record(
 
 
 class Prelude:
-    """What an answer settled before reading: its body layout, the data token, its ETag.
+    """What an answer settled before reading: its body layout, the data token, its ETag,
+    and the listing to read (a CSV reads the exported rows, with the ids that tell merged
+    files apart).
 
     ``not_modified`` is the 304 when the client already holds the answer.
     """
 
-    __slots__ = ("body", "company_id", "etag", "not_modified", "request", "token", "variant")
+    __slots__ = (
+        "body", "company_id", "etag", "listing", "not_modified", "request", "token", "variant",
+    )  # fmt: skip
 
-    def __init__(self, request: web.Request, body: Body, variant: str, token: str) -> None:
+    def __init__(
+        self, request: web.Request, listing: Listing, body: Body, variant: str, token: str
+    ) -> None:
         self.request = request
         self.company_id = request[CALLER].company_id
         self.body = body
+        self.listing = listing.exported() if body.format is CSV else listing
         self.variant = f"{body.format.name}|{variant}"
         self.at(token)
         self.not_modified: web.Response | None = None
@@ -224,7 +231,8 @@ async def prelude(request: web.Request, listing: Listing, offer: Offer, variant:
     A record that does not exist for this company is 404 before any 304, even for
     ``If-None-Match: *``.
     """
-    ready = Prelude(request, offer.negotiate(request), variant, await refresh_version(request.app))
+    body = offer.negotiate(request)
+    ready = Prelude(request, listing, body, variant, await refresh_version(request.app))
     if etag_matches(request, ready.etag):
         await request.app[POOL].check_guard(listing.guard)
         ready.not_modified = web.Response(

@@ -91,6 +91,43 @@ class InscriptionSchema(Schema):
     events = fields.List(fields.Nested(SectionSchema), required=True)
 
 
+class EventRowSchema(Schema):
+    """An event of either events listing as an exported (CSV) row: its campaign and its
+    employee both, so that exports of several campaigns or employees can be merged."""
+
+    id = fields.Integer(required=True)
+    type = fields.String(required=True, validate=validate.OneOf(EVENT_TYPES))
+    timestamp = UtcTimestamp(required=True)
+    campaign = fields.Nested(CampaignSchema, required=True)
+    victim = fields.Nested(VictimSchema, required=True)
+
+
+class InscriptionRowSchema(InscriptionSchema):
+    """An inscription as exported (CSV) rows: the ids of the inscription, its employee and
+    its course first, so that exports can be merged and deduplicated."""
+
+    id = fields.Integer(required=True)
+    victim_id = fields.Integer(required=True)
+    course_id = fields.Integer(required=True)
+
+    class Meta:
+        fields = ("id", "victim_id", "course_id", *InscriptionSchema().fields)
+
+
+# The listings whose exported rows carry more than their JSON records: the ids that tell
+# rows of merged exports apart (a campaign's events: the campaign; an inscription: its ids).
+EXPORTED_ROWS: dict[type[Schema], type[Schema]] = {
+    CampaignEventSchema: EventRowSchema,
+    EmployeeEventSchema: EventRowSchema,
+    InscriptionSchema: InscriptionRowSchema,
+}
+
+
+def exported_rows(records: type[Schema]) -> type[Schema]:
+    """The schema of a listing's CSV rows: its records', or the one with their ids."""
+    return EXPORTED_ROWS.get(records, records)
+
+
 def _count(description: str, example: int) -> fields.Integer:
     return fields.Integer(
         required=True,

@@ -34,14 +34,14 @@ VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (Non
     "REPORTING_CORS_ORIGINS": None,
     "REPORTING_LOG_LEVEL": None,
     "REPORTING_LOG_FORMAT": "text",
-    "REPORTING_KEEPALIVE_TIMEOUT": "15",  # README Configuration (issue 11)
+    "REPORTING_KEEPALIVE_TIMEOUT": "15",  # the README's configuration table
     "REPORTING_HEADER_TIMEOUT": "10",
     "REPORTING_MAX_CONNECTIONS": "1000",
     "REPORTING_MAX_CONNECTIONS_PER_ADDRESS": "64",
     "REPORTING_WORKERS": "1",
     "REPORTING_REDIS_URL": None,
     "REPORTING_READ_TIMEOUT": "5",  # README Configuration: a hung PostgreSQL answers 503
-    "REPORTING_WRITE_TIMEOUT": "30",  # README Configuration (issue 11, slow readers)
+    "REPORTING_WRITE_TIMEOUT": "30",  # the README's configuration table (slow readers)
     "REPORTING_STREAMS_PER_COMPANY": "2",
 }
 

@@ -230,8 +230,8 @@ async def _admin(url: str, statement: str) -> None:
 
 
 async def read_only_role(url: str) -> str:
-    """The README's role for the server on the database at ``url`` (it may read and
-    nothing else); the URL that connects as it."""
+    """The reading role of docs/operations.md for the server on the database at ``url``
+    (it may read and nothing else); the URL that connects as it."""
     name = url.rsplit("/", 1)[1]
     admin = await asyncpg.connect(url)
     try:

@@ -26,6 +26,12 @@ FEED_EVENT = """(SELECT row_to_json(r) FROM (SELECT ev.id, ev.type, ev.timestamp
     (SELECT row_to_json(a) FROM (SELECT ev.verdict, ev.reasons::json AS reasons) a)
         AS automation) r)"""
 
+EVENT_ROW = """(SELECT row_to_json(r) FROM (SELECT ev.id, ev.type, ev.timestamp,
+    (SELECT row_to_json(x) FROM (SELECT c2.id, c2.title, c2.launch_date
+        FROM campaigns c2 WHERE c2.id = ev.campaign_id) x) AS campaign,
+    (SELECT row_to_json(v) FROM (SELECT e2.id, e2.first_name, e2.last_name, e2.email,
+        e2.department FROM employees e2 WHERE e2.id = ev.employee_id) v) AS victim) r)"""
+
 SECTIONS = array(
     [
         ("title", "s.title"),
@@ -38,15 +44,20 @@ SECTIONS = array(
     " ON r.section_id = s.id AND r.inscription_id = i.id WHERE s.course_id = i.course_id",
     "s.position, s.id",
 )
-INSCRIPTION = f"""(SELECT row_to_json(r) FROM (SELECT
-    e.first_name || ' ' || e.last_name AS victim_name, e.department AS victim_department,
-    c.title AS course_title, i.start_date, i.due_date, i.status, e.email AS victim_email,
-    {GROUPS} AS groups, e.country AS victim_country, {SECTIONS} AS events) r)"""
+INSCRIPTION_COLUMNS = f"""e.first_name || ' ' || e.last_name AS victim_name,
+    e.department AS victim_department, c.title AS course_title, i.start_date, i.due_date,
+    i.status, e.email AS victim_email, {GROUPS} AS groups, e.country AS victim_country,
+    {SECTIONS} AS events"""
+INSCRIPTION = f"(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS}) r)"
+INSCRIPTION_ROW = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
+    i.id, e.id AS victim_id, c.id AS course_id) r)"""
 
 RECORDS: dict[str, str] = {
     "campaign_event": CAMPAIGN_EVENT,
     "employee_event": EMPLOYEE_EVENT,
     "inscription": INSCRIPTION,
+    "event_row": EVENT_ROW,
+    "inscription_row": INSCRIPTION_ROW,
     "feed_event": FEED_EVENT,
     **reports.CAMPAIGNS,
     "employee": reports.EMPLOYEE,
