@@ -172,7 +172,8 @@ async def test_edge_cases_of_the_figures(edge: TestClient) -> None:
          ["Overdue Invoice Reminder", "Parcel Delivery Failed"]),
         ({"filter[title]": "Overdue Invoice"}, []),  # whole values only
         ({"filter[from_launch_date]": "2025-05-20"}, ["Parcel Delivery Failed",
-          "Shared Document: Q3 Budget", "Year-End Bonus Confirmation"]),
+          "Shared Document: Q3 Budget", "Year-End Bonus Confirmation",
+          "Voicemail: New Message"]),
         ({"filter[to_launch_date]": "2025-05-20"}, ["Overdue Invoice Reminder",
           "Parcel Delivery Failed"]),
         ({"filter[from_launch_date]": "2025-05-21", "filter[to_launch_date]": "2025-10-07"},
@@ -198,15 +199,15 @@ async def test_repeated_title_filters_merge(client: TestClient) -> None:
 async def test_always_paginated_with_links_keeping_filters(client: TestClient) -> None:
     response = await get(client, f"{LIST}?filter[to_launch_date]=2026-12-31&per_page=3&page=2")
     assert response.status == 200
-    assert response.headers["X-Total-Count"] == "4"
+    assert response.headers["X-Total-Count"] == "5"
     assert (response.headers["X-Page"], response.headers["X-Per-Page"]) == ("2", "3")
     assert response.headers["X-Total-Pages"] == "2"
     links = unquote(response.headers["Link"])
     assert 'filter[to_launch_date]=2026-12-31&per_page=3&page=1>; rel="first"' in links
     assert 'rel="prev"' in links and 'rel="next"' not in links
-    assert [c["id"] for c in await response.json()] == [6]
+    assert [c["id"] for c in await response.json()] == [6, 8]
     past = await get(client, f"{LIST}?page=9")
-    assert await past.json() == [] and past.headers["X-Total-Count"] == "4"
+    assert await past.json() == [] and past.headers["X-Total-Count"] == "5"
     default = await get(client, LIST)
     assert default.headers["X-Per-Page"] == "100" and default.headers["X-Page"] == "1"
 
