@@ -26,6 +26,7 @@ from app.web.schemas import (
 )
 
 from .support.factories import API, KEY_1, KEY_2, by_id, sample
+from .support.verdicts import sample_verdicts
 
 TS = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -217,6 +218,7 @@ def test_every_feed_event_equals_the_schema_dump(conn: sqlite3.Connection) -> No
     """The feed's records (contract.md 13), in the database's (seq, id) order."""
     campaigns, people = by_id("campaigns"), by_id("employees")
     fixture = by_id("campaign_events")
+    automation = sample_verdicts()
     schema = FeedEventSchema()
     for company in (1, 2):
         order = conn.execute(
@@ -233,6 +235,7 @@ def test_every_feed_event_equals_the_schema_dump(conn: sqlite3.Connection) -> No
             record |= {"ip": e.get("ip"), "user_agent": e.get("user_agent")}
             record |= {"timestamp": ts(e["timestamp"]), "campaign": campaign}
             record["victim"] = people[e["employee_id"]]
+            record["automation"] = automation[event_id]
             expected.append(compact(schema.dump(record)))
         window = read_window(conn, feed_listing(company, FeedFilters(), START), 10_000)
         assert [text.decode() for text in window.texts] == expected
