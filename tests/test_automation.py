@@ -213,6 +213,18 @@ def test_a_bad_setting_is_one_line_and_writes_nothing(
     assert query(sample_db, "SELECT count(*), max(seq) FROM campaign_events") == before
 
 
+def test_a_later_sending_time_decides_the_campaign_again(sample_db: Path, tmp_path: Path) -> None:
+    """A load of targets alone (their sent_at) turns the fast click automated and moves it."""
+    document = issue_fixture()
+    targets = document.pop("campaign_targets")
+    load_files(sample_db, [write_fixture(tmp_path / "a.json", document)])
+    assert verdicts_in(sample_db)[90001] == ("human", [])  # no sending time yet
+    top = int(query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    load_files(sample_db, [write_fixture(tmp_path / "b.json", {"campaign_targets": targets})])
+    assert verdicts_in(sample_db)[90001] == ("automated", ["fast_after_sent"])
+    assert query(sample_db, "SELECT id FROM campaign_events WHERE seq > ?", top) == [(90001,)]
+
+
 def test_a_load_with_other_settings_decides_the_whole_company_again(
     sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -449,3 +461,29 @@ def test_the_gophish_importer_gives_the_same_verdicts_on_both_stores(
     assert gophish.main([export_file, "--company", "1", "--db", str(sample_db)]) == 0
     assert gophish.main([export_file, "--company", "1", "--database-url", pg_database]) == 0
     assert asyncio.run(pg_verdicts(pg_database, "true")) == verdicts_in(sample_db, "1")
+
+
+async def pg_moved(url: str) -> list[int]:
+    """The events that took the last places of the change sequence, by place."""
+    conn = await asyncpg.connect(url)
+    try:
+        rows = await conn.fetch(
+            "SELECT id FROM campaign_events WHERE campaign_id > 9000 ORDER BY seq DESC LIMIT 1"
+        )
+        return [r["id"] for r in rows]
+    finally:
+        await conn.close()
+
+
+def test_postgresql_decides_a_campaign_again_on_a_later_sending_time(
+    pg_database: str, tmp_path: Path
+) -> None:
+    document = issue_fixture()
+    targets = document.pop("campaign_targets")
+    asyncio.run(load_pg(pg_database, [write_fixture(tmp_path / "a.json", document)]))
+    assert asyncio.run(pg_verdicts(pg_database))[90001] == ("human", [])
+    asyncio.run(
+        load_pg(pg_database, [write_fixture(tmp_path / "b.json", {"campaign_targets": targets})])
+    )
+    assert asyncio.run(pg_verdicts(pg_database))[90001] == ("automated", ["fast_after_sent"])
+    assert asyncio.run(pg_moved(pg_database)) == [90001]
