@@ -388,7 +388,8 @@ def test_a_version_4_database_is_upgraded_and_classified(sample_db: Path, tmp_pa
     load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
     conn = sqlite3.connect(sample_db)
     conn.executescript(
-        "ALTER TABLE campaign_events DROP COLUMN verdict;"
+        "DROP INDEX campaign_events_by_type;"
+        " ALTER TABLE campaign_events DROP COLUMN verdict;"
         " ALTER TABLE campaign_events DROP COLUMN reasons;"
         f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%'; PRAGMA user_version = 4;"
     )

@@ -78,6 +78,39 @@ def test_the_sample_exercises_what_the_report_counts() -> None:
         d for c in own_campaigns(1) for d in oracle.campaign_report(data, c)["by_department"]
     ]
     assert any(d["clicked"] == 0 for d in departments)
+    listed = oracle.campaigns(data, 1)
+    assert any(c["automated_events"] and c["suspected_events"] for c in listed)
+
+
+@pytest.mark.parametrize("captcha", [None, "false"])
+async def test_verdict_counts_are_the_stored_verdicts_before_any_exclusion(
+    client: TestClient, captcha: str | None
+) -> None:
+    """automated_events and suspected_events count the campaign's events of each verdict
+    as the feed gives them (every event of the company, with its automation), whatever
+    the filters."""
+    params = {} if captcha is None else {"filter[with_captcha]": captcha}
+    feed: list[dict[str, Any]] = []
+    url = f"{API}/events?limit=1000"
+    while True:  # the feed to its end: Link rel=next until an empty answer
+        response = await client.get(url, headers={"X-API-KEY": KEY_1})
+        assert response.status == 200, await response.text()
+        page = await response.json()
+        if not page:
+            break
+        feed += page
+        url = response.headers["Link"][1 : -len('>; rel="next"')]
+    assert feed
+    for campaign_id in own_campaigns(1):
+        report = await body_of(client, f"{LIST}/{campaign_id}", **params)
+        [listed] = [c for c in await body_of(client, LIST, **params) if c["id"] == campaign_id]
+        for verdict in ("automated", "suspected"):
+            count = sum(
+                e["campaign"]["id"] == campaign_id and e["automation"]["verdict"] == verdict
+                for e in feed
+            )
+            name = f"{verdict}_events"
+            assert report[name] == listed[name] == count, (campaign_id, verdict, captcha)
 
 
 async def test_the_report_agrees_with_the_events_endpoint(client: TestClient) -> None:

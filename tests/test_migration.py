@@ -10,6 +10,8 @@ the upgrade fills it with Python's casefold, as the loaders write it ("Straße" 
 and the server's start upgrade a version 2 database in one transaction.
 Version 4 had no verdicts: the upgrade decides them, and an event that is not human comes
 again on the feed (tests/test_automation.py upgrades version 4 files on both stores).
+Version 5's index of each type's events had no verdict: the upgrade makes it again with
+it, deciding no verdict again.
 """
 
 from __future__ import annotations
@@ -52,8 +54,10 @@ V1_TRIGGERS = {
     "inscriptions_same_company",
     "team_members_same_company",
 }
-# What version 5 added: the events' verdicts and the settings they were made with.
+# What version 5 added: the events' verdicts and the settings they were made with (and
+# version 6, the verdict in the campaigns' index of each type's events).
 DOWNGRADE_TO_4 = (
+    "DROP INDEX IF EXISTS campaign_events_by_type",
     "ALTER TABLE campaign_events DROP COLUMN verdict",
     "ALTER TABLE campaign_events DROP COLUMN reasons",
     "DELETE FROM meta WHERE key LIKE 'automation_rules:%'",
@@ -194,14 +198,15 @@ async def test_a_version_2_file_gets_python_s_folded_titles(
 
 
 DOWNGRADE_PG_TO_4 = (
+    "DROP INDEX campaign_events_by_type",  # version 6's, with the verdict
     "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons",
     "DELETE FROM meta WHERE key LIKE 'automation_rules:%'",
 )
 DOWNGRADE_PG = (
     *DOWNGRADE_PG_TO_4,
     "ALTER TABLE campaigns DROP COLUMN title_key",
-    "DROP INDEX campaigns_by_company, courses_by_company, campaign_events_by_type,"
-    " campaign_events_by_employee_type, inscriptions_by_employee, inscriptions_by_course,"
+    "DROP INDEX campaigns_by_company, courses_by_company, campaign_events_by_employee_type,"
+    " inscriptions_by_employee, inscriptions_by_course,"
     " section_results_by_section",
     "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
     ODD_CAMPAIGNS,
@@ -287,3 +292,50 @@ def test_a_read_only_role_cannot_upgrade_and_says_what_to_do(
     assert (
         err.count("\n") == 1 and f"schema version 2, not {SCHEMA_VERSION}" in err and "owner" in err
     ), err
+
+
+# Version 5's index of each type's events, without the verdict version 6 added to it.
+VERSION_5_INDEX = (
+    "CREATE INDEX campaign_events_by_type"
+    " ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha)"
+)
+VERDICTS_AND_PLACES = "SELECT id, seq, verdict, reasons FROM campaign_events ORDER BY id"
+
+
+def test_a_version_5_file_gets_the_verdict_in_its_index(sample_db: Path, tmp_path: Path) -> None:
+    """The campaigns count verdicts from the index; the verdicts are not decided again."""
+    old = copy_into(sample_db, tmp_path / "v5.sqlite3")
+    conn = sqlite3.connect(old, isolation_level=None)
+    for statement in ("DROP INDEX campaign_events_by_type", VERSION_5_INDEX):
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 5")
+    conn.close()
+    before = query(old, VERDICTS_AND_PLACES)
+    assert upgrade_if_older(old)
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    [(sql,)] = query(old, "SELECT sql FROM sqlite_master WHERE name = 'campaign_events_by_type'")
+    assert sql.replace("\n", " ").split("(", 1)[1].split() == [
+        "campaign_id,", "type,", "employee_id,", "timestamp,", "with_captcha,", "verdict)",
+    ]  # fmt: skip
+    assert query(old, VERDICTS_AND_PLACES) == before
+
+
+async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
+    pg_database: str,
+) -> None:
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await conn.execute(f"DROP INDEX campaign_events_by_type; {VERSION_5_INDEX}")
+        await conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        before = await conn.fetch(VERDICTS_AND_PLACES)
+        assert await ensure_schema(conn)
+        definition = await conn.fetchval(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'campaign_events_by_type'"
+        )
+        after = await conn.fetch(VERDICTS_AND_PLACES)
+    finally:
+        await conn.close()
+    columns = "(campaign_id, type, employee_id, timestamp, with_captcha, verdict)"
+    assert definition.replace('"', "").endswith(columns)
+    assert after == before
+    assert await stored_version(pg_database) == str(SCHEMA_VERSION)

@@ -16,6 +16,7 @@ import sqlite3
 import pytest
 
 from app.data import campaigns, courses, employees
+from app.data.aggregates import COUNT_NAMES
 from app.data.listings import Listing
 
 TODAY = dt.date(2025, 9, 1)
@@ -72,3 +73,15 @@ def test_figures_come_from_indexes(conn: sqlite3.Connection, name: str) -> None:
 def test_the_schema_has_the_report_indexes(conn: sqlite3.Connection) -> None:
     names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
     assert set().union(*EXPECTED_INDEXES.values()) <= names
+
+
+@pytest.mark.parametrize("name", ["campaigns", "campaigns without captcha"])
+def test_campaign_events_are_walked_once_a_type_from_the_covering_index(
+    conn: sqlite3.Connection, name: str
+) -> None:
+    """The people of each type and the events of each verdict (automated_events,
+    suspected_events) come from one walk of the type's range, the medians from one
+    more each: no lookup of an event's row, no walk for the verdicts alone."""
+    details = [d for _, d in plan(conn, LISTINGS[name]) if d.startswith("SEARCH ev ")]
+    assert len(details) == len(COUNT_NAMES) + 2, details
+    assert all("USING COVERING INDEX campaign_events_by_type " in d for d in details), details

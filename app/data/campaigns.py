@@ -2,9 +2,10 @@
 
 Every figure is computed by SQLite in the statement that reads the page. For each
 campaign ``c`` of the page, the events of each type are one range of the index
-``campaign_events_by_type`` (campaign, type, person, instant): a count of distinct
-people is a walk along it, and a person's first event of a type is where their run
-of that range starts. The fragments are shared with PostgreSQL's JSON of a campaign
+``campaign_events_by_type`` (campaign, type, person, instant, captcha, verdict): a
+count of distinct people is a walk along it (counting, in the same walk, the events of
+each verdict), and a person's first event of a type is where their run of that range
+starts. The fragments are shared with PostgreSQL's JSON of a campaign
 (:mod:`app.data.pg.reports`): only the JSON and the numbers' rounding differ.
 """
 
@@ -43,14 +44,39 @@ def captcha_condition(without_captcha: bool) -> str:
     return " AND ev.with_captcha = 0" if without_captcha else ""
 
 
+# The verdicts a campaign record counts its events of (automation.py decides them).
+VERDICT_COUNTS = {"automated": "automated_events", "suspected": "suspected_events"}
+
+
 def figures(captcha: str) -> str:
-    """One row: campaign ``c``'s targets and the four counts of people."""
-    counts = ", ".join(
-        f"(SELECT count(DISTINCT ev.employee_id) {events_of(kind, captcha)}) AS {name}"
-        for kind, name in COUNT_NAMES.items()
+    """One row: campaign ``c``'s targets, the four counts of people and the events of
+    each verdict in :data:`VERDICT_COUNTS`.
+
+    Each type's range is walked once, counting its people and, in the same walk, its
+    events of each verdict. ``captcha`` leaves out only captcha-verified events, which
+    are always ``human``: the verdicts' counts are the same with it and without it.
+    """
+    tallies = ", ".join(
+        f"count(CASE WHEN ev.verdict = '{verdict}' THEN 1 END) AS {verdict}"
+        for verdict in VERDICT_COUNTS
+    )
+    walks = ", ".join(
+        f"(SELECT count(DISTINCT ev.employee_id) AS people, {tallies}"
+        f" {events_of(kind, captcha)}) w_{kind}"
+        for kind in COUNT_NAMES
+    )
+    counts = ", ".join(f"w_{kind}.people AS {name}" for kind, name in COUNT_NAMES.items())
+    verdicts = ", ".join(
+        f"{' + '.join(f'w_{kind}.{verdict}' for kind in COUNT_NAMES)} AS {name}"
+        for verdict, name in VERDICT_COUNTS.items()
     )
     targets = "(SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id)"
-    return f"SELECT {targets} AS targets, {counts}"
+    return f"SELECT {targets} AS targets, {counts}, {verdicts} FROM {walks}"
+
+
+def verdict_counts(row: str) -> Fields:
+    """``automated_events`` and ``suspected_events`` of ``row``."""
+    return [(name, f"{row}.{name}") for name in VERDICT_COUNTS.values()]
 
 
 def firsts(kind: str, captcha: str) -> str:
@@ -115,7 +141,8 @@ def campaign_json(without_captcha: bool, by_department: bool) -> str:
     SELECT json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date,
         {json_pairs(counts_and_rates("s", rate))},
         'median_seconds_to_first_click', {_median_seconds("click", captcha)},
-        'median_seconds_to_first_report', {_median_seconds("report", captcha)}
+        'median_seconds_to_first_report', {_median_seconds("report", captcha)},
+        {json_pairs(verdict_counts("s"))}
         {departments}) FROM s)"""
 
 

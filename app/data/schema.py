@@ -14,7 +14,7 @@ from pathlib import Path
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -148,7 +148,7 @@ CREATE INDEX IF NOT EXISTS campaigns_by_company ON campaigns (company_id, launch
 CREATE INDEX IF NOT EXISTS employees_by_company ON employees (company_id);
 CREATE INDEX IF NOT EXISTS courses_by_company ON courses (company_id);
 CREATE INDEX IF NOT EXISTS campaign_events_by_type
-    ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha);
+    ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha, verdict);
 CREATE INDEX IF NOT EXISTS campaign_events_by_employee_type
     ON campaign_events (employee_id, type, campaign_id, timestamp);
 CREATE INDEX IF NOT EXISTS inscriptions_by_employee
@@ -282,6 +282,11 @@ MIGRATE_4_TO_5 = (
     "ALTER TABLE campaign_events ADD COLUMN reasons TEXT NOT NULL DEFAULT '[]'",
 )
 
+# From schema version 5 to 6: the campaigns' walk of each type's events also counts
+# their verdicts (automated_events, suspected_events), so its index holds the verdict;
+# the CREATE below makes it again.
+MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
+
 
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
@@ -306,14 +311,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 4 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 5 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4):
+    if version not in (0, 1, 2, 3, 4, 5):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -330,6 +335,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         if version in (1, 2, 3, 4):
             for statement in MIGRATE_4_TO_5:
                 conn.execute(statement)
+        if version in (1, 2, 3, 4, 5):
+            for statement in MIGRATE_5_TO_6:
+                conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
             conn.execute(statement)
@@ -341,7 +349,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             )
         conn.execute(META_DEFAULTS)
         conn.execute(FEED_MARK_START)
-        if version:
+        if version in (1, 2, 3, 4):  # version 5 has its verdicts: never decided again
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))

@@ -189,11 +189,22 @@ class CampaignSummarySchema(FunnelSchema):
     launch_date = UtcTimestamp(required=True, metadata={"example": "2025-02-11T09:00:00Z"})
     median_seconds_to_first_click = _median("click", 5400)
     median_seconds_to_first_report = _median("report", 900)
+    automated_events = _count(
+        "The campaign's events whose verdict is automated (a mail-security gateway's or a "
+        "script's), counted before any exclusion: events, not people.",
+        4,
+    )
+    suspected_events = _count(
+        "The campaign's events whose verdict is suspected (a burst or a shared address), "
+        "counted before any exclusion: events, not people.",
+        2,
+    )
 
     class Meta:
         fields = (
             "id", "title", "launch_date", *FUNNEL,
             "median_seconds_to_first_click", "median_seconds_to_first_report",
+            "automated_events", "suspected_events",
         )  # fmt: skip
 
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from .verdicts import decide
+
 Data = Mapping[str, list[dict[str, Any]]]
 TYPES = ("open", "click", "report", "fail")
 COUNTS = {"open": "opened", "click": "clicked", "report": "reported", "fail": "failed"}
@@ -55,9 +57,27 @@ def funnel(people: set[int], did: Mapping[str, set[int]]) -> dict[str, Any]:
     return {"targets": len(people), **counts, **rates}
 
 
-def campaign(data: Data, campaign_id: int, without_captcha: bool = False) -> dict[str, Any]:
-    """One campaign as the list gives it (keys in contract order)."""
+def verdicts(data: Data) -> dict[int, str]:
+    """Each event's verdict by the rules' defaults (the loaders' settings in the tests)."""
+    sent = {
+        (t["campaign_id"], t["employee_id"]): t.get("sent_at")
+        for t in data.get("campaign_targets", [])
+    }
+    decided = decide(data.get("campaign_events", []), sent)
+    return {event: automation["verdict"] for event, automation in decided.items()}
+
+
+def campaign(
+    data: Data,
+    campaign_id: int,
+    without_captcha: bool = False,
+    verdict: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
+    """One campaign as the list gives it (keys in contract order); ``verdict``: each
+    event's, when already decided (:func:`verdicts`)."""
     row = next(c for c in data["campaigns"] if c["id"] == campaign_id)
+    verdict = verdicts(data) if verdict is None else verdict
+    own = [e["id"] for e in data.get("campaign_events", []) if e["campaign_id"] == campaign_id]
     launch = instant(row["launch_date"])
     people = targets_of(data)[campaign_id]
     firsts: dict[str, dict[int, dt.datetime]] = {t: {} for t in TYPES}
@@ -80,6 +100,8 @@ def campaign(data: Data, campaign_id: int, without_captcha: bool = False) -> dic
         **funnel(people, did),
         "median_seconds_to_first_click": median("click"),
         "median_seconds_to_first_report": median("report"),
+        "automated_events": sum(verdict[e] == "automated" for e in own),
+        "suspected_events": sum(verdict[e] == "suspected" for e in own),
     }
 
 
@@ -102,7 +124,8 @@ def campaigns(data: Data, company_id: int, without_captcha: bool = False) -> lis
     """The company's campaigns in the list's order: launch_date, then id."""
     own = [c for c in data["campaigns"] if c["company_id"] == company_id]
     own.sort(key=lambda c: (c["launch_date"], c["id"]))
-    return [campaign(data, c["id"], without_captcha) for c in own]
+    verdict = verdicts(data)
+    return [campaign(data, c["id"], without_captcha, verdict) for c in own]
 
 
 def employee(data: Data, employee_id: int, today: dt.date) -> dict[str, Any]:

@@ -35,6 +35,7 @@ def campaign_json(without_captcha: bool, by_department: bool) -> str:
             (name, median_seconds_after(campaigns.firsts(kind, captcha), "c.launch_date"))
             for kind, name in MEDIANS
         ),
+        *campaigns.verdict_counts("s"),
         *([("by_department", _departments(captcha))] if by_department else []),
     ]
     figures = campaigns.figures(captcha)

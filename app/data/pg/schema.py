@@ -38,14 +38,17 @@ def _day(column: str) -> str:
 REPORT_INDEXES = """
 CREATE INDEX IF NOT EXISTS campaigns_by_company ON campaigns (company_id, launch_date, id);
 CREATE INDEX IF NOT EXISTS courses_by_company ON courses (company_id);
-CREATE INDEX IF NOT EXISTS campaign_events_by_type
-    ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha);
 CREATE INDEX IF NOT EXISTS campaign_events_by_employee_type
     ON campaign_events (employee_id, type, campaign_id, timestamp);
 CREATE INDEX IF NOT EXISTS inscriptions_by_employee ON inscriptions (employee_id, status, due_date);
 CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 """
+
+# The campaigns' walk of each type's events (SQLite's too): people, and the events of
+# each verdict. Version 3 added it, version 6 added the verdict to it.
+EVENTS_BY_TYPE = """CREATE INDEX IF NOT EXISTS campaign_events_by_type
+    ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha, verdict);"""
 
 # Each event's verdict and its reasons, a JSON array as text (app/data/automation.py).
 VERDICT_COLUMN = f"verdict {TEXT} NOT NULL DEFAULT 'human' CHECK (verdict IN ({_one_of(VERDICTS)}))"
@@ -162,7 +165,8 @@ CREATE INDEX campaign_events_by_seq ON campaign_events (seq, id);
 CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
-{REPORT_INDEXES}"""
+{REPORT_INDEXES}
+{EVENTS_BY_TYPE}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -287,7 +291,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 4 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 5 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -303,13 +307,15 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             return False
-        if version not in (2, 3, 4):
+        if version not in (2, 3, 4, 5):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
         if version in (2, 3):
             await migrate_3_to_4(conn)
-        await migrate_4_to_5(conn, rules or rules_from_env())
+        if version in (2, 3, 4):
+            await migrate_4_to_5(conn, rules or rules_from_env())
+        await migrate_5_to_6(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -357,6 +363,13 @@ async def migrate_4_to_5(conn: asyncpg.Connection, rules: Rules) -> None:
     )
     seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
     await classify(conn, rules, "SELECT id FROM campaigns", seq)
+
+
+async def migrate_5_to_6(conn: asyncpg.Connection) -> None:
+    """The campaigns' walk of each type's events counts their verdicts too: its index
+    holds the verdict (made again, in the upgrade's transaction)."""
+    await conn.execute("DROP INDEX IF EXISTS campaign_events_by_type")
+    await conn.execute(EVENTS_BY_TYPE)
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
