@@ -350,15 +350,21 @@ def test_reclassify_on_postgresql(
     assert asyncio.run(pg_verdicts(pg_database))[90001] == ("human", [])
 
 
-def test_the_generator_and_the_loader_agree(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def generated_set(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A small generated database, its writer given a scanner network."""
     monkeypatch.setenv("REPORTING_BOT_NETWORKS", "192.0.2.0/24")
     generated = tmp_path / "gen.sqlite3"
     sizes = generator.Sizes(
         companies=2, employees=40, campaigns=4, events_per_campaign=60, courses=2, inscriptions=4
     )
     generator.generate(generated, sizes, seed=3)
+    return generated
+
+
+def test_the_generator_and_the_loader_agree(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    generated = generated_set(tmp_path, monkeypatch)
     fixture = tmp_path / "gen.json"
     export.export_fixture(generated, fixture)
     loaded = tmp_path / "loaded.sqlite3"
@@ -431,12 +437,7 @@ def test_a_version_4_postgresql_database_is_upgraded_and_classified(
 def test_the_generator_into_postgresql_keeps_its_verdicts_and_settings(
     pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("REPORTING_BOT_NETWORKS", "192.0.2.0/24")
-    generated = tmp_path / "gen.sqlite3"
-    sizes = generator.Sizes(
-        companies=2, employees=40, campaigns=4, events_per_campaign=60, courses=2, inscriptions=4
-    )
-    generator.generate(generated, sizes, seed=3)
+    generated = generated_set(tmp_path, monkeypatch)
     with contextlib.contextmanager(fresh_database)(pg_url, "template0") as url:
         asyncio.run(copy_to_pg(generated, url))
         assert asyncio.run(pg_verdicts(url, "true")) == verdicts_in(generated, "1")

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 import pytest
-from pgcluster import cluster, server_bin
+from pgcluster import cluster
 
 from app.config import Config
 from app.data.api_keys import CACHE_SECONDS
@@ -54,6 +54,7 @@ from .support.servers import (
     free_port,
     run_python,
 )
+from .support.stores import require_postgresql
 
 README = read(ROOT / "README.md")
 BASE = "http://127.0.0.1:8080"  # where the examples point
@@ -400,11 +401,7 @@ def test_the_postgresql_setup_steps_serve(tmp_path: Path) -> None:
     variables say where): the role, the database, the URL with its password, and the
     server, which fills the new database from the sample and answers from it."""
     [steps] = blocks(section("Running on PostgreSQL"), "sh")
-    if server_bin() is None:
-        reason = "PostgreSQL is not installed (make postgresql installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_postgresql()
     with cluster() as superuser:
         asyncio.run(ask_for_passwords(superuser))
         where = urlsplit(superuser)

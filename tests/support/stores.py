@@ -115,13 +115,19 @@ class Store:
             writer.close()
 
 
+def require_postgresql() -> None:
+    """Skip without PostgreSQL's server, except in CI (CI=true), where its absence fails."""
+    if server_bin() is not None:
+        return
+    reason = "PostgreSQL is not installed (make postgresql installs it)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
 def start_cluster() -> Iterator[str]:
     """A throwaway cluster for the session, or a skip (a failure under CI) without one."""
-    if server_bin() is None:
-        reason = "PostgreSQL is not installed (make postgresql installs it)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
+    require_postgresql()
     with cluster() as url:
         asyncio.run(_create_template(url))
         yield url
