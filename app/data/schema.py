@@ -14,7 +14,7 @@ from pathlib import Path
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -115,7 +115,8 @@ CREATE TABLE IF NOT EXISTS inscriptions (
     start_date  TEXT NOT NULL,
     due_date    TEXT,
     status      TEXT NOT NULL
-        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
+        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)})),
+    completed_at TEXT
 );
 CREATE TABLE IF NOT EXISTS section_results (
     inscription_id INTEGER NOT NULL REFERENCES inscriptions(id),
@@ -287,6 +288,21 @@ MIGRATE_4_TO_5 = (
 # the CREATE below makes it again.
 MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
 
+# --- From schema version 6 to 7: inscriptions get their completion date, derived for
+# the stored ones. ---
+# A completed inscription's date when its fixture gives none: its latest section
+# completion (null for any other status). Both stores and every writer use it.
+DERIVE_COMPLETED_AT = (
+    "UPDATE inscriptions SET completed_at = CASE WHEN status = 'completed' THEN"
+    " (SELECT max(r.completed_at) FROM section_results r"
+    " WHERE r.inscription_id = inscriptions.id) END"
+)
+MIGRATE_6_TO_7 = (
+    "ALTER TABLE inscriptions ADD COLUMN completed_at TEXT",
+    DERIVE_COMPLETED_AT,
+)
+# --- end of 6 to 7 ---
+
 
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
@@ -311,14 +327,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 5 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 6 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5):
+    if version not in (0, 1, 2, 3, 4, 5, 6):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -337,6 +353,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
                 conn.execute(statement)
         if version in (1, 2, 3, 4, 5):
             for statement in MIGRATE_5_TO_6:
+                conn.execute(statement)
+        if version in (1, 2, 3, 4, 5, 6):
+            for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):

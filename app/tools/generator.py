@@ -27,7 +27,12 @@ from typing import Any
 from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.automation import classify, rules_from_env
-from ..data.schema import bump_data_version, connect_writer, write_transaction
+from ..data.schema import (
+    DERIVE_COMPLETED_AT,
+    bump_data_version,
+    connect_writer,
+    write_transaction,
+)
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
@@ -197,6 +202,7 @@ def generate_companies(
             meter.close()
             for sql in indexes:  # the very statements the schema made them with
                 conn.execute(sql)
+            conn.execute(f"{DERIVE_COMPLETED_AT} WHERE id > ?", (origin.inscriptions,))
             # Events took the next places of the feed in id order (see _events).
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'change_seq'",

@@ -8,6 +8,7 @@ query strings.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -22,6 +23,14 @@ from ..data.feed import FeedFilters
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
 from ..data.inscriptions import InscriptionFilters
 from ..data.listings import Paging
+from ..data.stats import (
+    GROUPS,
+    INTERVALS,
+    MAX_BUCKETS,
+    StatsFilters,
+    buckets,
+    default_window,
+)
 from ..data.vocabulary import EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
@@ -329,6 +338,80 @@ class FeedQuery(FormatQuery[Feed]):
             to_date=data.get("to_date"),
         )
         return Feed(filters, filters.scope(), data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A stats query as given: the window's bounds are settled with today's date."""
+
+    interval: str
+    from_date: dt.date | None
+    to_date: dt.date | None
+    group_by: str | None
+    lists: dict[str, list[str]]
+    without_captcha: bool
+    paging: Paging
+
+
+class StatsQuery(PersonQuery[Stats]):
+    """The stats' parameters: the window, its buckets, the grouping, the person filters."""
+
+    RANGES = (("from_date", "to_date"),)
+
+    interval = Choice(
+        INTERVALS,
+        metadata={"description": "week (ISO weeks, from Monday), month (default), quarter or"
+                  " year: the buckets of the window."},
+    )  # fmt: skip
+    from_date = _date_filter(
+        "from_date",
+        "The window's first UTC day, widened to the start of its bucket; default: the "
+        "first day of the 12th month before the current one",
+    )
+    to_date = _date_filter(
+        "to_date",
+        "The window's last UTC day, widened to the end of its bucket; default: the last "
+        "day of the current month",
+    )
+    group_by = Choice(
+        GROUPS,
+        metadata={"description": "department, country or team: a row per bucket and group"
+                  " value (absent: a row per bucket)."},
+    )  # fmt: skip
+
+    def parsed(self, data: dict[str, Any]) -> Stats:
+        return Stats(
+            interval=data.get("interval", "month"),
+            from_date=data.get("from_date"),
+            to_date=data.get("to_date"),
+            group_by=data.get("group_by"),
+            lists=_folded(data, PERSON_FILTERS),
+            without_captcha=data.get("with_captcha") is False,
+            paging=_page(data),
+        )
+
+
+class PhishingStatsQuery(StatsQuery):
+    with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+
+
+def stats_filters(query: Stats, today: dt.date) -> StatsFilters:
+    """The query's buckets, from the window given or today's default; 400 past 120."""
+    first, last = default_window(today)
+    first, last = query.from_date or first, query.to_date or last
+    if first > last:
+        late = {"filter[from_date]": ["filter[from_date] is later than filter[to_date]."]}
+        raise BadRequest(_summary(late), errors=late)
+    found = buckets(first, last, query.interval, MAX_BUCKETS)
+    if len(found) > MAX_BUCKETS:
+        message = (
+            f"The window holds more than {MAX_BUCKETS} buckets of a {query.interval}:"
+            " narrow filter[from_date] and filter[to_date] or choose a longer interval."
+        )
+        names = ("interval", "filter[from_date]", "filter[to_date]")
+        errors = {name: [message] for name in names}
+        raise BadRequest(_summary(errors), errors=errors)
+    return StatsFilters(found, query.group_by, query.lists, query.without_captcha)
 
 
 def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:

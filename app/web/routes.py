@@ -24,5 +24,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/course-inscriptions", views.course_inscriptions)
     app.router.add_get(f"{API}/events", views.event_feed)
     app.router.add_get(f"{API}/courses", views.course_list)
+    app.router.add_get(f"{API}/stats/phishing", views.phishing_stats)
+    app.router.add_get(f"{API}/stats/training", views.training_stats)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

@@ -6,7 +6,7 @@ import sqlite3
 
 from aiohttp import web
 
-from ..data import campaigns, courses, employees, events, feed, inscriptions
+from ..data import campaigns, courses, employees, events, feed, inscriptions, stats
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorSigner, cursor_page
@@ -23,6 +23,9 @@ from .params import (
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    PhishingStatsQuery,
+    StatsQuery,
+    stats_filters,
 )
 from .responder import (
     refresh_version,
@@ -40,6 +43,9 @@ from .schemas import (
     EmployeeSchema,
     FeedEventSchema,
     InscriptionSchema,
+    PhishingStatsSchema,
+    TrainingStatsSchema,
+    stats_rows,
 )
 
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
@@ -60,6 +66,14 @@ FEED_EVENTS = listing_offer(FeedEventSchema)
 CAMPAIGNS = listing_offer(CampaignSummarySchema)
 EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
+PHISHING_STATS_QUERY = PhishingStatsQuery()
+TRAINING_STATS_QUERY = StatsQuery()
+# The stats' rows carry the group's key only when grouped: an offer (CSV columns) each.
+STATS_OFFERS = {
+    (schema, group): listing_offer(stats_rows(schema, group))
+    for schema in (PhishingStatsSchema, TrainingStatsSchema)
+    for group in (None, *stats.GROUPS)
+}
 
 
 @documented(CampaignEventsQuery, CampaignEventSchema, path_id="campaign")
@@ -147,6 +161,31 @@ async def course_list(request: web.Request) -> web.StreamResponse:
     today = request.app[TODAY]()
     listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
     return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
+
+
+@documented(PhishingStatsQuery, PhishingStatsSchema)
+async def phishing_stats(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/stats/phishing: the sends' funnel by period (and group)."""
+    query = request.app[PARSERS].parse(PHISHING_STATS_QUERY, request)
+    filters = stats_filters(query, request.app[TODAY]())
+    listing = stats.phishing_listing(request[CALLER].company_id, filters)
+    offer = STATS_OFFERS[PhishingStatsSchema, query.group_by]
+    return await respond_page(request, listing, query.paging, offer, window_of(filters))
+
+
+@documented(StatsQuery, TrainingStatsSchema)
+async def training_stats(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/stats/training: inscriptions due by period (and group)."""
+    query = request.app[PARSERS].parse(TRAINING_STATS_QUERY, request)
+    filters = stats_filters(query, request.app[TODAY]())
+    listing = stats.training_listing(request[CALLER].company_id, filters)
+    offer = STATS_OFFERS[TrainingStatsSchema, query.group_by]
+    return await respond_page(request, listing, query.paging, offer, window_of(filters))
+
+
+def window_of(filters: stats.StatsFilters) -> str:
+    """The window's first and last days: the default one moves with today's month."""
+    return f"{filters.buckets[0][0]}..{filters.buckets[-1][1]}"
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -62,4 +62,5 @@ RECORDS: dict[str, str] = {
     **reports.CAMPAIGNS,
     "employee": reports.EMPLOYEE,
     "course": reports.COURSE,
+    **reports.STATS,
 }

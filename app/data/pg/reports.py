@@ -9,7 +9,7 @@ in the page's one statement, as on SQLite.
 
 from __future__ import annotations
 
-from .. import campaigns, courses, employees
+from .. import campaigns, courses, employees, stats
 from .aggregates import median_seconds_after, rate, rounded_mean
 from .objects import GROUPS, array, json_object, json_select
 
@@ -62,3 +62,13 @@ COURSE = json_object(
     courses.course_fields(rate, rounded_mean),
     f"FROM ({courses.COVERAGE}) k, ({courses.RESULTS}) res",
 )
+
+# The stats' rows (app/data/stats.py), by record name: the grid's SQL is shared.
+STATS = {
+    record.name: json_object(
+        stats.phishing_fields(rate, group)
+        if endpoint == "phishing"
+        else stats.training_fields(rate, rounded_mean, group)
+    )
+    for (endpoint, group), record in stats.RECORDS.items()
+}

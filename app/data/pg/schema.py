@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from ..automation import VERDICTS, Rules, rules_from_env
-from ..schema import SCHEMA_VERSION, DatabaseError
+from ..schema import DERIVE_COMPLETED_AT, SCHEMA_VERSION, DatabaseError
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .automation import classify
 
@@ -53,6 +53,12 @@ EVENTS_BY_TYPE = """CREATE INDEX IF NOT EXISTS campaign_events_by_type
 # Each event's verdict and its reasons, a JSON array as text (app/data/automation.py).
 VERDICT_COLUMN = f"verdict {TEXT} NOT NULL DEFAULT 'human' CHECK (verdict IN ({_one_of(VERDICTS)}))"
 REASONS_COLUMN = f"reasons {TEXT} NOT NULL DEFAULT '[]'"
+
+# --- Version 7: SQLite's unixepoch(instant) (whole seconds), which the stats' shared SQL
+# uses; the stored instants all end in Z. ---
+UNIXEPOCH = """CREATE OR REPLACE FUNCTION unixepoch(instant text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT extract(epoch FROM instant::timestamptz)::bigint $$;"""
 
 SCHEMA = f"""
 CREATE TABLE meta (
@@ -145,7 +151,8 @@ CREATE TABLE inscriptions (
     course_id   BIGINT NOT NULL REFERENCES courses(id),
     {_day("start_date")} NOT NULL,
     {_day("due_date")},
-    status      {TEXT} NOT NULL CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
+    status      {TEXT} NOT NULL CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)})),
+    {_day("completed_at")}
 );
 CREATE TABLE section_results (
     inscription_id BIGINT NOT NULL REFERENCES inscriptions(id),
@@ -166,7 +173,8 @@ CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
 {REPORT_INDEXES}
-{EVENTS_BY_TYPE}"""
+{EVENTS_BY_TYPE}
+{UNIXEPOCH}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -291,7 +299,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 5 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 6 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -307,7 +315,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             return False
-        if version not in (2, 3, 4, 5):
+        if version not in (2, 3, 4, 5, 6):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -315,7 +323,9 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_3_to_4(conn)
         if version in (2, 3, 4):
             await migrate_4_to_5(conn, rules or rules_from_env())
-        await migrate_5_to_6(conn)
+        if version in (2, 3, 4, 5):
+            await migrate_5_to_6(conn)
+        await migrate_6_to_7(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -370,6 +380,18 @@ async def migrate_5_to_6(conn: asyncpg.Connection) -> None:
     holds the verdict (made again, in the upgrade's transaction)."""
     await conn.execute("DROP INDEX IF EXISTS campaign_events_by_type")
     await conn.execute(EVENTS_BY_TYPE)
+
+
+# --- From schema version 6 to 7 ---
+async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
+    """Inscriptions get their completion date, derived for the stored ones (SQLite's
+    MIGRATE_6_TO_7), and the stats get SQLite's unixepoch."""
+    await conn.execute(f"ALTER TABLE inscriptions ADD COLUMN {_day('completed_at')}")
+    await conn.execute(DERIVE_COMPLETED_AT)
+    await conn.execute(UNIXEPOCH)
+
+
+# --- end of 6 to 7 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
