@@ -31,7 +31,7 @@ from app.tools.pg_copy import copy_to_pg
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
-from .support.factories import get, query
+from .support.factories import PG_SINCE_VERSION_6, SINCE_VERSION_6, get, query
 from .support.feeds import FEED
 from .support.loads import write_fixture
 from .support.stores import fresh_database
@@ -394,7 +394,8 @@ def test_a_version_4_database_is_upgraded_and_classified(sample_db: Path, tmp_pa
     load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
     conn = sqlite3.connect(sample_db)
     conn.executescript(
-        "DROP INDEX campaign_events_by_type;"
+        "".join(f"{statement};" for statement in SINCE_VERSION_6)
+        + "DROP INDEX campaign_events_by_type;"
         " ALTER TABLE campaign_events DROP COLUMN verdict;"
         " ALTER TABLE campaign_events DROP COLUMN reasons;"
         f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%'; PRAGMA user_version = 4;"
@@ -416,6 +417,8 @@ async def pg_version_4(url: str) -> None:
     """The PostgreSQL database at ``url`` made a version 4 one."""
     conn = await asyncpg.connect(url)
     try:
+        for statement in PG_SINCE_VERSION_6:
+            await conn.execute(statement)
         await conn.execute(
             "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons;"
             f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%';"

@@ -191,3 +191,9 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
     for leak in ("Traceback", "SELECT ", "sqlite", ".py", "/work/", "/tmp/"):
         assert leak not in text, text
     return body
+
+
+# What schema version 7 added (inscriptions' completion dates; PostgreSQL's unixepoch):
+# dropped again by the tests that make an older database to upgrade.
+SINCE_VERSION_6 = ("ALTER TABLE inscriptions DROP COLUMN completed_at",)
+PG_SINCE_VERSION_6 = (*SINCE_VERSION_6, "DROP FUNCTION unixepoch(text)")
