@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -40,10 +41,11 @@ import bench_report  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
 
-from app.data import campaigns, courses, employees  # noqa: E402
+from app.data import campaigns, courses, employees, stats  # noqa: E402
 from app.data.api_keys import hash_key  # noqa: E402
 from app.data.events import campaign_listing  # noqa: E402
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
+from app.data.listings import Listing  # noqa: E402
 from app.tools.generator import generated_key  # noqa: E402
 
 API = "/api/companies/v1"
@@ -187,6 +189,34 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
         Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
                  by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
         *report_scenarios(),
+        *stats_scenarios(conn),
+    ]  # fmt: skip
+
+
+LAST_LAUNCH = "SELECT max(launch_date) FROM campaigns WHERE company_id = ?"
+
+
+def stats_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
+    """The stats over 13 months ending with company 1's last launch, against their floors:
+    the same statement SQLite runs for the page (0.7 of its rate, as the reports)."""
+    (last,) = first_row(conn, LAST_LAUNCH, COMPANY)
+    end = dt.date.fromisoformat(str(last)[:10])
+    first = stats.default_window(end)[0]
+    window = stats.buckets(first, end, "month", stats.MAX_BUCKETS)
+    query = f"filter%5Bfrom_date%5D={first}&filter%5Bto_date%5D={end}"
+
+    def listing(make: Callable[..., Listing], group_by: str | None = None) -> Listing:
+        return make(COMPANY, stats.StatsFilters(window, group_by))
+
+    by_department = listing(stats.phishing_listing, "department")
+    return [
+        Scenario("(n) stats/phishing, 13 months", f"{API}/stats/phishing?{query}", 1, "floor",
+                 0.7, floor=Floor(listing(stats.phishing_listing))),
+        Scenario("(o) stats/phishing, 13 months by department",
+                 f"{API}/stats/phishing?{query}&group_by=department", 1, "floor", 0.7,
+                 floor=Floor(by_department, 100)),
+        Scenario("(p) stats/training, 13 months", f"{API}/stats/training?{query}", 1, "floor",
+                 0.7, floor=Floor(listing(stats.training_listing))),
     ]  # fmt: skip
 
 
