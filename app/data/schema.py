@@ -156,6 +156,8 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_employee
     ON inscriptions (employee_id, status, due_date);
 CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
+-- Version 7: the stats by team read the company's teams.
+CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);
 """
 
 # Rows that point across tenants would leak data through joins; refuse them here too,

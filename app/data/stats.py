@@ -91,20 +91,22 @@ def _grid_parts(filters: StatsFilters) -> tuple[str, list[object]]:
     return f"b AS ({values})", params
 
 
-def _group(group_by: str | None) -> tuple[str, str]:
-    """The group value of employee ``e`` and the join it needs ('' when not grouped).
+def _group(group_by: str | None, company_id: int) -> tuple[str, str, list[object]]:
+    """The group value of employee ``e``, the join it needs and the join's parameters
+    ('' when not grouped).
 
     Teams by name, once per (employee, name): an employee in two teams is in both rows.
     """
     if group_by == "team":
         teams = (
-            "JOIN (SELECT DISTINCT tm.employee_id, t.name FROM team_members tm"
-            " JOIN teams t ON t.id = tm.team_id) g ON g.employee_id = e.id"
+            "JOIN (SELECT DISTINCT tm.employee_id, t.name FROM teams t"
+            " JOIN team_members tm ON tm.team_id = t.id WHERE t.company_id = ?) g"
+            " ON g.employee_id = e.id"
         )
-        return "g.name", teams
+        return "g.name", teams, [company_id]
     if group_by in ("department", "country"):
-        return f"e.{group_by}", ""
-    return "''", ""
+        return f"e.{group_by}", "", []
+    return "''", "", []
 
 
 def _groups(group_by: str | None, rows: str) -> str:
@@ -142,7 +144,7 @@ MEDIANS = ("median_seconds_to_first_click", "median_seconds_to_first_report")
 def phishing_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, list[object]]:
     """The rows (FROM), the rows to count (FROM) and their parameters."""
     buckets, params = _grid_parts(filters)
-    group, join = _group(filters.group_by)
+    group, join, join_params = _group(filters.group_by, company_id)
     person, person_params = person_conditions(filters.lists, "e.id")
     captcha = " AND ev.with_captcha = 0" if filters.without_captcha else ""
     where = " AND ".join(["c.company_id = ?", *person])
@@ -151,7 +153,8 @@ def phishing_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, lis
         t.employee_id, c.launch_date FROM b JOIN campaigns c ON c.launch_date >= b.period_start
         AND c.launch_date <= b.period_last JOIN campaign_targets t ON t.campaign_id = c.id
         JOIN employees e ON e.id = t.employee_id {join} WHERE {where})"""
-    events = f"""p AS (SELECT s.period_start, s.grp, s.campaign_id, s.employee_id, s.launch_date,
+    events = f"""p AS MATERIALIZED (SELECT s.period_start, s.grp, s.campaign_id, s.employee_id,
+        s.launch_date,
         CASE WHEN EXISTS (SELECT 1 FROM campaign_events ev WHERE ev.campaign_id = s.campaign_id
             AND ev.type = 'open' AND ev.employee_id = s.employee_id{captcha}) THEN 1 ELSE 0 END
             AS opened,
@@ -179,7 +182,7 @@ def phishing_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, lis
         f.median_click, f.median_report FROM b CROSS JOIN gr
         LEFT JOIN f ON f.period_start = b.period_start AND f.grp = gr.grp) x"""
     counted = f"(WITH {buckets}, {sends}, {_groups(filters.group_by, 's')} SELECT 1 FROM b, gr) x"
-    return f"FROM {rows}", f"FROM {counted}", [*params, company_id, *person_params]
+    return f"FROM {rows}", f"FROM {counted}", [*params, *join_params, company_id, *person_params]
 
 
 def phishing_fields(rate: Callable[[str, str], str], group_by: str | None) -> Fields:
@@ -202,7 +205,7 @@ TRAINING_COUNTS = ("due", "completed_on_time", "completed_late", "not_completed"
 def training_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, list[object]]:
     """The rows (FROM), the rows to count (FROM) and their parameters."""
     buckets, params = _grid_parts(filters)
-    group, join = _group(filters.group_by)
+    group, join, join_params = _group(filters.group_by, company_id)
     person, person_params = person_conditions(filters.lists, "e.id")
     first, last = filters.buckets[0][0].isoformat(), filters.buckets[-1][1].isoformat()
     where = " AND ".join(["i.company_id = ?", *person])
@@ -235,7 +238,8 @@ def training_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, lis
         LEFT JOIN st {on.format(t="st")}) x"""
     counted = f"(WITH {buckets}, {met}, {_groups(filters.group_by, 'i')} SELECT 1 FROM b, gr) x"
     window = [first, last, first, last]
-    return f"FROM {rows}", f"FROM {counted}", [*params, company_id, *person_params, *window]
+    found = [*params, *join_params, company_id, *person_params, *window]
+    return f"FROM {rows}", f"FROM {counted}", found
 
 
 def training_fields(

@@ -193,7 +193,10 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
     return body
 
 
-# What schema version 7 added (inscriptions' completion dates; PostgreSQL's unixepoch):
-# dropped again by the tests that make an older database to upgrade.
-SINCE_VERSION_6 = ("ALTER TABLE inscriptions DROP COLUMN completed_at",)
+# What schema version 7 added (inscriptions' completion dates, the teams' index;
+# PostgreSQL's unixepoch): dropped again by the tests that make an older database.
+SINCE_VERSION_6 = (
+    "ALTER TABLE inscriptions DROP COLUMN completed_at",
+    "DROP INDEX IF EXISTS teams_by_company",
+)
 PG_SINCE_VERSION_6 = (*SINCE_VERSION_6, "DROP FUNCTION unixepoch(text)")

@@ -55,10 +55,11 @@ VERDICT_COLUMN = f"verdict {TEXT} NOT NULL DEFAULT 'human' CHECK (verdict IN ({_
 REASONS_COLUMN = f"reasons {TEXT} NOT NULL DEFAULT '[]'"
 
 # --- Version 7: SQLite's unixepoch(instant) (whole seconds), which the stats' shared SQL
-# uses; the stored instants all end in Z. ---
-UNIXEPOCH = """CREATE OR REPLACE FUNCTION unixepoch(instant text) RETURNS bigint
+# uses (the stored instants all end in Z), and the index of the company's teams. ---
+STATS_SUPPORT = """CREATE OR REPLACE FUNCTION unixepoch(instant text) RETURNS bigint
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-    AS $$ SELECT extract(epoch FROM instant::timestamptz)::bigint $$;"""
+    AS $$ SELECT extract(epoch FROM instant::timestamptz)::bigint $$;
+CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);"""
 
 SCHEMA = f"""
 CREATE TABLE meta (
@@ -174,7 +175,7 @@ CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
 {REPORT_INDEXES}
 {EVENTS_BY_TYPE}
-{UNIXEPOCH}"""
+{STATS_SUPPORT}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -388,7 +389,7 @@ async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
     MIGRATE_6_TO_7), and the stats get SQLite's unixepoch."""
     await conn.execute(f"ALTER TABLE inscriptions ADD COLUMN {_day('completed_at')}")
     await conn.execute(DERIVE_COMPLETED_AT)
-    await conn.execute(UNIXEPOCH)
+    await conn.execute(STATS_SUPPORT)
 
 
 # --- end of 6 to 7 ---
