@@ -306,14 +306,19 @@ def _period(which: str, example: str) -> StrictDate:
 STATS_GROUPS = ("department", "country", "team")
 
 
-class PhishingStatsSchema(Schema):
-    """One bucket of the window (and one group, when grouped): its sends' funnel."""
+class StatsRowSchema(Schema):
+    """What every stats row starts with: its bucket, and its group when grouped."""
 
     period_start = _period("first", "2025-03-01")
     period_end = _period("last", "2025-03-31")
     department = _group_field("department", "Finance")
     country = _group_field("country", "Spain")
     team = _group_field("team", "Payments")
+
+
+class PhishingStatsSchema(StatsRowSchema):
+    """One bucket of the window (and one group, when grouped): its sends' funnel."""
+
     campaigns = _count("Campaigns launched in the bucket with a send in the row's group.", 3)
     sends = _count("Sends (campaign targets) of those campaigns in the row's group.", 40)
     people = _count("Distinct employees of those sends.", 25)
@@ -329,14 +334,9 @@ class PhishingStatsSchema(Schema):
     median_seconds_to_first_report = _median("report", 900)
 
 
-class TrainingStatsSchema(Schema):
+class TrainingStatsSchema(StatsRowSchema):
     """One bucket of the window (and one group, when grouped): inscriptions due in it."""
 
-    period_start = _period("first", "2025-03-01")
-    period_end = _period("last", "2025-03-31")
-    department = _group_field("department", "Finance")
-    country = _group_field("country", "Spain")
-    team = _group_field("team", "Payments")
     due = _count("Inscriptions whose due date is in the bucket.", 20)
     completed_on_time = _count(
         "Of those, completed on or before the due date (or completed without a known date).",

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from aiohttp import web
+from marshmallow import Schema
 
 from ..data import campaigns, courses, employees, events, feed, inscriptions, stats
+from ..data.listings import Listing
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
-from .formats import listing_offer
+from .formats import Offer, listing_offer
 from .openapi import documented
 from .params import (
     CampaignEventsQuery,
@@ -69,7 +72,7 @@ COURSES = listing_offer(CourseSchema)
 PHISHING_STATS_QUERY = PhishingStatsQuery()
 TRAINING_STATS_QUERY = StatsQuery()
 # The stats' rows carry the group's key only when grouped: an offer (CSV columns) each.
-STATS_OFFERS = {
+STATS_OFFERS: dict[tuple[type[Schema], str | None], Offer] = {
     (schema, group): listing_offer(stats_rows(schema, group))
     for schema in (PhishingStatsSchema, TrainingStatsSchema)
     for group in (None, *stats.GROUPS)
@@ -166,26 +169,29 @@ async def course_list(request: web.Request) -> web.StreamResponse:
 @documented(PhishingStatsQuery, PhishingStatsSchema)
 async def phishing_stats(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/stats/phishing: the sends' funnel by period (and group)."""
-    query = request.app[PARSERS].parse(PHISHING_STATS_QUERY, request)
-    filters = stats_filters(query, request.app[TODAY]())
-    listing = stats.phishing_listing(request[CALLER].company_id, filters)
-    offer = STATS_OFFERS[PhishingStatsSchema, query.group_by]
-    return await respond_page(request, listing, query.paging, offer, window_of(filters))
+    return await _stats(request, PHISHING_STATS_QUERY, stats.phishing_listing, PhishingStatsSchema)
 
 
 @documented(StatsQuery, TrainingStatsSchema)
 async def training_stats(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/stats/training: inscriptions due by period (and group)."""
-    query = request.app[PARSERS].parse(TRAINING_STATS_QUERY, request)
+    return await _stats(request, TRAINING_STATS_QUERY, stats.training_listing, TrainingStatsSchema)
+
+
+async def _stats(
+    request: web.Request,
+    schema: StatsQuery,
+    make: Callable[[int, stats.StatsFilters], Listing],
+    rows: type[Schema],
+) -> web.StreamResponse:
+    """A page of stats rows; the window's bounds go into the ETag (the default one moves
+    with today's month)."""
+    query = request.app[PARSERS].parse(schema, request)
     filters = stats_filters(query, request.app[TODAY]())
-    listing = stats.training_listing(request[CALLER].company_id, filters)
-    offer = STATS_OFFERS[TrainingStatsSchema, query.group_by]
-    return await respond_page(request, listing, query.paging, offer, window_of(filters))
-
-
-def window_of(filters: stats.StatsFilters) -> str:
-    """The window's first and last days: the default one moves with today's month."""
-    return f"{filters.buckets[0][0]}..{filters.buckets[-1][1]}"
+    listing = make(request[CALLER].company_id, filters)
+    window = f"{filters.buckets[0][0]}..{filters.buckets[-1][1]}"
+    offer = STATS_OFFERS[rows, query.group_by]
+    return await respond_page(request, listing, query.paging, offer, window)
 
 
 async def healthz(request: web.Request) -> web.Response:
