@@ -120,6 +120,7 @@ async def test_description_states_the_contract_decisions(make_client: MakeClient
 
 REPORTS = {f"{API}/campaigns", f"{API}/campaigns/{{id}}", f"{API}/victimsapi"}
 REPORTS |= {f"{API}/victimsapi/{{id}}", f"{API}/courses"}  # test_reports_openapi.py
+REPORTS |= {f"{API}/stats/phishing", f"{API}/stats/training"}  # test_stats.py
 
 
 async def test_every_endpoint_is_documented_and_docs_are_not(client: TestClient) -> None:
@@ -214,7 +215,7 @@ async def test_what_a_schema_cannot_state_is_in_words(client: TestClient) -> Non
                 high = param["name"].replace("filter[from_", "filter[to_")
                 assert f"Later than {high}: 400." in param["description"], param
                 ranges += 1
-    assert ranges == 4  # inscription and due dates, launch dates, the feed's dates
+    assert ranges == 6  # inscription and due dates, launch dates, the feed's, the stats' windows
     cursor = next(p for p in operation(document, FEED)["parameters"] if p["name"] == "cursor")
     assert "Any value the feed did not give: 400." in cursor["description"]
 

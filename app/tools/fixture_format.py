@@ -160,7 +160,8 @@ class Record(Schema):
                 if value is missing:
                     if required or callable(default):
                         return None
-                    out[name] = default
+                    if default is not missing:  # else left out, as load leaves it
+                        out[name] = default
                 elif value is None:
                     if not nullable:
                         return None
