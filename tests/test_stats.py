@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -246,6 +247,11 @@ def test_every_row_is_the_oracle_s(
 
 
 @settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=bool(os.environ.get("CI")),  # CI: a failure reproduces
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(

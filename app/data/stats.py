@@ -4,7 +4,7 @@ A window of whole buckets (ISO weeks, months, quarters, years) is cut into rows,
 bucket, or one a (bucket, group) pair for every group met in the window: a dense grid.
 Each answer is one statement over indexed raw rows, shared by both stores: the buckets
 are a ``VALUES`` list, every figure is computed by the database (a send's events are a
-few seeks of ``campaign_events_by_type``), and each row's JSON is built from its
+few index seeks, once per send), and each row's JSON is built from its
 columns (SQLite's here, PostgreSQL's in :mod:`app.data.pg.reports`).
 """
 
@@ -22,7 +22,7 @@ INTERVALS = ("week", "month", "quarter", "year")
 GROUPS = ("department", "country", "team")
 MAX_BUCKETS = 120
 
-# A period's first day, and the first day of the next period (None past year 9999).
+# The months of a bucket (weeks are 7 days).
 _MONTHS = {"month": 1, "quarter": 3, "year": 12}
 
 
@@ -138,7 +138,6 @@ def _lower_median(values: str, rank: str, count: str) -> str:
 
 
 PHISHING_COUNTS = ("campaigns", "sends", "people", *COUNT_NAMES.values())
-MEDIANS = ("median_seconds_to_first_click", "median_seconds_to_first_report")
 
 
 def phishing_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, list[object]]:
