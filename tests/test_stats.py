@@ -252,8 +252,6 @@ def test_every_row_is_the_oracle_s(
     derandomize=bool(os.environ.get("CI")),  # CI: a failure reproduces
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
 @given(
     first=st.dates(dt.date(2024, 6, 1), dt.date(2027, 6, 30)),
     days=st.integers(0, 900),
