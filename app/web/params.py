@@ -366,12 +366,13 @@ class StatsQuery(PersonQuery[Stats]):
     from_date = _date_filter(
         "from_date",
         "The window's first UTC day, widened to the start of its bucket; default: the "
-        "first day of the 12th month before the current one",
+        "first day of the 12th month before the current one. A window of more than 120 "
+        "buckets: 400",
     )
     to_date = _date_filter(
         "to_date",
         "The window's last UTC day, widened to the end of its bucket; default: the last "
-        "day of the current month",
+        "day of the current month. A window of more than 120 buckets: 400",
     )
     group_by = Choice(
         GROUPS,
