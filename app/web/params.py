@@ -22,7 +22,7 @@ from ..data.feed import FeedFilters
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
 from ..data.inscriptions import InscriptionFilters
 from ..data.listings import Paging
-from ..data.vocabulary import EVENT_TYPES
+from ..data.vocabulary import AUTOMATION_FILTERS, EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
 
@@ -101,6 +101,26 @@ REPORTS_WITHOUT_CAPTCHA = (
 )
 
 
+def _automation_filter(description: str) -> Choice:
+    return Choice(
+        AUTOMATION_FILTERS,
+        data_key="filter[automation]",
+        metadata={"description": description, "example": "exclude_suspected"},
+    )
+
+
+EXCLUDES_AUTOMATED = (
+    "Leaves out events by the verdict decided when they were loaded: include (default) "
+    "keeps every event; exclude_automated leaves out the automated ones; "
+    "exclude_suspected the suspected and the automated ones (only human events stay)."
+)
+REPORTS_WITHOUT_AUTOMATED = (
+    f"{EXCLUDES_AUTOMATED} An event left out leaves every count, rate, median and "
+    "last_event_at; targets and campaigns stay, and automated_events and "
+    "suspected_events count before any exclusion."
+)
+
+
 def _type_filter() -> CommaList:
     return CommaList(
         choices=EVENT_TYPES,
@@ -114,25 +134,31 @@ class CampaignEvents:
     types: tuple[str, ...]  # each once, in the order given; empty: every type
     without_captcha: bool
     paging: Paging | None  # None: the whole array
+    automation: str = "include"  # filter[automation]
 
 
 class CampaignEventsQuery(PagingQuery[CampaignEvents]):
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
 
     def parsed(self, data: dict[str, Any]) -> CampaignEvents:
         types = tuple(dict.fromkeys(data.get("type", ())))
-        return CampaignEvents(types, data.get("with_captcha") is False, _paging(data))
+        without_captcha = data.get("with_captcha") is False
+        return CampaignEvents(types, without_captcha, _paging(data), _automation(data))
 
 
 @dataclass(frozen=True, slots=True)
 class EmployeeEvents:
     paging: Paging | None  # None: the whole array
+    automation: str = "include"
 
 
 class EmployeeEventsQuery(PagingQuery[EmployeeEvents]):
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
+
     def parsed(self, data: dict[str, Any]) -> EmployeeEvents:
-        return EmployeeEvents(_paging(data))
+        return EmployeeEvents(_paging(data), _automation(data))
 
 
 def _list_filter(name: str, what: str) -> CommaList:
@@ -215,19 +241,21 @@ class Employees:
 class EmployeesQuery(PersonQuery[Employees]):
     min_clicked = _minimum_filter("min_clicked", "clicked")
     min_failed = _minimum_filter("min_failed", "failed")
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Employees:
         filters = EmployeeFilters(
             lists=_folded(data, PERSON_FILTERS),
             min_clicked=data.get("min_clicked", 0),
             min_failed=data.get("min_failed", 0),
+            automation=_automation(data),
         )
         return Employees(filters, _page(data))
 
 
 @dataclass(frozen=True, slots=True)
 class Employee:
-    """The one-employee report takes no parameter."""
+    automation: str = "include"
 
 
 class OneObjectQuery(Query[Parsed]):
@@ -242,8 +270,10 @@ class OneObjectQuery(Query[Parsed]):
 
 
 class EmployeeQuery(OneObjectQuery[Employee]):
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
+
     def parsed(self, data: dict[str, Any]) -> Employee:
-        return Employee()
+        return Employee(_automation(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +289,7 @@ class CampaignsQuery(PagingQuery[Campaigns]):
     from_launch_date = _date_filter("from_launch_date", "Launched on or after this UTC date")
     to_launch_date = _date_filter("to_launch_date", "Launched on or before this UTC date")
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Campaigns:
         filters = CampaignFilters(
@@ -266,6 +297,7 @@ class CampaignsQuery(PagingQuery[Campaigns]):
             from_launch_date=data.get("from_launch_date"),
             to_launch_date=data.get("to_launch_date"),
             without_captcha=data.get("with_captcha") is False,
+            automation=_automation(data),
         )
         return Campaigns(filters, _page(data))
 
@@ -273,13 +305,15 @@ class CampaignsQuery(PagingQuery[Campaigns]):
 @dataclass(frozen=True, slots=True)
 class Campaign:
     without_captcha: bool
+    automation: str = "include"
 
 
 class CampaignQuery(OneObjectQuery[Campaign]):
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Campaign:
-        return Campaign(data.get("with_captcha") is False)
+        return Campaign(data.get("with_captcha") is False, _automation(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,6 +351,7 @@ class FeedQuery(FormatQuery[Feed]):
         },
     )
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
     from_date = _date_filter("from_date", "Events on or after this UTC date")
     to_date = _date_filter("to_date", "Events on or before this UTC date")
@@ -327,6 +362,7 @@ class FeedQuery(FormatQuery[Feed]):
             without_captcha=data.get("with_captcha") is False,
             from_date=data.get("from_date"),
             to_date=data.get("to_date"),
+            automation=_automation(data),
         )
         return Feed(filters, filters.scope(), data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
 
@@ -334,6 +370,10 @@ class FeedQuery(FormatQuery[Feed]):
 def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:
     """The given list filters, case-folded (the form they match in)."""
     return {name: [value.casefold() for value in data[name]] for name in names if name in data}
+
+
+def _automation(data: dict[str, Any]) -> str:
+    return str(data.get("automation", "include"))
 
 
 def _paging(data: dict[str, Any]) -> Paging | None:
