@@ -87,7 +87,9 @@ def test_the_schema_has_the_report_indexes(conn: sqlite3.Connection) -> None:
     assert set().union(*EXPECTED_INDEXES.values()) <= names
 
 
-@pytest.mark.parametrize("name", ["campaigns", "campaigns without captcha", "campaigns, human only"])
+@pytest.mark.parametrize(
+    "name", ["campaigns", "campaigns without captcha", "campaigns, human only"]
+)
 def test_campaign_events_are_walked_once_a_type_from_the_covering_index(
     conn: sqlite3.Connection, name: str
 ) -> None:

@@ -102,10 +102,11 @@ REPORTS_WITHOUT_CAPTCHA = (
 
 
 def _automation_filter(description: str) -> Choice:
+    # The example is in words: one in the schema would be sent by Swagger UI's Try it out.
     return Choice(
         AUTOMATION_FILTERS,
         data_key="filter[automation]",
-        metadata={"description": description, "example": "exclude_suspected"},
+        metadata={"description": f"{description} Example: filter[automation]=exclude_suspected."},
     )
 
 
