@@ -17,6 +17,7 @@ from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, SHARES, STREAMS, 
 from .web.auth import auth_middleware, setup_auth
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
+from .web.dashboard import setup_dashboard
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
@@ -40,6 +41,7 @@ def create_app(config: Config) -> web.Application:
     """Build the application; nothing touches the database until it starts."""
     app = api_app(config)
     setup_openapi(app)
+    setup_dashboard(app)
     return app
 
 
