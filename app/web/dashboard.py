@@ -20,7 +20,7 @@ CONTENT_TYPES = {
     ".html": "text/html",
     ".js": "text/javascript",
     ".css": "text/css",
-    ".png": "image/png",
+    ".svg": "image/svg+xml",
 }
 # No inline script or style, requests to this origin only, never inside a frame.
 POLICY = (

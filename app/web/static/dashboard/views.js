@@ -46,8 +46,8 @@ export async function overview(ctx) {
     ctx.get("/campaigns", { per_page: 5, ...ctx.automation() }),
   ]);
   const pages = Number(first.headers.get("X-Total-Pages") || 1);
-  const latest = pages > 1
-    ? await ctx.get("/campaigns", { per_page: 5, page: pages, ...ctx.automation() }) : first;
+  const latestParams = { per_page: 5, page: pages, ...ctx.automation() };
+  const latest = pages > 1 ? await ctx.get("/campaigns", latestParams) : first;
   const trendSection = trend === null ? notAvailable("The monthly phishing trend") : [
     rateChart("Rates by month (last 13 months)", trend.body.map((r) => r.period_start),
       RATES.map(([field, label, colour]) => [label, trend.body.map((r) => r[field]), colour])),
@@ -67,7 +67,8 @@ export async function overview(ctx) {
     section("Phishing trend", trendSection),
     section("Latest campaigns",
       el("div", { class: "funnels" }, recent.map((c) => funnel(c.title, c))),
-      table("Latest campaigns", campaignColumns(ctx), recent, "No campaigns yet.")),
+      table("Latest campaigns", campaignColumns(ctx), recent, "No campaigns yet."),
+      ctx.csv("/campaigns", latestParams, "latest-campaigns.csv")),
     section("Training completed on time", trainingSection),
   ];
 }
@@ -209,7 +210,7 @@ export async function training(ctx, id, query) {
         num("Inscriptions", (c) => plain(c.inscriptions)), num("Not started", (c) => plain(c.not_started)),
         num("In progress", (c) => plain(c.in_progress)), num("Completed", (c) => plain(c.completed)),
         num("Overdue", (c) => plain(c.overdue)), num("Completion rate", (c) => percent(c.completion_rate)),
-        num("Average result", (c) => plain(c.average_result))], courses.body, "No courses."),
+        num("Average result", (c) => (c.average_result === null ? "–" : c.average_result.toFixed(1)))], courses.body, "No courses."),
       ctx.csv("/courses", courseParams, "courses.csv")),
     section("Inscriptions due before today",
       el("p", { class: "note" }, "Those not completed are overdue."),
