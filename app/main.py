@@ -15,9 +15,9 @@ from .data.store import Store
 from .data.version import DataVersion
 from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, SHARES, STREAMS, TODAY
 from .web.auth import auth_middleware, setup_auth
+from .web.dashboard import setup_dashboard
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
-from .web.dashboard import setup_dashboard
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit

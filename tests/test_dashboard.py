@@ -20,7 +20,14 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Dialog,
+    Page,
+    sync_playwright,
+)
 
 from app.tools.loader import SAMPLE_FIXTURE, load_files
 
@@ -82,7 +89,7 @@ class Api:
     base: str
 
     def get(self, path: str, params: dict[str, Any] | None = None, key: str = KEY_1) -> Any:
-        status, body, headers = self.raw(path, params, key)
+        status, body, _ = self.raw(path, params, key)
         assert status == 200, (path, params, status, body)
         return json.loads(body)
 
@@ -142,7 +149,12 @@ class Session:
         self.page.on("response", lambda r: self.answers.__setitem__(r.url, r.status))
         self.page.on("console", console)
         self.page.on("pageerror", lambda error: self.errors.append(str(error)))
-        self.page.on("dialog", lambda dialog: (self.dialogs.append(dialog.message), dialog.dismiss()))
+        self.page.on("dialog", self.dismiss)
+
+    def dismiss(self, dialog: Dialog) -> None:
+        """A dialog must never open (markup in a name could run alert): record it."""
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
 
     def expected(self, message: ConsoleMessage) -> bool:
         """Chromium logs every 4xx; a probe of an endpoint this server lacks is expected."""

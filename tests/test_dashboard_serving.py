@@ -73,7 +73,7 @@ async def test_files_come_from_the_package_with_the_chart_library_licence(
 ) -> None:
     folder = files("app.web") / "static" / "dashboard"
     for name in ("index.html", "uPlot.iife.min.js", "uPlot.LICENSE"):
-        response, body = await get_raw(client, PAGE + name, **{"Accept-Encoding": "identity"})
+        _, body = await get_raw(client, PAGE + name, **{"Accept-Encoding": "identity"})
         assert body == (folder / name).read_bytes(), name
     assert b"MIT License" in (folder / "uPlot.LICENSE").read_bytes()
 
