@@ -129,4 +129,4 @@ vendor-charts:
 
 ## make screenshots: the dashboard's views as PNG files in docs/img (needs chromium)
 screenshots: $(STAMP) chromium
-	$(BIN)/python scripts/dashboard_screenshots.py docs/img
+	$(BIN)/python -m tests.support.screenshots docs/img
