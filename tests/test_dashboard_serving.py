@@ -13,9 +13,8 @@ from importlib.resources import files
 
 from aiohttp.test_utils import TestClient
 
-from .support.clients import MakeClient
+from .support.clients import MakeClient, get_raw
 from .support.factories import KEY_1
-from .test_docs_serving import get_raw
 
 PAGE = "/dashboard/"
 DIRECTIVES = {
