@@ -40,7 +40,7 @@ PARALLEL = -n $(TEST_PROCESSES) --dist worksteal
 
 ## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite
 ## in TEST_PROCESSES processes (with Redis; on SQLite and on a throwaway PostgreSQL cluster;
-## Swagger UI in chromium)
+## Swagger UI and the dashboard in chromium)
 test: lint redis postgresql chromium
 	$(BIN)/python -m pytest $(PARALLEL)
 
@@ -86,9 +86,9 @@ redis:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  echo "redis-server is missing and could not be installed: apt-get install redis-server"
 
-# Debian's chromium for the Swagger UI test (tests/test_swagger_ui.py), driven by Playwright:
-# never a browser build downloaded by Playwright. Without it that test is skipped, except in
-# CI (CI=true), where it fails.
+# Debian's chromium for the browser tests (Swagger UI, the dashboard), driven by Playwright:
+# never a browser build downloaded by Playwright. Without it those tests are skipped, except
+# in CI (CI=true), where they fail.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
