@@ -202,6 +202,7 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
         Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
                  by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
         *report_scenarios(),
+        Scenario("(n) dashboard page, /dashboard/", "/dashboard/", 32, "ceiling", 0.4),
     ]  # fmt: skip
 
 
