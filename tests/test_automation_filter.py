@@ -21,9 +21,9 @@ from aiohttp.test_utils import TestClient
 from .support import reports as oracle
 from .support.clients import MakeClient
 from .support.factories import API, assert_problem, get
+from .support.gateway import CAMPAIGN, COMPANY, GATEWAY_KEY, done_when
 from .support.loads import write_fixture
 from .support.stores import Store, on_both_stores
-from .test_automation import CAMPAIGN, COMPANY, GATEWAY_KEY, done_when
 
 store_kind = on_both_stores()
 VALUES = ("include", "exclude_automated", "exclude_suspected")
