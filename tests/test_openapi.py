@@ -39,12 +39,13 @@ PAGE_PARAMS = {"page", "per_page"}
 PAGING = PAGE_PARAMS | {"format"}
 LISTS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 DATES = ("from_inscription_date", "to_inscription_date", "from_due_date", "to_due_date")
+AUTOMATION = "filter[automation]"
 QUERY_NAMES = {
-    CAMPAIGN: PAGING | {"filter[with_captcha]", "filter[type]"},
-    EMPLOYEE: PAGING,
+    CAMPAIGN: PAGING | {"filter[with_captcha]", "filter[type]", AUTOMATION},
+    EMPLOYEE: PAGING | {AUTOMATION},
     INSCRIPTIONS: PAGING | {f"filter[{name}]" for name in (*LISTS, *DATES)},
 }
-FEED_NAMES = {"format", "limit", "cursor", "filter[type]", "filter[with_captcha]"}
+FEED_NAMES = {"format", "limit", "cursor", "filter[type]", "filter[with_captcha]", AUTOMATION}
 FEED_NAMES |= {"filter[from_date]", "filter[to_date]"}
 MEDIA = {"application/json", "text/csv", "application/x-ndjson"}
 RATE = {

@@ -31,7 +31,7 @@ from ..data.stats import (
     buckets,
     default_window,
 )
-from ..data.vocabulary import EVENT_TYPES
+from ..data.vocabulary import AUTOMATION_FILTERS, EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
 
@@ -110,6 +110,27 @@ REPORTS_WITHOUT_CAPTCHA = (
 )
 
 
+def _automation_filter(description: str) -> Choice:
+    # The example is in words: one in the schema would be sent by Swagger UI's Try it out.
+    return Choice(
+        AUTOMATION_FILTERS,
+        data_key="filter[automation]",
+        metadata={"description": f"{description} Example: filter[automation]=exclude_suspected."},
+    )
+
+
+EXCLUDES_AUTOMATED = (
+    "Leaves out events by the verdict decided when they were loaded: include (default) "
+    "keeps every event; exclude_automated leaves out the automated ones; "
+    "exclude_suspected the suspected and the automated ones (only human events stay)."
+)
+REPORTS_WITHOUT_AUTOMATED = (
+    f"{EXCLUDES_AUTOMATED} An event left out leaves every count, rate, median and "
+    "last_event_at; targets and campaigns stay, and automated_events and "
+    "suspected_events count before any exclusion."
+)
+
+
 def _type_filter() -> CommaList:
     return CommaList(
         choices=EVENT_TYPES,
@@ -123,25 +144,31 @@ class CampaignEvents:
     types: tuple[str, ...]  # each once, in the order given; empty: every type
     without_captcha: bool
     paging: Paging | None  # None: the whole array
+    automation: str = "include"  # filter[automation]
 
 
 class CampaignEventsQuery(PagingQuery[CampaignEvents]):
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
 
     def parsed(self, data: dict[str, Any]) -> CampaignEvents:
         types = tuple(dict.fromkeys(data.get("type", ())))
-        return CampaignEvents(types, data.get("with_captcha") is False, _paging(data))
+        without_captcha = data.get("with_captcha") is False
+        return CampaignEvents(types, without_captcha, _paging(data), _automation(data))
 
 
 @dataclass(frozen=True, slots=True)
 class EmployeeEvents:
     paging: Paging | None  # None: the whole array
+    automation: str = "include"
 
 
 class EmployeeEventsQuery(PagingQuery[EmployeeEvents]):
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
+
     def parsed(self, data: dict[str, Any]) -> EmployeeEvents:
-        return EmployeeEvents(_paging(data))
+        return EmployeeEvents(_paging(data), _automation(data))
 
 
 def _list_filter(name: str, what: str) -> CommaList:
@@ -224,19 +251,21 @@ class Employees:
 class EmployeesQuery(PersonQuery[Employees]):
     min_clicked = _minimum_filter("min_clicked", "clicked")
     min_failed = _minimum_filter("min_failed", "failed")
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Employees:
         filters = EmployeeFilters(
             lists=_folded(data, PERSON_FILTERS),
             min_clicked=data.get("min_clicked", 0),
             min_failed=data.get("min_failed", 0),
+            automation=_automation(data),
         )
         return Employees(filters, _page(data))
 
 
 @dataclass(frozen=True, slots=True)
 class Employee:
-    """The one-employee report takes no parameter."""
+    automation: str = "include"
 
 
 class OneObjectQuery(Query[Parsed]):
@@ -251,8 +280,10 @@ class OneObjectQuery(Query[Parsed]):
 
 
 class EmployeeQuery(OneObjectQuery[Employee]):
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
+
     def parsed(self, data: dict[str, Any]) -> Employee:
-        return Employee()
+        return Employee(_automation(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +299,7 @@ class CampaignsQuery(PagingQuery[Campaigns]):
     from_launch_date = _date_filter("from_launch_date", "Launched on or after this UTC date")
     to_launch_date = _date_filter("to_launch_date", "Launched on or before this UTC date")
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Campaigns:
         filters = CampaignFilters(
@@ -275,6 +307,7 @@ class CampaignsQuery(PagingQuery[Campaigns]):
             from_launch_date=data.get("from_launch_date"),
             to_launch_date=data.get("to_launch_date"),
             without_captcha=data.get("with_captcha") is False,
+            automation=_automation(data),
         )
         return Campaigns(filters, _page(data))
 
@@ -282,13 +315,15 @@ class CampaignsQuery(PagingQuery[Campaigns]):
 @dataclass(frozen=True, slots=True)
 class Campaign:
     without_captcha: bool
+    automation: str = "include"
 
 
 class CampaignQuery(OneObjectQuery[Campaign]):
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Campaign:
-        return Campaign(data.get("with_captcha") is False)
+        return Campaign(data.get("with_captcha") is False, _automation(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -326,6 +361,7 @@ class FeedQuery(FormatQuery[Feed]):
         },
     )
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
     from_date = _date_filter("from_date", "Events on or after this UTC date")
     to_date = _date_filter("to_date", "Events on or before this UTC date")
@@ -336,6 +372,7 @@ class FeedQuery(FormatQuery[Feed]):
             without_captcha=data.get("with_captcha") is False,
             from_date=data.get("from_date"),
             to_date=data.get("to_date"),
+            automation=_automation(data),
         )
         return Feed(filters, filters.scope(), data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
 
@@ -418,6 +455,10 @@ def stats_filters(query: Stats, today: dt.date) -> StatsFilters:
 def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:
     """The given list filters, case-folded (the form they match in)."""
     return {name: [value.casefold() for value in data[name]] for name in names if name in data}
+
+
+def _automation(data: dict[str, Any]) -> str:
+    return str(data.get("automation", "include"))
 
 
 def _paging(data: dict[str, Any]) -> Paging | None:

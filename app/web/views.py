@@ -83,8 +83,9 @@ STATS_OFFERS: dict[tuple[type[Schema], str | None], Offer] = {
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
     campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_EVENTS_QUERY, request)
+    company_id = request[CALLER].company_id
     listing = events.campaign_listing(
-        request[CALLER].company_id, campaign_id, query.types, query.without_captcha
+        company_id, campaign_id, query.types, query.without_captcha, query.automation
     )
     if query.paging is None:
         return await respond_all(request, listing, CAMPAIGN_EVENTS)
@@ -95,7 +96,7 @@ async def campaign_events(request: web.Request) -> web.StreamResponse:
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
     employee_id, query = request.app[PARSERS].parse_with_id(EMPLOYEE_EVENTS_QUERY, request)
-    listing = events.employee_listing(request[CALLER].company_id, employee_id)
+    listing = events.employee_listing(request[CALLER].company_id, employee_id, query.automation)
     if query.paging is None:
         return await respond_all(request, listing, EMPLOYEE_EVENTS)
     return await respond_page(request, listing, query.paging, EMPLOYEE_EVENTS)
@@ -135,7 +136,9 @@ async def campaign_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}: one campaign with by_department (contract.md 11)."""
     campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_QUERY, request)
     company_id = request[CALLER].company_id
-    listing = campaigns.campaign_report(company_id, campaign_id, query.without_captcha)
+    listing = campaigns.campaign_report(
+        company_id, campaign_id, query.without_captcha, query.automation
+    )
     return await respond_record(request, listing)
 
 
@@ -151,9 +154,10 @@ async def employee_list(request: web.Request) -> web.StreamResponse:
 @documented(EmployeeQuery, EmployeeSchema, path_id="employee", many=False)
 async def employee_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}: one employee (contract.md 12)."""
-    employee_id, _ = request.app[PARSERS].parse_with_id(EMPLOYEE_QUERY, request)
+    employee_id, query = request.app[PARSERS].parse_with_id(EMPLOYEE_QUERY, request)
     today = request.app[TODAY]()
-    listing = employees.employee_report(request[CALLER].company_id, employee_id, today)
+    company_id = request[CALLER].company_id
+    listing = employees.employee_report(company_id, employee_id, today, query.automation)
     return await respond_record(request, listing, variant=today.isoformat())
 
 

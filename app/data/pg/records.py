@@ -60,7 +60,7 @@ RECORDS: dict[str, str] = {
     "inscription_row": INSCRIPTION_ROW,
     "feed_event": FEED_EVENT,
     **reports.CAMPAIGNS,
-    "employee": reports.EMPLOYEE,
+    **reports.EMPLOYEES,
     "course": reports.COURSE,
     **reports.STATS,
 }
