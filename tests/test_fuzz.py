@@ -67,6 +67,7 @@ PARAMETERS = {
     # The stats.
     f"{API}/stats/phishing": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
     | {"interval", "group_by", "filter[from_date]", "filter[to_date]", "filter[with_captcha]"}
+    | {"filter[automation]"}
     | PAGING,
     f"{API}/stats/training": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
     | {"interval", "group_by", "filter[from_date]", "filter[to_date]"}

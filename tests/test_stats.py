@@ -34,6 +34,7 @@ from app.web.schemas import PhishingStatsSchema, TrainingStatsSchema, stats_rows
 
 from .support import stats as oracle
 from .support.factories import API, Day, get, sample
+from .support.reports import verdicts as verdicts_of
 from .support.stores import Store
 
 INTERVALS = ("week", "month", "quarter", "year")
@@ -447,3 +448,24 @@ async def test_http_answers_are_the_same_bytes_on_both_stores(
                     a, b = await get(lite, url), await get(pg, url)
                     assert a.status == b.status == 200
                     assert await a.read() == await b.read(), url
+
+
+@pytest.mark.parametrize(
+    ("automation", "verdicts"),
+    [("exclude_automated", {"automated"}), ("exclude_suspected", {"automated", "suspected"})],
+)
+def test_filter_automation_leaves_out_events_by_their_verdict(
+    edges: sqlite3.Connection, automation: str, verdicts: set[str]
+) -> None:
+    """Events of the left-out verdicts count nowhere (sends stay), on both groupings."""
+    found = verdicts_of(data())
+    left_out = {event for event, verdict in found.items() if verdict in verdicts}
+    assert left_out  # the sample has such events
+    for group_by in (None, "department"):
+        f = filters("month", group_by)
+        f = stats.StatsFilters(f.buckets, group_by, {}, False, automation)
+        rows = oracle.phishing(data(), 1, list(f.buckets), group_by, {}, False, left_out)
+        schema = stats_rows(PhishingStatsSchema, group_by)()
+        assert texts(edges, listing("phishing", f)) == [
+            compact(schema.dump(dated(r))) for r in rows
+        ]

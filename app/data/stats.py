@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs, rate, rounded_mean
+from .automation import and_kept
 from .inscriptions import person_conditions
 from .listings import Listing, Record
 
@@ -75,6 +76,7 @@ class StatsFilters:
     group_by: str | None = None
     lists: Mapping[str, Sequence[str]] = field(default_factory=dict)  # case-folded
     without_captcha: bool = False
+    automation: str = "include"  # filter[automation] (phishing)
 
 
 def _grid_parts(filters: StatsFilters) -> tuple[str, list[object]]:
@@ -146,6 +148,7 @@ def phishing_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, lis
     group, join, join_params = _group(filters.group_by, company_id)
     person, person_params = person_conditions(filters.lists, "e.id")
     captcha = " AND ev.with_captcha = 0" if filters.without_captcha else ""
+    captcha += and_kept(filters.automation)
     where = " AND ".join(["c.company_id = ?", *person])
     # One row a send (and group): the campaign's bucket is its launch date's.
     sends = f"""s AS MATERIALIZED (SELECT b.period_start, {group} AS grp, t.campaign_id,

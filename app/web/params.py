@@ -388,6 +388,7 @@ class Stats:
     lists: dict[str, list[str]]
     without_captcha: bool
     paging: Paging
+    automation: str = "include"  # filter[automation] (phishing)
 
 
 class StatsQuery(PersonQuery[Stats]):
@@ -426,11 +427,13 @@ class StatsQuery(PersonQuery[Stats]):
             lists=_folded(data, PERSON_FILTERS),
             without_captcha=data.get("with_captcha") is False,
             paging=_page(data),
+            automation=_automation(data),
         )
 
 
 class PhishingStatsQuery(StatsQuery):
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
 
 def stats_filters(query: Stats, today: dt.date) -> StatsFilters:
@@ -449,7 +452,7 @@ def stats_filters(query: Stats, today: dt.date) -> StatsFilters:
         names = ("interval", "filter[from_date]", "filter[to_date]")
         errors = {name: [message] for name in names}
         raise BadRequest(_summary(errors), errors=errors)
-    return StatsFilters(found, query.group_by, query.lists, query.without_captcha)
+    return StatsFilters(found, query.group_by, query.lists, query.without_captcha, query.automation)
 
 
 def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:

@@ -88,8 +88,10 @@ def phishing(
     group_by: str | None = None,
     lists: Mapping[str, list[str]] | None = None,
     without_captcha: bool = False,
+    left_out: set[int] | None = None,
 ) -> list[Row]:
-    """Every row of /stats/phishing over ``buckets``."""
+    """Every row of /stats/phishing over ``buckets``; ``left_out``: event ids that
+    ``filter[automation]`` leaves out."""
     people = _people(data, company, lists or {})
     sends: dict[tuple[int, int], set[str]] = defaultdict(set)  # (campaign, person): types
     firsts: dict[tuple[int, int, str], str] = {}
@@ -98,7 +100,7 @@ def phishing(
     for e in data.get("campaign_events", []):
         key = (e["campaign_id"], e["employee_id"])
         did = sends.setdefault(key, set())
-        if without_captcha and e["with_captcha"]:
+        if (without_captcha and e["with_captcha"]) or e["id"] in (left_out or set()):
             continue
         did.add(e["type"])
         typed = (e["campaign_id"], e["employee_id"], e["type"])
