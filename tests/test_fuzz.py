@@ -251,4 +251,5 @@ def test_every_check_finds_only_what_the_descriptions_state(
         assert checks == {"- ST202 Schema-valid request rejected"}, case
         assert any(why in case for why in WORDS), case
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Tested: 9" in done.stdout, done.stdout[-3000:]
+    operations = requests.get(f"{live_server}{SPEC_PATH}", timeout=10).json()["paths"]
+    assert f"Tested: {len(operations)}" in done.stdout, done.stdout[-3000:]
