@@ -49,20 +49,27 @@ PAGING = {"page", "per_page", "format"}
 LIST_FILTERS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 DATE_FILTERS = ("from_inscription_date", "to_inscription_date", "from_due_date", "to_due_date")
 PARAMETERS = {
-    f"{API}/campaigns/{{id}}/events": {"id", "filter[with_captcha]", "filter[type]"} | PAGING,
-    f"{API}/victimsapi/{{id}}/events": {"id"} | PAGING,
+    f"{API}/campaigns/{{id}}/events": {"id", "filter[with_captcha]", "filter[type]"}
+    | {"filter[automation]"}
+    | PAGING,
+    f"{API}/victimsapi/{{id}}/events": {"id", "filter[automation]"} | PAGING,
     f"{API}/course-inscriptions": {f"filter[{n}]" for n in LIST_FILTERS + DATE_FILTERS} | PAGING,
     f"{API}/events": {"filter[with_captcha]", "filter[type]", "filter[from_date]"}
-    | {"filter[to_date]", "limit", "cursor", "format"},
+    | {"filter[to_date]", "limit", "cursor", "format", "filter[automation]"},
     # The reports (contract.md 11, 12).
     f"{API}/campaigns": {"filter[title]", "filter[from_launch_date]", "filter[to_launch_date]"}
-    | {"filter[with_captcha]"}
+    | {"filter[with_captcha]", "filter[automation]"}
     | PAGING,
-    f"{API}/campaigns/{{id}}": {"id", "filter[with_captcha]", "format"},  # format: json only
+    f"{API}/campaigns/{{id}}": {
+        "id",
+        "filter[with_captcha]",
+        "filter[automation]",
+        "format",
+    },  # format: json only
     f"{API}/victimsapi": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
-    | {"filter[min_clicked]", "filter[min_failed]"}
+    | {"filter[min_clicked]", "filter[min_failed]", "filter[automation]"}
     | PAGING,
-    f"{API}/victimsapi/{{id}}": {"id", "format"},
+    f"{API}/victimsapi/{{id}}": {"id", "filter[automation]", "format"},
     f"{API}/courses": {"filter[title]"} | PAGING,
     # The stats.
     f"{API}/stats/phishing": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
