@@ -11,14 +11,55 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
+from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _one_of(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
+
+
+# --- Schema version 7: scoped keys, partners and their companies --------------------------
+# A key belongs to one company or to one partner, and holds its scopes (space-separated).
+API_KEYS_COLUMNS = f"""
+    id         INTEGER PRIMARY KEY,
+    company_id INTEGER REFERENCES companies(id),
+    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
+    prefix     TEXT NOT NULL,
+    label      TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT,
+    expires_at TEXT,
+    partner_id INTEGER REFERENCES partners(id),
+    scopes     TEXT NOT NULL DEFAULT '{ALL_SCOPES}',
+    CHECK ((company_id IS NULL) != (partner_id IS NULL))
+"""
+PARTNERS = """
+CREATE TABLE IF NOT EXISTS partners (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS partner_companies (
+    partner_id INTEGER NOT NULL REFERENCES partners(id),
+    company_id INTEGER NOT NULL REFERENCES companies(id),
+    PRIMARY KEY (partner_id, company_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
+"""
+# From 6 to 7: api_keys.company_id may be NULL now, so the table is made again (SQLite's
+# way to change a column); its index and trigger come back with the schema's CREATEs.
+MIGRATE_6_TO_7 = (
+    f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
+    "INSERT INTO api_keys_7 (id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at) SELECT id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at FROM api_keys",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_7 RENAME TO api_keys",
+)
+# --- end of schema version 7 ---------------------------------------------------------------
 
 
 SCHEMA = f"""
@@ -30,16 +71,7 @@ CREATE TABLE IF NOT EXISTS companies (
     id   INTEGER PRIMARY KEY,
     name TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS api_keys (
-    id         INTEGER PRIMARY KEY,
-    company_id INTEGER NOT NULL REFERENCES companies(id),
-    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
-    prefix     TEXT NOT NULL,
-    label      TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    revoked_at TEXT,
-    expires_at TEXT
-);
+CREATE TABLE IF NOT EXISTS api_keys ({API_KEYS_COLUMNS});
 CREATE TABLE IF NOT EXISTS employees (
     id             INTEGER PRIMARY KEY,
     company_id     INTEGER NOT NULL REFERENCES companies(id),
@@ -155,7 +187,7 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_employee
     ON inscriptions (employee_id, status, due_date);
 CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
-"""
+{PARTNERS}"""
 
 # Rows that point across tenants would leak data through joins; refuse them here too,
 # whatever path writes (loader, generator or a hand-made script), on insert and on update.
@@ -311,14 +343,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 5 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 6 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5):
+    if version not in (0, 1, 2, 3, 4, 5, 6):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -337,6 +369,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
                 conn.execute(statement)
         if version in (1, 2, 3, 4, 5):
             for statement in MIGRATE_5_TO_6:
+                conn.execute(statement)
+        if version in (1, 2, 3, 4, 5, 6):
+            for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):

@@ -244,6 +244,32 @@ def documented(
     return decorate
 
 
+def documented_object(record: type[Schema]) -> Callable[[View], View]:
+    """apigami's decorators for a view answering one JSON object that is no listing (no
+    query, no ETag): its text, 200 and problems."""
+
+    def decorate(view: View) -> View:
+        text = OPERATIONS[view.__name__]
+        responses: dict[str, Any] = {
+            "200": {
+                "description": "The object.",
+                "content": {JSON.media_type: {"schema": record()}},
+                "headers": _refs(*RATE_HEADERS),
+            }
+        }
+        responses |= {code: PROBLEMS[code][0] for code in ("400", "401", "429", *ANY_REQUEST)}
+        return docs(
+            tags=[text["tag"]],
+            summary=text["summary"],
+            description=text["description"],
+            operation_id=text["operation_id"],
+            security=[{"ApiKey": []}],
+            responses=cast(Any, responses),
+        )(view)
+
+    return decorate
+
+
 def _other_formats(records: type[Schema]) -> dict[str, Any]:
     """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14)."""
     name = records.__name__.removesuffix("Schema")

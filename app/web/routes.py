@@ -24,5 +24,6 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/course-inscriptions", views.course_inscriptions)
     app.router.add_get(f"{API}/events", views.event_feed)
     app.router.add_get(f"{API}/courses", views.course_list)
+    app.router.add_get(f"{API}/key", views.key_introspection)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

@@ -288,6 +288,30 @@ class CourseSchema(Schema):
     )
 
 
+class KeySchema(Schema):
+    """The calling key, by RFC 7662's names (``client_id`` is its public prefix)."""
+
+    active = fields.Boolean(
+        required=True, metadata={"description": "Always true: an inactive key is answered 401."}
+    )
+    scope = fields.String(required=True, metadata={"example": "events:read reports:read"})
+    client_id = fields.String(required=True, metadata={"example": "rk_sample_no"})
+    label = fields.String(required=True)
+    iat = fields.Integer(required=True, metadata={"description": "Made at (unix seconds)."})
+    exp = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Expires at (unix seconds); null: when revoked."},
+    )
+    company_id = fields.Integer(metadata={"description": "A company's key: its company."})
+    partner_id = fields.Integer(metadata={"description": "A partner's key: its partner."})
+    companies = fields.List(
+        fields.Integer(),
+        required=True,
+        metadata={"description": "The companies the key reads, ascending."},
+    )
+
+
 class ProblemSchema(Schema):
     type = fields.String(required=True, metadata={"example": "about:blank"})
     title = fields.String(required=True, metadata={"example": "Bad Request"})

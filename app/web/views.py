@@ -7,12 +7,13 @@ import sqlite3
 from aiohttp import web
 
 from ..data import campaigns, courses, employees, events, feed, inscriptions
+from ..data.api_keys import unix_seconds
 from ..data.schema import DatabaseError
-from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
+from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
 from .formats import listing_offer
-from .openapi import documented
+from .openapi import documented, documented_object
 from .params import (
     CampaignEventsQuery,
     CampaignQuery,
@@ -40,6 +41,7 @@ from .schemas import (
     EmployeeSchema,
     FeedEventSchema,
     InscriptionSchema,
+    KeySchema,
 )
 
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
@@ -147,6 +149,24 @@ async def course_list(request: web.Request) -> web.StreamResponse:
     today = request.app[TODAY]()
     listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
     return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
+
+
+@documented_object(KeySchema)
+async def key_introspection(request: web.Request) -> web.Response:
+    """GET /api/companies/v1/key: the calling key's facts, RFC 7662's names; never the key."""
+    key = request[API_KEY]
+    owner = {"company_id": key.company_id} if key.partner_id is None else {}
+    facts = {
+        "active": True,
+        "scope": " ".join(sorted(key.scopes)),
+        "client_id": key.prefix,
+        "label": key.label,
+        "iat": unix_seconds(key.created_at),
+        "exp": unix_seconds(key.expires_at),
+        **(owner or {"partner_id": key.partner_id}),
+        "companies": sorted(key.companies),
+    }
+    return web.json_response(facts, headers={"Cache-Control": "no-store"})
 
 
 async def healthz(request: web.Request) -> web.Response:

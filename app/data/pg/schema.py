@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import SCHEMA_VERSION, DatabaseError
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
@@ -269,6 +270,27 @@ TRIGGERS = (
     + FEED_MARK_TRIGGER
 )
 
+# --- Schema version 7: scoped keys, partners and their companies --------------------------
+# SQLite's version 7 (app/data/schema.py): a key belongs to one company or to one partner
+# and holds its scopes. A new database runs it after SCHEMA; an upgrade runs it alone.
+SCHEMA_7 = f"""
+CREATE TABLE partners (
+    id   BIGINT PRIMARY KEY,
+    name {TEXT} NOT NULL
+);
+CREATE TABLE partner_companies (
+    partner_id BIGINT NOT NULL REFERENCES partners(id),
+    company_id BIGINT NOT NULL REFERENCES companies(id),
+    PRIMARY KEY (partner_id, company_id)
+);
+ALTER TABLE api_keys ALTER COLUMN company_id DROP NOT NULL,
+    ADD COLUMN partner_id BIGINT REFERENCES partners(id),
+    ADD COLUMN scopes {TEXT} NOT NULL DEFAULT '{ALL_SCOPES}',
+    ADD CONSTRAINT api_keys_one_owner CHECK ((company_id IS NULL) <> (partner_id IS NULL));
+CREATE INDEX api_keys_by_partner ON api_keys (partner_id);
+"""
+# --- end of schema version 7 ---------------------------------------------------------------
+
 META_DEFAULTS = (
     "INSERT INTO meta (key, value) VALUES ('schema_version', $1),"
     " ('data_version', '0'), ('data_token', md5(random()::text || clock_timestamp())),"
@@ -291,7 +313,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 5 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 6 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -303,11 +325,11 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS)
+            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             return False
-        if version not in (2, 3, 4, 5):
+        if version not in (2, 3, 4, 5, 6):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -315,7 +337,9 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_3_to_4(conn)
         if version in (2, 3, 4):
             await migrate_4_to_5(conn, rules or rules_from_env())
-        await migrate_5_to_6(conn)
+        if version in (2, 3, 4, 5):
+            await migrate_5_to_6(conn)
+        await conn.execute(SCHEMA_7)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
