@@ -42,6 +42,7 @@ TITLES = {
     405: "Method Not Allowed",
     406: "Not Acceptable",
     414: "Request-URI Too Long",  # Python's phrase; the parser's limits (issue 11)
+    403: "Forbidden",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",

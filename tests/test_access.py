@@ -1,0 +1,232 @@
+"""Scoped keys, partner keys over several companies, and key introspection.
+
+Every rule on both stores: the key tool makes partners and keys in the store the real
+app reads; answers are compared byte for byte (one X-Request-ID for both requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.config import Config
+from app.data.api_keys import CACHE_SECONDS, SCOPES
+from app.main import create_app
+from app.tools.keytool import main
+from app.web.access import ROUTE_SCOPES
+
+from .support.factories import API, KEY_1, KEY_2, assert_problem
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()
+KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]{20,}")
+SAME_ID = {"X-Request-ID": "same-request"}
+# A readable URL for every route of company 1 (sample ids: campaign 1, employee 1).
+COMPANY_1_URLS = {
+    f"{API}/campaigns": f"{API}/campaigns",
+    f"{API}/campaigns/{{id}}": f"{API}/campaigns/1",
+    f"{API}/campaigns/{{id}}/events": f"{API}/campaigns/1/events",
+    f"{API}/victimsapi": f"{API}/victimsapi",
+    f"{API}/victimsapi/{{id}}": f"{API}/victimsapi/1",
+    f"{API}/victimsapi/{{id}}/events": f"{API}/victimsapi/1/events",
+    f"{API}/course-inscriptions": f"{API}/course-inscriptions",
+    f"{API}/events": f"{API}/events",
+    f"{API}/courses": f"{API}/courses",
+    f"{API}/key": f"{API}/key",
+}
+PEOPLE = {f"{API}/victimsapi", f"{API}/victimsapi/{{id}}", f"{API}/victimsapi/changes"}
+
+
+async def tool(store: Store, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run the key tool on the store as an operator would; its output."""
+    where = ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+    code = await asyncio.to_thread(main, [*where, *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+async def new_key(store: Store, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The key ``create`` printed, once."""
+    (key,) = KEY_PATTERN.findall(await tool(store, capsys, "create", "--label", "t", *argv))
+    return key
+
+
+async def partner_key(
+    store: Store, capsys: pytest.CaptureFixture[str], companies: list[int], *argv: str
+) -> str:
+    """A new partner reading ``companies``, and a key of it."""
+    out = await tool(store, capsys, "partner", "create", "--name", "MSP")
+    partner = re.findall(r"partner (\d+)", out)[0]
+    for company in companies:
+        await tool(store, capsys, "partner", "add-company", partner, str(company))
+    return await new_key(store, capsys, "--partner", partner, *argv)
+
+
+async def get(client: TestClient, url: str, key: str, **headers: str) -> Any:
+    return await client.get(url, headers={"X-API-KEY": key, **SAME_ID, **headers})
+
+
+async def exact(client: TestClient, url: str, key: str, **headers: str) -> tuple[int, bytes]:
+    async with await get(client, url, key, **headers) as response:
+        return response.status, await response.read()
+
+
+def test_every_api_route_has_its_scope() -> None:
+    """A route missing from the one table fails here (and is refused to every key)."""
+    app = create_app(Config(db="unused.sqlite3"))
+    paths = {
+        r.resource.canonical
+        for r in app.router.routes()
+        if r.resource is not None
+        and r.resource.canonical.startswith(("/api/companies", "/api/partners"))
+    }
+    assert paths <= set(ROUTE_SCOPES), paths - set(ROUTE_SCOPES)
+    assert {s for s in ROUTE_SCOPES.values() if s} <= set(SCOPES)
+
+
+async def test_a_partner_key_reads_its_companies_and_no_other(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Companies A and B as their own keys see them; C, an unknown id: one 404, same bytes."""
+    key = await partner_key(store, capsys, [2])
+    await tool(store, capsys, "partner", "add-company", "1", "1")
+    client = await make_client()
+    for route, url in COMPANY_1_URLS.items():
+        if route == f"{API}/key":
+            continue
+        assert await exact(client, url, key, **{"X-Company-ID": "1"}) == await exact(
+            client, url, KEY_1
+        )
+    assert await exact(client, f"{API}/campaigns", key, **{"X-Company-ID": "2"}) == await exact(
+        client, f"{API}/campaigns", KEY_2
+    )
+    only_1 = await partner_key(store, capsys, [1])
+    foreign = await exact(client, f"{API}/campaigns", only_1, **{"X-Company-ID": "2"})
+    assert foreign[0] == 404
+    for unknown in ("3", "999999", str(2**53 - 1)):
+        assert (
+            await exact(client, f"{API}/campaigns", only_1, **{"X-Company-ID": unknown}) == foreign
+        )
+    # ... and exactly what a company key gets for a record of another company.
+    assert await exact(client, f"{API}/campaigns/1", KEY_2) == foreign
+
+
+@pytest.mark.parametrize(
+    ("values", "status"),
+    [([], 400), (["x"], 400), (["1", "1"], 400), (["0"], 400), (["-1"], 400), ([" 1 "], 200)],
+)
+async def test_the_company_header_rules(
+    make_client: Any,
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+    values: list[str],
+    status: int,
+) -> None:
+    key = await partner_key(store, capsys, [1, 2])
+    client = await make_client()
+    headers = [("X-API-KEY", key), *(("X-Company-ID", v) for v in values)]
+    async with client.get(f"{API}/campaigns", headers=headers) as response:
+        if status == 400:
+            body = await assert_problem(response, 400)
+            assert "X-Company-ID" in body["errors"] and "X-Company-ID" in body["detail"]
+        else:
+            assert response.status == 200
+
+
+async def test_a_company_key_may_name_its_own_company(client: TestClient) -> None:
+    plain = await exact(client, f"{API}/campaigns", KEY_1)
+    assert await exact(client, f"{API}/campaigns", KEY_1, **{"X-Company-ID": "1"}) == plain
+    other = await exact(client, f"{API}/campaigns", KEY_1, **{"X-Company-ID": "2"})
+    assert other == await exact(client, f"{API}/campaigns/999999", KEY_1)
+
+
+async def test_etags_stay_per_company(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = await partner_key(store, capsys, [1, 2])
+    client = await make_client()
+    tags = []
+    for company in ("1", "2"):
+        async with await get(client, f"{API}/courses", key, **{"X-Company-ID": company}) as r:
+            tags.append(r.headers["ETag"])
+    assert tags[0] != tags[1]
+    headers = {"X-Company-ID": "2", "If-None-Match": tags[0]}
+    async with await get(client, f"{API}/courses", key, **headers) as response:
+        assert response.status == 200
+
+
+async def test_without_people_read_every_people_endpoint_is_403(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scopes = " ".join(s for s in SCOPES if s != "people:read")
+    key = await new_key(store, capsys, "--company", "1", "--scope", scopes)
+    client = await make_client()
+    for route, url in COMPANY_1_URLS.items():
+        # A bad parameter too: the scope is checked before any parameter.
+        async with await get(client, f"{url}?per_page=x", key) as response:
+            if route in PEOPLE:
+                body = await assert_problem(response, 403)
+                assert "people:read" in body["detail"]
+                assert response.headers["WWW-Authenticate"] == (
+                    'APIKey header="X-API-KEY", error="insufficient_scope", scope="people:read"'
+                )
+        async with await get(client, url, key) as response:
+            assert response.status == (403 if route in PEOPLE else 200), url
+
+
+async def test_key_introspection_echoes_the_key(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = int(time.time())
+    key = await new_key(store, capsys, "--company", "2", "--scope", "reports:read events:read")
+    partner = await partner_key(store, capsys, [2, 1], "--expires-in", "1h")
+    client = await make_client()
+    async with await get(client, f"{API}/key", key) as response:
+        assert response.headers["Cache-Control"] == "no-store"
+        facts = await response.json()
+    assert facts.pop("iat") >= before - 1
+    assert facts == {
+        "active": True,
+        "scope": "events:read reports:read",
+        "client_id": key[:12],
+        "label": "t",
+        "exp": None,
+        "company_id": 2,
+        "companies": [2],
+    }
+    async with await get(client, f"{API}/key", partner) as response:
+        facts = await response.json()
+    assert facts["partner_id"] >= 1 and "company_id" not in facts
+    assert facts["companies"] == [1, 2] and facts["scope"] == " ".join(SCOPES)
+    assert 3500 <= facts["exp"] - facts["iat"] <= 3601
+    assert partner not in await (await get(client, f"{API}/key", partner)).text()
+
+
+async def test_revoking_a_partner_key_cuts_every_company(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = await partner_key(store, capsys, [1, 2])
+    listed = await tool(store, capsys, "list")
+    assert "reports:read" in listed and "(companies 1,2)" in listed
+    key_id = next(line.split()[0] for line in listed.splitlines() if key[:12] in line)
+    client = await make_client()
+    for company in ("1", "2"):
+        assert (await exact(client, f"{API}/courses", key, **{"X-Company-ID": company}))[0] == 200
+    await tool(store, capsys, "revoke", key_id)
+    await asyncio.sleep(CACHE_SECONDS + 0.1)
+    for company in ("1", "2"):
+        assert (await exact(client, f"{API}/courses", key, **{"X-Company-ID": company}))[0] == 401
+
+
+def test_a_bad_scope_is_one_line(sample_db: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--db", str(sample_db), "create", "--company", "1", "--label", "x"]
+    assert main([*argv, "--scope", "people:write"]) == 1
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert main(["--db", str(sample_db), "partner", "add-company", "7", "1"]) == 1
+    assert "no partner 7" in capsys.readouterr().err
