@@ -186,6 +186,8 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
                  by_latency=True, floor=whole, watch_rss=True, body="csv"),
         Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
                  by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
+        # The key's own facts (scopes, owner): authentication and no read beyond it.
+        Scenario("(m) key introspection", f"{API}/key", 32, "ceiling", 0.5),
         *report_scenarios(),
     ]  # fmt: skip
 

@@ -23,8 +23,9 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema
 
 from ..config import Config
-from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
+from ..data.fields import MAX_ID, MAX_LIST_VALUES, MAX_SAFE_ID, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
+from .access import COMPANY_HEADER, COMPANY_OPTIONAL, ROUTE_SCOPES
 from .auth import CHALLENGE
 from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
@@ -38,8 +39,8 @@ TITLE = "Security-awareness reporting API"
 DESCRIPTION = """Read-only reports on phishing campaigns and training courses.
 
 **Tenancy.** Every request to `/api/companies/` sends an `X-API-KEY` header. A key belongs \
-to one company and every answer holds only that company's data; an id of another company \
-is answered exactly like an unknown id (404).
+to one company, or to a partner (see Partner keys), and every answer holds only one \
+company's data; an id of another company is answered exactly like an unknown id (404).
 
 **Order.** Events: `timestamp`, then `id`, ascending. Inscriptions: `start_date`, then \
 inscription id; sections in course order; `groups` by name.
@@ -65,10 +66,22 @@ minute per client address.
 **Authentication.** A 401 carries `WWW-Authenticate: {challenge}`: the scheme is named \
 APIKey and the key travels in the `X-API-KEY` header.
 
+**Scopes.** A key holds scopes: `events:read`, `reports:read`, `people:read`, \
+`training:read`, `webhooks:read` (a key made without a choice holds them all). Each \
+operation names the one it needs; without it the answer is 403 with `WWW-Authenticate: \
+APIKey header="X-API-KEY", error="insufficient_scope", scope="<the scope>"`. \
+`GET /api/companies/v1/key` tells a key what it holds.
+
+**Partner keys.** A partner's key reads each of the partner's companies: every request \
+names one in `X-Company-ID` (one decimal id; absent, malformed or repeated: 400). An id \
+that is not the partner's, existing or not, is the 404 of an unknown record. A company's \
+key may send its own id there (any other id: the same 404).
+
 **Errors.** RFC 9457 `application/problem+json` bodies with `type`, `title`, `status`, \
 `detail` and `request_id`; a 400 adds `errors`, the messages for each offending parameter. \
 Checks run in order: path and method (404, 405), key (401; 400 when `X-API-KEY` is sent \
-more than once), rate limit (429), parameters (400), resource (404).
+more than once), rate limit (429), scope (403), `X-Company-ID` (400, 404), parameters \
+(400), resource (404).
 
 **Caching.** Every 200 carries a weak `ETag` (one per format); `If-None-Match` gives 304. \
 Bodies over 1 KiB are gzipped for clients that accept it; `Vary: Accept, Accept-Encoding`.
@@ -119,9 +132,9 @@ HEADERS = {
     "RateLimit": _header('IETF draft state, e.g. `"default";r=19;t=1`.'),
     "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
     "WWW-Authenticate": _header(
-        f"Always `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1)."
-    )
-    | {"required": True},
+        f"On a 401 `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1); "
+        'on a 403 for a scope, with `error="insufficient_scope", scope="..."` (RFC 6750 3.1).'
+    ),
 }
 RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
@@ -137,6 +150,12 @@ PROBLEMS = {
         "Unauthorized",
         "X-API-KEY is missing, empty, unknown or revoked.",
         ("WWW-Authenticate",),
+    ),
+    "403": (
+        "Forbidden",
+        "The key lacks the operation's scope (the challenge names it), or a company's key "
+        "asked the partners' API.",
+        ("WWW-Authenticate", *RATE_HEADERS),
     ),
     "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
     "406": (
@@ -361,10 +380,33 @@ def build_document(app: web.Application) -> dict[str, Any]:
             handler = SimpleNamespace(**{API_SPEC: copy.deepcopy(metadata)})
             spec.path(path=route.resource.canonical, method="get", handler=handler)
     document = api.swagger_dict()
-    for path_item in document["paths"].values():
+    for path, path_item in document["paths"].items():
         for operation in path_item.values():
             operation.pop("produces", None)  # apigami's docs() adds this OpenAPI 2 field
+            describe_access(path, operation)
     return document
+
+
+def describe_access(path: str, operation: dict[str, Any]) -> None:
+    """The operation's scope (OpenAPI 3.0 lists no scopes for an apiKey scheme: an
+    extension and the description say it), its 403, and the X-Company-ID header."""
+    scope = ROUTE_SCOPES[path]
+    operation["x-scope"] = scope
+    needs = f"Scope: `{scope}`." if scope else "Any key, whatever its scopes."
+    operation["description"] = f"{operation['description']}\n\n{needs}"
+    if scope:
+        operation["responses"]["403"] = {"$ref": "#/components/responses/Forbidden"}
+    if path.startswith("/api/companies/"):
+        required = path not in COMPANY_OPTIONAL
+        header = {"in": "header", "name": COMPANY_HEADER, "required": False}
+        header["description"] = (
+            "The company a partner's key reads (one of the partner's; "
+            + ("required for a partner key" if required else "optional here")
+            + "); a company's key may send its own id. Absent for a partner key, malformed "
+            "or repeated: 400; not the key's: 404."
+        )
+        header["schema"] = {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_ID}
+        operation.setdefault("parameters", []).append(header)
 
 
 def setup_openapi(app: web.Application) -> None:

@@ -274,20 +274,21 @@ TRIGGERS = (
 # SQLite's version 7 (app/data/schema.py): a key belongs to one company or to one partner
 # and holds its scopes. A new database runs it after SCHEMA; an upgrade runs it alone.
 SCHEMA_7 = f"""
-CREATE TABLE partners (
+CREATE TABLE IF NOT EXISTS partners (
     id   BIGINT PRIMARY KEY,
     name {TEXT} NOT NULL
 );
-CREATE TABLE partner_companies (
+CREATE TABLE IF NOT EXISTS partner_companies (
     partner_id BIGINT NOT NULL REFERENCES partners(id),
     company_id BIGINT NOT NULL REFERENCES companies(id),
     PRIMARY KEY (partner_id, company_id)
 );
 ALTER TABLE api_keys ALTER COLUMN company_id DROP NOT NULL,
-    ADD COLUMN partner_id BIGINT REFERENCES partners(id),
-    ADD COLUMN scopes {TEXT} NOT NULL DEFAULT '{ALL_SCOPES}',
+    ADD COLUMN IF NOT EXISTS partner_id BIGINT REFERENCES partners(id),
+    ADD COLUMN IF NOT EXISTS scopes {TEXT} NOT NULL DEFAULT '{ALL_SCOPES}',
+    DROP CONSTRAINT IF EXISTS api_keys_one_owner,
     ADD CONSTRAINT api_keys_one_owner CHECK ((company_id IS NULL) <> (partner_id IS NULL));
-CREATE INDEX api_keys_by_partner ON api_keys (partner_id);
+CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
 """
 # --- end of schema version 7 ---------------------------------------------------------------
 
