@@ -7,6 +7,7 @@ app reads; answers are compared byte for byte (one X-Request-ID for both request
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import time
 from typing import Any
@@ -88,6 +89,26 @@ def test_every_api_route_has_its_scope() -> None:
     }
     assert paths <= set(ROUTE_SCOPES), paths - set(ROUTE_SCOPES)
     assert {s for s in ROUTE_SCOPES.values() if s} <= set(SCOPES)
+
+
+async def test_the_document_gives_each_operation_its_scope_403_and_header(
+    client: TestClient,
+) -> None:
+    async with client.get("/api/docs/openapi.json") as response:
+        document = await response.json()
+    for path, item in document["paths"].items():
+        if not path.startswith("/api/"):
+            continue
+        operation = item["get"]
+        scope = ROUTE_SCOPES[path]
+        assert operation["x-scope"] == scope
+        assert (f"Scope: `{scope}`." if scope else "Any key") in operation["description"]
+        assert ("403" in operation["responses"]) == (scope is not None)
+        names = [p.get("name") for p in operation.get("parameters", [])]
+        assert ("X-Company-ID" in names) == path.startswith("/api/companies/")
+    text = json.dumps(document)
+    for fact in ("insufficient_scope", "X-Company-ID", "partner", *SCOPES):
+        assert fact in text, fact
 
 
 async def test_a_partner_key_reads_its_companies_and_no_other(
