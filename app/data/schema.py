@@ -51,7 +51,10 @@ CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
 """
 # From 6 to 7: api_keys.company_id may be NULL now, so the table is made again (SQLite's
 # way to change a column); its index and trigger come back with the schema's CREATEs.
+# Company names get their case-folded copy (the partners' filter[name]).
 MIGRATE_6_TO_7 = (
+    "ALTER TABLE companies ADD COLUMN name_key TEXT NOT NULL DEFAULT ''",
+    "UPDATE companies SET name_key = casefold(name)",
     f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
     "INSERT INTO api_keys_7 (id, company_id, key_hash, prefix, label, created_at, revoked_at,"
     " expires_at) SELECT id, company_id, key_hash, prefix, label, created_at, revoked_at,"
@@ -68,8 +71,9 @@ CREATE TABLE IF NOT EXISTS meta (
     value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS companies (
-    id   INTEGER PRIMARY KEY,
-    name TEXT NOT NULL
+    id       INTEGER PRIMARY KEY,
+    name     TEXT NOT NULL,
+    name_key TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS api_keys ({API_KEYS_COLUMNS});
 CREATE TABLE IF NOT EXISTS employees (
@@ -371,6 +375,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             for statement in MIGRATE_5_TO_6:
                 conn.execute(statement)
         if version in (1, 2, 3, 4, 5, 6):
+            conn.create_function("casefold", 1, str.casefold, deterministic=True)
             for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.

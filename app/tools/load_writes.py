@@ -84,7 +84,7 @@ OF_COMPANY = _parents(("company_id", "companies"))
 EVENT = EVENT_COLUMNS
 SAME = " AND ".join(f"e.{c} IS s.{c}" for c in EVENT[1:])
 MERGES: dict[str, str] = {
-    "companies": _upsert("companies", ("id", "name")),
+    "companies": _upsert("companies", ("id", "name", "name_key")),
     "partners": _upsert("partners", ("id", "name")),
     "partner_companies": _upsert(
         "partner_companies",

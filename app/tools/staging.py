@@ -72,7 +72,9 @@ def _plain(*columns: str, key: tuple[str, ...] = ("id",)) -> Staged:
 
 PERSON = ("first_name", "last_name", "email", "department", "country")
 STAGED: dict[str, Staged] = {
-    "companies": _plain("id", "name"),
+    "companies": Staged(
+        ("id", "name", "name_key"), lambda r: (r["id"], r["name"], _fold(r["name"]))
+    ),
     "partners": _plain("id", "name"),
     "partner_companies": _plain("partner_id", "company_id", key=("partner_id", "company_id")),
     "api_keys": Staged(

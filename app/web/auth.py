@@ -115,7 +115,9 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     request[API_KEY] = found
     require_scope(request, found)
     if request.path.startswith(PARTNERS_API):
-        require_partner(found)
+        # The partners' API answers for the partner: its ETags, totals and shares are
+        # kept under the partner's id negated, apart from every company's.
+        request[CALLER] = Caller(key_id=found.key_id, company_id=-require_partner(found))
     else:
         company_id = company_of(request, found)
         if company_id is not None:

@@ -224,7 +224,7 @@ def documented(
         csv = ("Content-Disposition",) if many else ()
         headers = _refs("ETag", "Vary", *csv, *RATE_HEADERS, *paging)
         sample = {
-            "summary": f"GET {example['request']} with company 1's sample key",
+            "summary": f"GET {example['request']} with {_sample_key(example['request'])}",
             "value": example["body"],
         }
         ok = {"schema": records(many=many), "examples": {"sample": sample}}
@@ -261,6 +261,13 @@ def documented(
         return view
 
     return decorate
+
+
+def _sample_key(request: str) -> str:
+    """Whose sample key an example's request was sent with."""
+    return "the partner's sample key" if request.startswith("/api/partners/") else (
+        "company 1's sample key"
+    )
 
 
 def documented_object(record: type[Schema]) -> Callable[[View], View]:

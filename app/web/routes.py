@@ -7,6 +7,7 @@ from aiohttp import web
 from . import views
 
 API = "/api/companies/v1"
+PARTNERS = "/api/partners/v1"
 
 
 def setup_routes(app: web.Application) -> None:
@@ -25,5 +26,6 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/events", views.event_feed)
     app.router.add_get(f"{API}/courses", views.course_list)
     app.router.add_get(f"{API}/key", views.key_introspection)
+    app.router.add_get(f"{PARTNERS}/companies", views.partner_companies)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

@@ -288,6 +288,29 @@ class CourseSchema(Schema):
     )
 
 
+class PartnerCompanySchema(Schema):
+    """One of the partner's companies, its figures side by side with the others'."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    name = fields.String(required=True, metadata={"example": "Northwind Logistics"})
+    employees = _count("Employees of the company.", 87)
+    campaigns = _count("Campaigns of the company, of any date.", 4)
+    last_launch_date = UtcTimestamp(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The latest campaign's launch; null: no campaign."},
+    )
+    sends = _count(
+        "Targets of the campaigns launched in the last 12 months (see the description).", 120
+    )
+    click_rate = _rate("people who clicked, summed over those campaigns,", "sends", 0.2)
+    fail_rate = _rate("people who failed, summed over those campaigns,", "sends", 0.1)
+    report_rate = _rate("people who reported, summed over those campaigns,", "sends", 0.3)
+    inscriptions = _count("Course inscriptions of the company.", 60)
+    completion_rate = _rate("completed inscriptions", "inscriptions", 0.5)
+    overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 5)
+
+
 class KeySchema(Schema):
     """The calling key, by RFC 7662's names (``client_id`` is its public prefix)."""
 

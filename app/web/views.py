@@ -6,7 +6,7 @@ import sqlite3
 
 from aiohttp import web
 
-from ..data import campaigns, courses, employees, events, feed, inscriptions
+from ..data import campaigns, courses, employees, events, feed, inscriptions, partners
 from ..data.api_keys import unix_seconds
 from ..data.schema import DatabaseError
 from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
@@ -24,6 +24,7 @@ from .params import (
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    PartnerCompaniesQuery,
 )
 from .responder import (
     refresh_version,
@@ -42,6 +43,7 @@ from .schemas import (
     FeedEventSchema,
     InscriptionSchema,
     KeySchema,
+    PartnerCompanySchema,
 )
 
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
@@ -53,6 +55,7 @@ CAMPAIGN_QUERY = CampaignQuery()
 EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
+PARTNER_COMPANIES_QUERY = PartnerCompaniesQuery()
 
 # Each listing's formats, the CSV columns from the schema of its records.
 CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
@@ -62,6 +65,7 @@ FEED_EVENTS = listing_offer(FeedEventSchema)
 CAMPAIGNS = listing_offer(CampaignSummarySchema)
 EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
+PARTNER_COMPANIES = listing_offer(PartnerCompanySchema)
 
 
 @documented(CampaignEventsQuery, CampaignEventSchema, path_id="campaign")
@@ -149,6 +153,15 @@ async def course_list(request: web.Request) -> web.StreamResponse:
     today = request.app[TODAY]()
     listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
     return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
+
+
+@documented(PartnerCompaniesQuery, PartnerCompanySchema)
+async def partner_companies(request: web.Request) -> web.StreamResponse:
+    """GET /api/partners/v1/companies: the partner's companies side by side."""
+    query = request.app[PARSERS].parse(PARTNER_COMPANIES_QUERY, request)
+    today = request.app[TODAY]()
+    listing = partners.partner_companies_listing(-request[CALLER].company_id, query.names, today)
+    return await respond_page(request, listing, query.paging, PARTNER_COMPANIES, today.isoformat())
 
 
 @documented_object(KeySchema)

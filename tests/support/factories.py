@@ -20,6 +20,7 @@ from app.tools.loader import SAMPLE_FIXTURE, load_files
 KEY_1 = "rk_sample_northwind_7f3c9a1e5b2d4c6f8a0b"  # company 1, Northwind Logistics
 KEY_2 = "rk_sample_bluefin_2d8e6a4c0b9f7e5d3c1a"  # company 2, Bluefin Health
 KEYS = {1: KEY_1, 2: KEY_2}
+KEY_PARTNER = "rk_sample_harbour_5c1e9b7d3a8f6e4d2b0c"  # partner 1, reads companies 1 and 2
 API = "/api/companies/v1"
 DATA_TABLES = (
     "companies",

@@ -62,4 +62,5 @@ RECORDS: dict[str, str] = {
     **reports.CAMPAIGNS,
     "employee": reports.EMPLOYEE,
     "course": reports.COURSE,
+    "partner_company": reports.PARTNER_COMPANY,
 }

@@ -289,7 +289,19 @@ ALTER TABLE api_keys ALTER COLUMN company_id DROP NOT NULL,
     DROP CONSTRAINT IF EXISTS api_keys_one_owner,
     ADD CONSTRAINT api_keys_one_owner CHECK ((company_id IS NULL) <> (partner_id IS NULL));
 CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
+ALTER TABLE companies ADD COLUMN IF NOT EXISTS name_key {TEXT} NOT NULL DEFAULT '';
 """
+
+
+async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
+    """Version 7, and company names folded by Python as the loaders fold them."""
+    await conn.execute(SCHEMA_7)
+    for row in await conn.fetch("SELECT id, name FROM companies"):
+        await conn.execute(
+            "UPDATE companies SET name_key = $2 WHERE id = $1", row["id"], row["name"].casefold()
+        )
+
+
 # --- end of schema version 7 ---------------------------------------------------------------
 
 META_DEFAULTS = (
@@ -340,7 +352,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_4_to_5(conn, rules or rules_from_env())
         if version in (2, 3, 4, 5):
             await migrate_5_to_6(conn)
-        await conn.execute(SCHEMA_7)
+        await migrate_6_to_7(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
