@@ -10,6 +10,8 @@ import asyncio
 import json
 import re
 import time
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 import pytest
@@ -17,11 +19,12 @@ from aiohttp.test_utils import TestClient
 
 from app.config import Config
 from app.data.api_keys import CACHE_SECONDS, SCOPES
+from app.data.partners import year_before
 from app.main import create_app
 from app.tools.keytool import main
 from app.web.access import ROUTE_SCOPES
 
-from .support.factories import API, KEY_1, KEY_2, assert_problem
+from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER, Day, assert_problem
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()
@@ -251,3 +254,95 @@ def test_a_bad_scope_is_one_line(sample_db: Any, capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().err.strip().count("\n") == 0
     assert main(["--db", str(sample_db), "partner", "add-company", "7", "1"]) == 1
     assert "no partner 7" in capsys.readouterr().err
+
+
+ROLLUP = "/api/partners/v1/companies"
+
+
+def rate(count: int, total: int) -> float | None:
+    """The reports' rounding: half up to 4 decimals, None over nothing."""
+    if not total:
+        return None
+    return float((Decimal(count) / Decimal(total)).quantize(Decimal("0.0001"), ROUND_HALF_UP))
+
+
+async def company_json(client: TestClient, url: str, company: int) -> tuple[Any, int]:
+    """A company's own report through the partner key, and its total."""
+    headers = {"X-API-KEY": KEY_PARTNER, "X-Company-ID": str(company)}
+    async with client.get(url, headers=headers) as response:
+        assert response.status == 200, await response.text()
+        return await response.json(), int(response.headers["X-Total-Count"])
+
+
+@pytest.mark.parametrize("day", [date(2026, 3, 1), date(2025, 7, 15), date(2024, 2, 29)])
+async def test_the_rollup_is_each_company_s_own_reports(
+    dated: tuple[TestClient, Day], day: date
+) -> None:
+    """Every figure of a company's line, from that company's own reports on that day."""
+    client, clock = dated
+    clock.day = day
+    since = f"{year_before(day).isoformat()}T00:00:00Z"
+    async with await get(client, ROLLUP, KEY_PARTNER) as response:
+        assert response.status == 200
+        assert response.headers["X-Total-Count"] == "2"
+        rows = await response.json()
+    assert [row["id"] for row in rows] == [1, 2]
+    for row in rows:
+        company = row["id"]
+        listed, total = await company_json(client, f"{API}/campaigns?per_page=500", company)
+        recent = [c for c in listed if c["launch_date"] >= since]
+        sends = sum(c["targets"] for c in recent)
+        courses, _ = await company_json(client, f"{API}/courses?per_page=500", company)
+        inscriptions = sum(c["inscriptions"] for c in courses)
+        expected = {
+            "id": company,
+            "name": {1: "Northwind Logistics", 2: "Bluefin Health"}[company],
+            "employees": (await company_json(client, f"{API}/victimsapi?per_page=1", company))[1],
+            "campaigns": total,
+            "last_launch_date": max((c["launch_date"] for c in listed), default=None),
+            "sends": sends,
+            "click_rate": rate(sum(c["clicked"] for c in recent), sends),
+            "fail_rate": rate(sum(c["failed"] for c in recent), sends),
+            "report_rate": rate(sum(c["reported"] for c in recent), sends),
+            "inscriptions": inscriptions,
+            "completion_rate": rate(sum(c["completed"] for c in courses), inscriptions),
+            "overdue": sum(c["overdue"] for c in courses),
+        }
+        assert row == expected
+        assert (
+            inscriptions == (await company_json(client, f"{API}/course-inscriptions", company))[1]
+        )
+
+
+async def test_the_rollup_filters_by_name_in_every_format(dated: tuple[TestClient, Day]) -> None:
+    client, _ = dated
+    url = f"{ROLLUP}?filter[name]=bluefin HEALTH,Nobody"
+    async with await get(client, url, KEY_PARTNER) as response:
+        [row] = await response.json()
+    assert row["id"] == 2
+    async with await get(client, f"{url}&format=ndjson", KEY_PARTNER) as response:
+        assert [json.loads(line) for line in (await response.text()).splitlines()] == [row]
+    async with await get(client, f"{url}&format=csv", KEY_PARTNER) as response:
+        header, line = (await response.text()).splitlines()
+    assert header.split(",") == list(row)
+    assert line.split(",")[:2] == ["2", "Bluefin Health"]
+
+
+async def test_the_rollup_is_the_partner_s_only(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = await make_client()
+    async with await get(client, ROLLUP, KEY_1) as response:
+        body = await assert_problem(response, 403)
+    assert "partner" in body["detail"]
+    only_2 = await partner_key(store, capsys, [2], "--scope", "reports:read")
+    async with await get(client, ROLLUP, only_2) as response:
+        assert [row["id"] for row in await response.json()] == [2]
+    no_reports = await partner_key(store, capsys, [1], "--scope", "events:read")
+    async with await get(client, ROLLUP, no_reports) as response:
+        await assert_problem(response, 403)
+
+
+def test_the_last_12_months_start_a_calendar_year_before() -> None:
+    assert year_before(date(2026, 3, 1)) == date(2025, 3, 1)
+    assert year_before(date(2028, 2, 29)) == date(2027, 2, 28)

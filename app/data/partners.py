@@ -24,8 +24,12 @@ _PEOPLE = ", ".join(
     f"(SELECT count(DISTINCT ev.employee_id) {events_of(kind, '')}) AS {name}"
     for kind, name in COUNT_NAMES.items()
 )
-_SUMS = ", ".join(f"coalesce(sum(x.{name}), 0) AS {name}" for name in COUNT_NAMES.values())
-RECENT = f"""SELECT coalesce(sum(x.targets), 0) AS sends, {_SUMS} FROM (SELECT
+# Sums as integers: PostgreSQL's sum of bigints is numeric (and would divide exactly).
+_SUMS = ", ".join(
+    f"CAST(coalesce(sum(x.{name}), 0) AS BIGINT) AS {name}"
+    for name in ("targets", *COUNT_NAMES.values())
+)
+RECENT = f"""SELECT {_SUMS} FROM (SELECT
     (SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id) AS targets, {_PEOPLE}
     FROM campaigns c WHERE c.company_id = co.id AND c.launch_date >= ?) x"""
 # Company ``co``'s inscriptions: how many, completed, and overdue on the date ``?``.
@@ -47,10 +51,10 @@ def company_fields(rate: Callable[[str, str], str]) -> Fields:
             "last_launch_date",
             "(SELECT max(c.launch_date) FROM campaigns c WHERE c.company_id = co.id)",
         ),
-        ("sends", "y.sends"),
-        ("click_rate", rate("y.clicked", "y.sends")),
-        ("fail_rate", rate("y.failed", "y.sends")),
-        ("report_rate", rate("y.reported", "y.sends")),
+        ("sends", "y.targets"),
+        ("click_rate", rate("y.clicked", "y.targets")),
+        ("fail_rate", rate("y.failed", "y.targets")),
+        ("report_rate", rate("y.reported", "y.targets")),
         ("inscriptions", "k.inscriptions"),
         ("completion_rate", rate("k.completed", "k.inscriptions")),
         ("overdue", "k.overdue"),
