@@ -1,10 +1,10 @@
 """Regenerate app/web/examples.json: each documented request, answered by the real app.
 
 The app serves a fresh database made from fixtures/sample.json on 127.0.0.1, and every
-example's request is sent with company 1's sample key (the partners' with the partner's); the answer becomes the example's
-body. `--check` writes nothing and exits 1 when an example is stale (the OpenAPI tests
-catch that too). Run it after changing the sample or an answer: `python
-scripts/openapi_examples.py`.
+example's request is sent with company 1's sample key (the partners' API's with the
+partner's); the answer becomes the example's body. `--check` writes nothing and exits 1
+when an example is stale (the OpenAPI tests catch that too). Run it after changing the
+sample or an answer: `python scripts/openapi_examples.py`.
 """
 
 from __future__ import annotations

@@ -135,12 +135,12 @@ def existing(db: str) -> Path:
     return Path(db)
 
 
-def in_transaction(db: str, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(conn, *args)`` in one write transaction on an existing database."""
+def in_transaction(db: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn(conn, *args, **kwargs)`` in one write transaction on an existing database."""
     conn = connect_writer(existing(db))
     try:
         with write_transaction(conn):
-            return fn(conn, *args)
+            return fn(conn, *args, **kwargs)
     finally:
         conn.close()
 
@@ -188,36 +188,24 @@ def format_table(keys: list[dict[str, Any]]) -> str:
     return "\n".join(line.rstrip() for line in [header, *lines])
 
 
-async def on_postgresql(url: str, name: str, *args: Any) -> Any:
+async def on_postgresql(url: str, name: str, *args: Any, **kwargs: Any) -> Any:
     """Run the PostgreSQL key function ``name`` in one transaction (the schema must exist)."""
     conn = await asyncpg.connect(url)
     try:
         await upgrade_if_older(conn)
         await check_schema(conn)
         async with conn.transaction():
-            return await getattr(pg_keys, name)(conn, *args)
+            return await getattr(pg_keys, name)(conn, *args, **kwargs)
     finally:
         await conn.close()
 
 
-def make_key(conn: sqlite3.Connection, args: argparse.Namespace) -> NewKey:
-    """``create``'s key, for its company or partner, with its scopes."""
-    return create_key(
-        conn,
-        args.company,
-        args.label,
-        args.expires_in,
-        scopes=args.scope,
-        partner_id=args.partner,
-    )
-
-
-def partner_change(conn: sqlite3.Connection, args: argparse.Namespace) -> str:
-    """``partner create`` or ``partner add-company``; what to print."""
-    if args.partner_command == "create":
-        return f"Created partner {create_partner(conn, args.name)}."
-    add_partner_company(conn, args.partner_id, args.company_id)
-    return f"Partner {args.partner_id} reads company {args.company_id}."
+def key_arguments(args: argparse.Namespace) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``create``'s arguments for either store's ``create_key``."""
+    return (args.company, args.label, args.expires_in), {
+        "scopes": args.scope,
+        "partner_id": args.partner,
+    }
 
 
 def run(args: argparse.Namespace) -> None:
@@ -225,10 +213,13 @@ def run(args: argparse.Namespace) -> None:
     if args.database_url:
         run_on_postgresql(args)
     elif args.command == "create":
-        new = in_transaction(args.db, make_key, args)
-        print_new_key("Created", new)
+        positional, named = key_arguments(args)
+        print_new_key("Created", in_transaction(args.db, create_key, *positional, **named))
+    elif args.command == "partner" and args.partner_command == "create":
+        print(f"Created partner {in_transaction(args.db, create_partner, args.name)}.")
     elif args.command == "partner":
-        print(in_transaction(args.db, partner_change, args))
+        in_transaction(args.db, add_partner_company, args.partner_id, args.company_id)
+        print(f"Partner {args.partner_id} reads company {args.company_id}.")
     elif args.command == "list":
         print(format_table(reading(args.db, list_keys)))
     elif args.command == "revoke":
@@ -244,10 +235,15 @@ def run_on_postgresql(args: argparse.Namespace) -> None:
     """The same subcommands and output, on the PostgreSQL database of ``--database-url``."""
     url = args.database_url
     if args.command == "create":
-        new = asyncio.run(on_postgresql(url, "make_key", args))
-        print_new_key("Created", new)
+        positional, named = key_arguments(args)
+        print_new_key(
+            "Created", asyncio.run(on_postgresql(url, "create_key", *positional, **named))
+        )
+    elif args.command == "partner" and args.partner_command == "create":
+        print(f"Created partner {asyncio.run(on_postgresql(url, 'create_partner', args.name))}.")
     elif args.command == "partner":
-        print(asyncio.run(on_postgresql(url, "partner_change", args)))
+        asyncio.run(on_postgresql(url, "add_partner_company", args.partner_id, args.company_id))
+        print(f"Partner {args.partner_id} reads company {args.company_id}.")
     elif args.command == "list":
         print(format_table(asyncio.run(on_postgresql(url, "list_keys"))))
     elif args.command == "revoke":

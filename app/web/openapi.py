@@ -265,8 +265,10 @@ def documented(
 
 def _sample_key(request: str) -> str:
     """Whose sample key an example's request was sent with."""
-    return "the partner's sample key" if request.startswith("/api/partners/") else (
-        "company 1's sample key"
+    return (
+        "the partner's sample key"
+        if request.startswith("/api/partners/")
+        else ("company 1's sample key")
     )
 
 

@@ -140,18 +140,3 @@ async def rotate_key(conn: asyncpg.Connection, key_id: int, lifetime: int | None
     )
     await revoke_key(conn, key_id)
     return new
-
-
-async def make_key(conn: asyncpg.Connection, args: Any) -> NewKey:
-    """The key tool's ``create``: a key for its company or partner, with its scopes."""
-    return await create_key(
-        conn, args.company, args.label, args.expires_in, scopes=args.scope, partner_id=args.partner
-    )
-
-
-async def partner_change(conn: asyncpg.Connection, args: Any) -> str:
-    """The key tool's ``partner create`` or ``partner add-company``; what to print."""
-    if args.partner_command == "create":
-        return f"Created partner {await create_partner(conn, args.name)}."
-    await add_partner_company(conn, args.partner_id, args.company_id)
-    return f"Partner {args.partner_id} reads company {args.company_id}."
