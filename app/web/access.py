@@ -20,7 +20,11 @@ from .errors import BadRequest, Forbidden
 COMPANIES_API = "/api/companies/v1"
 PARTNERS_API = "/api/partners/v1"
 COMPANY_HEADER = "X-Company-ID"
-HTTP_WHITESPACE = " \t"
+HTTP_WHITESPACE = " \t"  # the only whitespace a header value may carry (RFC 9110 5.5)
+# RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
+# a header of its own, so the challenge names one (APIKey) and says which header; a 403
+# for a scope adds RFC 6750's error and scope to it.
+CHALLENGE = 'APIKey header="X-API-KEY"'
 # The route's path -> the scope a key needs for it (None: any key may ask).
 ROUTE_SCOPES: dict[str, str | None] = {
     f"{COMPANIES_API}/key": None,
@@ -61,8 +65,7 @@ def require_scope(request: web.Request, key: ActiveKey) -> None:
         raise Forbidden(
             f"This API key lacks the scope {scope}.",
             headers={
-                "WWW-Authenticate": 'APIKey header="X-API-KEY", error="insufficient_scope",'
-                f' scope="{scope}"'
+                "WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
             },
         )
 

@@ -22,15 +22,18 @@ from aiohttp.typedefs import Handler
 from ..data.api_keys import CACHE_SECONDS, ActiveKey, hash_key
 from ..data.store import Store
 from ..keys import API_KEY, CALLER, CONFIG, KEY_CACHE, POOL, Caller
-from .access import PARTNERS_API, company_of, require_partner, require_scope
+from .access import (
+    CHALLENGE,
+    HTTP_WHITESPACE,
+    PARTNERS_API,
+    company_of,
+    require_partner,
+    require_scope,
+)
 from .errors import BadRequest, Unauthorized
 from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
 
 PROTECTED_PREFIXES = ("/api/companies/", f"{PARTNERS_API}/")
-# RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
-# a header of its own, so the challenge names one (APIKey) and says which header.
-CHALLENGE = 'APIKey header="X-API-KEY"'
-HTTP_WHITESPACE = " \t"  # the only whitespace a header value may carry (RFC 9110 5.5)
 
 
 class KeyCache:

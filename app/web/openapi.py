@@ -25,8 +25,7 @@ from marshmallow import Schema
 from ..config import Config
 from ..data.fields import MAX_ID, MAX_LIST_VALUES, MAX_SAFE_ID, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
-from .access import COMPANY_HEADER, COMPANY_OPTIONAL, ROUTE_SCOPES
-from .auth import CHALLENGE
+from .access import CHALLENGE, COMPANY_HEADER, COMPANY_OPTIONAL, ROUTE_SCOPES
 from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON

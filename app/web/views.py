@@ -168,7 +168,9 @@ async def partner_companies(request: web.Request) -> web.StreamResponse:
 async def key_introspection(request: web.Request) -> web.Response:
     """GET /api/companies/v1/key: the calling key's facts, RFC 7662's names; never the key."""
     key = request[API_KEY]
-    owner = {"company_id": key.company_id} if key.partner_id is None else {}
+    owner = (
+        {"company_id": key.company_id} if key.partner_id is None else {"partner_id": key.partner_id}
+    )
     facts = {
         "active": True,
         "scope": " ".join(sorted(key.scopes)),
@@ -176,7 +178,7 @@ async def key_introspection(request: web.Request) -> web.Response:
         "label": key.label,
         "iat": unix_seconds(key.created_at),
         "exp": unix_seconds(key.expires_at),
-        **(owner or {"partner_id": key.partner_id}),
+        **owner,
         "companies": sorted(key.companies),
     }
     return web.json_response(facts, headers={"Cache-Control": "no-store"})
