@@ -10,6 +10,7 @@ from ..data import campaigns, courses, employees, events, feed, inscriptions, pa
 from ..data.api_keys import unix_seconds
 from ..data.schema import DatabaseError
 from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
+from .access import require_partner
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
 from .formats import listing_offer
@@ -160,7 +161,8 @@ async def partner_companies(request: web.Request) -> web.StreamResponse:
     """GET /api/partners/v1/companies: the partner's companies side by side."""
     query = request.app[PARSERS].parse(PARTNER_COMPANIES_QUERY, request)
     today = request.app[TODAY]()
-    listing = partners.partner_companies_listing(-request[CALLER].company_id, query.names, today)
+    partner_id = require_partner(request[API_KEY])
+    listing = partners.partner_companies_listing(partner_id, query.names, today)
     return await respond_page(request, listing, query.paging, PARTNER_COMPANIES, today.isoformat())
 
 
