@@ -107,8 +107,9 @@ async def test_the_document_gives_each_operation_its_scope_403_and_header(
         assert operation["x-scope"] == scope
         assert (f"Scope: `{scope}`." if scope else "Any key") in operation["description"]
         assert ("403" in operation["responses"]) == (scope is not None)
-        names = [p.get("name") for p in operation.get("parameters", [])]
-        assert ("X-Company-ID" in names) == path.startswith("/api/companies/")
+        schemes = {name for option in operation["security"] for name in option}
+        assert ("CompanyId" in schemes) == path.startswith("/api/companies/")
+    assert document["components"]["securitySchemes"]["CompanyId"]["name"] == "X-Company-ID"
     text = json.dumps(document)
     for fact in ("insufficient_scope", "X-Company-ID", "partner", *SCOPES):
         assert fact in text, fact

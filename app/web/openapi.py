@@ -23,9 +23,9 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 from marshmallow import Schema
 
 from ..config import Config
-from ..data.fields import MAX_ID, MAX_LIST_VALUES, MAX_SAFE_ID, CommaList, DecimalId, UtcTimestamp
+from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
-from .access import CHALLENGE, COMPANY_HEADER, COMPANY_OPTIONAL, ROUTE_SCOPES
+from .access import CHALLENGE, COMPANY_HEADER, ROUTE_SCOPES
 from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
@@ -373,6 +373,7 @@ def build_document(app: web.Application) -> dict[str, Any]:
     spec.components.security_scheme(
         "ApiKey", {"type": "apiKey", "in": "header", "name": "X-API-KEY"}
     )
+    spec.components.security_scheme("CompanyId", COMPANY_SCHEME)
     for name, header in HEADERS.items():
         spec.components.header(name, header)
     for name, description, headers in PROBLEMS.values():
@@ -395,6 +396,16 @@ def build_document(app: web.Application) -> dict[str, Any]:
     return document
 
 
+COMPANY_SCHEME = {
+    "type": "apiKey",
+    "in": "header",
+    "name": COMPANY_HEADER,
+    "description": "A partner's key names the company each request reads (one of the "
+    "partner's, a decimal id; `/key` needs none); a company's key may send its own id. "
+    "Absent for a partner's key, malformed or repeated: 400; a company not the key's: 404.",
+}
+
+
 def describe_access(path: str, operation: dict[str, Any]) -> None:
     """The operation's scope (OpenAPI 3.0 lists no scopes for an apiKey scheme: an
     extension and the description say it), its 403, and the X-Company-ID header."""
@@ -405,16 +416,9 @@ def describe_access(path: str, operation: dict[str, Any]) -> None:
     if scope:
         operation["responses"]["403"] = {"$ref": "#/components/responses/Forbidden"}
     if path.startswith("/api/companies/"):
-        required = path not in COMPANY_OPTIONAL
-        header = {"in": "header", "name": COMPANY_HEADER, "required": False}
-        header["description"] = (
-            "The company a partner's key reads (one of the partner's; "
-            + ("required for a partner key" if required else "optional here")
-            + "); a company's key may send its own id. Absent for a partner key, malformed "
-            "or repeated: 400; not the key's: 404."
-        )
-        header["schema"] = {"type": "integer", "minimum": 1, "maximum": MAX_SAFE_ID}
-        operation.setdefault("parameters", []).append(header)
+        # A partner's key sends X-Company-ID too: a second way to authorize, so that
+        # Swagger UI's Authorize takes it and no client guesses a value for it.
+        operation["security"] = [{"ApiKey": []}, {"ApiKey": [], "CompanyId": []}]
 
 
 def setup_openapi(app: web.Application) -> None:
