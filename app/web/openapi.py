@@ -133,7 +133,8 @@ HEADERS = {
     "WWW-Authenticate": _header(
         f"On a 401 `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1); "
         'on a 403 for a scope, with `error="insufficient_scope", scope="..."` (RFC 6750 3.1).'
-    ),
+    )
+    | {"required": True},
 }
 RATE_HEADERS: tuple[str, ...] = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 RATE_HEADERS += ("RateLimit-Policy", "RateLimit")
@@ -411,6 +412,7 @@ def describe_access(path: str, operation: dict[str, Any]) -> None:
     extension and the description say it), its 403, and the X-Company-ID header."""
     scope = ROUTE_SCOPES[path]
     operation["x-scope"] = scope
+    operation.setdefault("parameters", [])
     needs = f"Scope: `{scope}`." if scope else "Any key, whatever its scopes."
     operation["description"] = f"{operation['description']}\n\n{needs}"
     if scope:
