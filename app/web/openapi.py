@@ -374,7 +374,6 @@ def build_document(app: web.Application) -> dict[str, Any]:
     spec.components.security_scheme(
         "ApiKey", {"type": "apiKey", "in": "header", "name": "X-API-KEY"}
     )
-    spec.components.security_scheme("CompanyId", COMPANY_SCHEME)
     for name, header in HEADERS.items():
         spec.components.header(name, header)
     for name, description, headers in PROBLEMS.values():
@@ -397,14 +396,11 @@ def build_document(app: web.Application) -> dict[str, Any]:
     return document
 
 
-COMPANY_SCHEME = {
-    "type": "apiKey",
-    "in": "header",
-    "name": COMPANY_HEADER,
-    "description": "A partner's key names the company each request reads (one of the "
-    "partner's, a decimal id; `/key` needs none); a company's key may send its own id. "
-    "Absent for a partner's key, malformed or repeated: 400; a company not the key's: 404.",
-}
+COMPANY_RULE = (
+    "a partner's key names the company each request reads (one of the partner's, a "
+    "decimal id; `/key` needs none); a company's key may send its own id. Absent for a "
+    "partner's key, malformed or repeated: 400; a company not the key's: 404."
+)
 
 
 def describe_access(path: str, operation: dict[str, Any]) -> None:
@@ -418,9 +414,8 @@ def describe_access(path: str, operation: dict[str, Any]) -> None:
     if scope:
         operation["responses"]["403"] = {"$ref": "#/components/responses/Forbidden"}
     if path.startswith("/api/companies/"):
-        # A partner's key sends X-Company-ID too: a second way to authorize, so that
-        # Swagger UI's Authorize takes it and no client guesses a value for it.
-        operation["security"] = [{"ApiKey": []}, {"ApiKey": [], "CompanyId": []}]
+        # In words, not as a parameter: a client generator or fuzzer would guess values.
+        operation["description"] += f"\n\n`{COMPANY_HEADER}`: {COMPANY_RULE}"
 
 
 def setup_openapi(app: web.Application) -> None:
