@@ -12,6 +12,9 @@ Version 4 had no verdicts: the upgrade decides them, and an event that is not hu
 again on the feed (tests/test_automation.py upgrades version 4 files on both stores).
 Version 5's index of each type's events had no verdict: the upgrade makes it again with
 it, deciding no verdict again.
+Version 6 had no partners and unscoped company keys: the upgrade keeps every key, which
+then holds every scope, and folds each company's name (tests/test_completion_dates.py
+checks the same step's completion dates).
 """
 
 from __future__ import annotations
@@ -27,13 +30,22 @@ from typing import Any
 import asyncpg
 import pytest
 
+from app.data.api_keys import ALL_SCOPES
 from app.data.pg.schema import ensure_schema
 from app.data.schema import SCHEMA_VERSION, upgrade_if_older
 from app.tools import keytool
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
-from .support.factories import API, KEY_1, get, query, sample
+from .support.factories import (
+    API,
+    KEY_1,
+    PG_SINCE_VERSION_6,
+    SINCE_VERSION_6,
+    get,
+    query,
+    sample,
+)
 from .support.servers import Launcher, clean_env, fetch
 from .support.stores import read_only_role
 from .support.verdicts import decide
@@ -57,6 +69,7 @@ V1_TRIGGERS = {
 # What version 5 added: the events' verdicts and the settings they were made with (and
 # version 6, the verdict in the campaigns' index of each type's events).
 DOWNGRADE_TO_4 = (
+    *SINCE_VERSION_6,
     "DROP INDEX IF EXISTS campaign_events_by_type",
     "ALTER TABLE campaign_events DROP COLUMN verdict",
     "ALTER TABLE campaign_events DROP COLUMN reasons",
@@ -198,6 +211,7 @@ async def test_a_version_2_file_gets_python_s_folded_titles(
 
 
 DOWNGRADE_PG_TO_4 = (
+    *PG_SINCE_VERSION_6,
     "DROP INDEX campaign_events_by_type",  # version 6's, with the verdict
     "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons",
     "DELETE FROM meta WHERE key LIKE 'automation_rules:%'",
@@ -306,7 +320,7 @@ def test_a_version_5_file_gets_the_verdict_in_its_index(sample_db: Path, tmp_pat
     """The campaigns count verdicts from the index; the verdicts are not decided again."""
     old = copy_into(sample_db, tmp_path / "v5.sqlite3")
     conn = sqlite3.connect(old, isolation_level=None)
-    for statement in ("DROP INDEX campaign_events_by_type", VERSION_5_INDEX):
+    for statement in (*SINCE_VERSION_6, "DROP INDEX campaign_events_by_type", VERSION_5_INDEX):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 5")
     conn.close()
@@ -325,6 +339,8 @@ async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
 ) -> None:
     conn = await asyncpg.connect(pg_database)
     try:
+        for statement in PG_SINCE_VERSION_6:
+            await conn.execute(statement)
         await conn.execute(f"DROP INDEX campaign_events_by_type; {VERSION_5_INDEX}")
         await conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
         before = await conn.fetch(VERDICTS_AND_PLACES)
@@ -339,3 +355,46 @@ async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
     assert definition.replace('"', "").endswith(columns)
     assert after == before
     assert await stored_version(pg_database) == str(SCHEMA_VERSION)
+
+
+# After a version 6 upgrade: every company key, now with every scope; the folded names.
+KEYS_AFTER_6 = "SELECT id, company_id, partner_id, scopes FROM api_keys ORDER BY id"
+NAMES_AFTER_6 = "SELECT name, name_key FROM companies ORDER BY id"
+
+
+def expected_keys(before: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [(key_id, company, None, ALL_SCOPES) for key_id, company in before]
+
+
+def test_a_version_6_file_keeps_its_keys_with_every_scope(sample_db: Path, tmp_path: Path) -> None:
+    old = copy_into(sample_db, tmp_path / "v6.sqlite3")
+    conn = sqlite3.connect(old, isolation_level=None)
+    for statement in SINCE_VERSION_6:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    before = query(old, "SELECT id, company_id FROM api_keys ORDER BY id")
+    assert before
+    assert upgrade_if_older(old)
+    assert query(old, KEYS_AFTER_6) == expected_keys(before)
+    assert all(key == name.casefold() for name, key in query(old, NAMES_AFTER_6))
+
+
+async def test_a_version_6_postgresql_database_keeps_its_keys_with_every_scope(
+    pg_database: str,
+) -> None:
+    conn = await asyncpg.connect(pg_database)
+    try:
+        for statement in PG_SINCE_VERSION_6:
+            await conn.execute(statement)
+        await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        before = [
+            tuple(r) for r in await conn.fetch("SELECT id, company_id FROM api_keys ORDER BY id")
+        ]
+        assert await ensure_schema(conn)
+        keys = [tuple(r) for r in await conn.fetch(KEYS_AFTER_6)]
+        names = await conn.fetch(NAMES_AFTER_6)
+    finally:
+        await conn.close()
+    assert before and keys == expected_keys(before)
+    assert all(row["name_key"] == row["name"].casefold() for row in names)

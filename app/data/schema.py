@@ -49,20 +49,6 @@ CREATE TABLE IF NOT EXISTS partner_companies (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
 """
-# From 6 to 7: api_keys.company_id may be NULL now, so the table is made again (SQLite's
-# way to change a column); its index and trigger come back with the schema's CREATEs.
-# Company names get their case-folded copy (the partners' filter[name]).
-MIGRATE_6_TO_7 = (
-    "ALTER TABLE companies ADD COLUMN name_key TEXT NOT NULL DEFAULT ''",
-    "UPDATE companies SET name_key = casefold(name)",
-    f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
-    "INSERT INTO api_keys_7 (id, company_id, key_hash, prefix, label, created_at, revoked_at,"
-    " expires_at) SELECT id, company_id, key_hash, prefix, label, created_at, revoked_at,"
-    " expires_at FROM api_keys",
-    "DROP TABLE api_keys",
-    "ALTER TABLE api_keys_7 RENAME TO api_keys",
-)
-# --- end of schema version 7 ---------------------------------------------------------------
 
 
 SCHEMA = f"""
@@ -151,7 +137,8 @@ CREATE TABLE IF NOT EXISTS inscriptions (
     start_date  TEXT NOT NULL,
     due_date    TEXT,
     status      TEXT NOT NULL
-        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
+        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)})),
+    completed_at TEXT
 );
 CREATE TABLE IF NOT EXISTS section_results (
     inscription_id INTEGER NOT NULL REFERENCES inscriptions(id),
@@ -191,6 +178,8 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_employee
     ON inscriptions (employee_id, status, due_date);
 CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
+-- Version 7: the stats by team read the company's teams.
+CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);
 {PARTNERS}"""
 
 # Rows that point across tenants would leak data through joins; refuse them here too,
@@ -322,6 +311,33 @@ MIGRATE_4_TO_5 = (
 # their verdicts (automated_events, suspected_events), so its index holds the verdict;
 # the CREATE below makes it again.
 MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
+
+# --- From schema version 6 to 7 (one step, one marked block per feature) ---
+# A completed inscription's date when its fixture gives none: its latest section
+# completion (null for any other status). Both stores and every writer use it.
+DERIVE_COMPLETED_AT = (
+    "UPDATE inscriptions SET completed_at = CASE WHEN status = 'completed' THEN"
+    " (SELECT max(r.completed_at) FROM section_results r"
+    " WHERE r.inscription_id = inscriptions.id) END"
+)
+MIGRATE_6_TO_7 = (
+    # -- stats: inscriptions get their completion date, derived for the stored ones.
+    "ALTER TABLE inscriptions ADD COLUMN completed_at TEXT",
+    DERIVE_COMPLETED_AT,
+    # -- keys: api_keys.company_id may be NULL now (partner keys), so the table is made
+    # again (SQLite's way to change a column); its index and trigger come back with the
+    # schema's CREATEs. Company names get their case-folded copy (the partners'
+    # filter[name]).
+    "ALTER TABLE companies ADD COLUMN name_key TEXT NOT NULL DEFAULT ''",
+    "UPDATE companies SET name_key = casefold(name)",
+    f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
+    "INSERT INTO api_keys_7 (id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at) SELECT id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at FROM api_keys",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_7 RENAME TO api_keys",
+)
+# --- end of schema version 7 ---
 
 
 class DatabaseError(Exception):

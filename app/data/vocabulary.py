@@ -10,3 +10,6 @@ EVENT_TYPES = ("open", "click", "report", "fail")
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 INSCRIPTION_STATUSES = ("not_started", "in_progress", "completed")
 SECTION_STATUSES = ("APPROVED", "DISAPPROVED")
+# filter[automation]: keep every event, or leave out the automated ones, or leave out the
+# suspected and the automated ones (app/data/automation.py decides the verdicts).
+AUTOMATION_FILTERS = ("include", "exclude_automated", "exclude_suspected")

@@ -27,5 +27,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/courses", views.course_list)
     app.router.add_get(f"{API}/key", views.key_introspection)
     app.router.add_get(f"{PARTNERS}/companies", views.partner_companies)
+    app.router.add_get(f"{API}/stats/phishing", views.phishing_stats)
+    app.router.add_get(f"{API}/stats/training", views.training_stats)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

@@ -193,3 +193,42 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
     for leak in ("Traceback", "SELECT ", "sqlite", ".py", "/work/", "/tmp/"):
         assert leak not in text, text
     return body
+
+
+# What schema version 7 added (inscriptions' completion dates, the teams' index,
+# PostgreSQL's unixepoch; partners, scoped keys, folded company names): dropped again by
+# the tests that make an older database.
+# -- stats' block
+STATS_SINCE_VERSION_6 = (
+    "ALTER TABLE inscriptions DROP COLUMN completed_at",
+    "DROP INDEX IF EXISTS teams_by_company",
+)
+# -- keys' block: partner keys go, api_keys takes version 6's shape again (company_id not
+# null, no scopes), partners and the folded company names go.
+KEYS_SINCE_VERSION_6 = (
+    "CREATE TABLE api_keys_6 (id INTEGER PRIMARY KEY,"
+    " company_id INTEGER NOT NULL REFERENCES companies(id),"
+    " key_hash TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64), prefix TEXT NOT NULL,"
+    " label TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, expires_at TEXT)",
+    "INSERT INTO api_keys_6 SELECT id, company_id, key_hash, prefix, label, created_at,"
+    " revoked_at, expires_at FROM api_keys WHERE company_id IS NOT NULL",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_6 RENAME TO api_keys",
+    "CREATE INDEX api_keys_by_company ON api_keys (company_id)",
+    "DROP TABLE partner_companies",
+    "DROP TABLE partners",
+    "ALTER TABLE companies DROP COLUMN name_key",
+)
+PG_KEYS_SINCE_VERSION_6 = (
+    "DELETE FROM api_keys WHERE company_id IS NULL",
+    "ALTER TABLE api_keys DROP CONSTRAINT api_keys_one_owner, DROP COLUMN partner_id,"
+    " DROP COLUMN scopes, ALTER COLUMN company_id SET NOT NULL",
+    "DROP TABLE partner_companies, partners",
+    "ALTER TABLE companies DROP COLUMN name_key",
+)
+SINCE_VERSION_6 = (*STATS_SINCE_VERSION_6, *KEYS_SINCE_VERSION_6)
+PG_SINCE_VERSION_6 = (
+    *STATS_SINCE_VERSION_6,
+    "DROP FUNCTION unixepoch(text)",
+    *PG_KEYS_SINCE_VERSION_6,
+)

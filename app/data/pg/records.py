@@ -60,7 +60,8 @@ RECORDS: dict[str, str] = {
     "inscription_row": INSCRIPTION_ROW,
     "feed_event": FEED_EVENT,
     **reports.CAMPAIGNS,
-    "employee": reports.EMPLOYEE,
+    **reports.EMPLOYEES,
     "course": reports.COURSE,
     "partner_company": reports.PARTNER_COMPANY,
+    **reports.STATS,
 }

@@ -13,7 +13,7 @@ import asyncpg
 
 from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
-from ..schema import SCHEMA_VERSION, DatabaseError
+from ..schema import DERIVE_COMPLETED_AT, SCHEMA_VERSION, DatabaseError
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .automation import classify
 
@@ -54,6 +54,13 @@ EVENTS_BY_TYPE = """CREATE INDEX IF NOT EXISTS campaign_events_by_type
 # Each event's verdict and its reasons, a JSON array as text (app/data/automation.py).
 VERDICT_COLUMN = f"verdict {TEXT} NOT NULL DEFAULT 'human' CHECK (verdict IN ({_one_of(VERDICTS)}))"
 REASONS_COLUMN = f"reasons {TEXT} NOT NULL DEFAULT '[]'"
+
+# --- Version 7: SQLite's unixepoch(instant) (whole seconds), which the stats' shared SQL
+# uses (the stored instants all end in Z), and the index of the company's teams. ---
+STATS_SUPPORT = """CREATE OR REPLACE FUNCTION unixepoch(instant text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT extract(epoch FROM instant::timestamptz)::bigint $$;
+CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);"""
 
 SCHEMA = f"""
 CREATE TABLE meta (
@@ -146,7 +153,8 @@ CREATE TABLE inscriptions (
     course_id   BIGINT NOT NULL REFERENCES courses(id),
     {_day("start_date")} NOT NULL,
     {_day("due_date")},
-    status      {TEXT} NOT NULL CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
+    status      {TEXT} NOT NULL CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)})),
+    {_day("completed_at")}
 );
 CREATE TABLE section_results (
     inscription_id BIGINT NOT NULL REFERENCES inscriptions(id),
@@ -167,7 +175,8 @@ CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
 {REPORT_INDEXES}
-{EVENTS_BY_TYPE}"""
+{EVENTS_BY_TYPE}
+{STATS_SUPPORT}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -272,7 +281,8 @@ TRIGGERS = (
 
 # --- Schema version 7: scoped keys, partners and their companies --------------------------
 # SQLite's version 7 (app/data/schema.py): a key belongs to one company or to one partner
-# and holds its scopes. A new database runs it after SCHEMA; an upgrade runs it alone.
+# and holds its scopes. A new database runs it after SCHEMA; an upgrade runs it in
+# migrate_6_to_7.
 SCHEMA_7 = f"""
 CREATE TABLE IF NOT EXISTS partners (
     id   BIGINT PRIMARY KEY,
@@ -291,16 +301,6 @@ ALTER TABLE api_keys ALTER COLUMN company_id DROP NOT NULL,
 CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
 ALTER TABLE companies ADD COLUMN IF NOT EXISTS name_key {TEXT} NOT NULL DEFAULT '';
 """
-
-
-async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
-    """Version 7, and company names folded by Python as the loaders fold them."""
-    await conn.execute(SCHEMA_7)
-    for row in await conn.fetch("SELECT id, name FROM companies"):
-        await conn.execute(
-            "UPDATE companies SET name_key = $2 WHERE id = $1", row["id"], row["name"].casefold()
-        )
-
 
 # --- end of schema version 7 ---------------------------------------------------------------
 
@@ -407,6 +407,26 @@ async def migrate_5_to_6(conn: asyncpg.Connection) -> None:
     holds the verdict (made again, in the upgrade's transaction)."""
     await conn.execute("DROP INDEX IF EXISTS campaign_events_by_type")
     await conn.execute(EVENTS_BY_TYPE)
+
+
+# --- From schema version 6 to 7 (one step, one marked block per feature) ---
+async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
+    """SQLite's MIGRATE_6_TO_7: the stats' completion dates and unixepoch, then the keys'
+    partners and scopes."""
+    # -- stats: inscriptions get their completion date, derived for the stored ones.
+    await conn.execute(f"ALTER TABLE inscriptions ADD COLUMN {_day('completed_at')}")
+    await conn.execute(DERIVE_COMPLETED_AT)
+    await conn.execute(STATS_SUPPORT)
+    # -- keys: partners, scoped keys, and company names folded by Python as the loaders
+    # fold them.
+    await conn.execute(SCHEMA_7)
+    for row in await conn.fetch("SELECT id, name FROM companies"):
+        await conn.execute(
+            "UPDATE companies SET name_key = $2 WHERE id = $1", row["id"], row["name"].casefold()
+        )
+
+
+# --- end of 6 to 7 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
