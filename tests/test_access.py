@@ -61,12 +61,17 @@ async def new_key(store: Store, capsys: pytest.CaptureFixture[str], *argv: str) 
     return key
 
 
+async def new_partner(store: Store, capsys: pytest.CaptureFixture[str]) -> str:
+    """A new partner's id, as ``partner create`` printed it."""
+    out = await tool(store, capsys, "partner", "create", "--name", "MSP")
+    return str(re.findall(r"partner (\d+)", out)[0])
+
+
 async def partner_key(
     store: Store, capsys: pytest.CaptureFixture[str], companies: list[int], *argv: str
 ) -> str:
     """A new partner reading ``companies``, and a key of it."""
-    out = await tool(store, capsys, "partner", "create", "--name", "MSP")
-    partner = re.findall(r"partner (\d+)", out)[0]
+    partner = await new_partner(store, capsys)
     for company in companies:
         await tool(store, capsys, "partner", "add-company", partner, str(company))
     return await new_key(store, capsys, "--partner", partner, *argv)
@@ -118,8 +123,10 @@ async def test_a_partner_key_reads_its_companies_and_no_other(
     make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Companies A and B as their own keys see them; C, an unknown id: one 404, same bytes."""
-    key = await partner_key(store, capsys, [2])
-    await tool(store, capsys, "partner", "add-company", "1", "1")
+    partner = await new_partner(store, capsys)
+    await tool(store, capsys, "partner", "add-company", partner, "2")
+    key = await new_key(store, capsys, "--partner", partner)
+    await tool(store, capsys, "partner", "add-company", partner, "1")  # after the key
     client = await make_client()
     for route, url in COMPANY_1_URLS.items():
         if route == f"{API}/key":

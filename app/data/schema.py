@@ -37,18 +37,20 @@ API_KEYS_COLUMNS = f"""
     scopes     TEXT NOT NULL DEFAULT '{ALL_SCOPES}',
     CHECK ((company_id IS NULL) != (partner_id IS NULL))
 """
-PARTNERS = """
-CREATE TABLE IF NOT EXISTS partners (
+PARTNER_TABLES = (
+    """CREATE TABLE IF NOT EXISTS partners (
     id   INTEGER PRIMARY KEY,
     name TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS partner_companies (
+)""",
+    """CREATE TABLE IF NOT EXISTS partner_companies (
     partner_id INTEGER NOT NULL REFERENCES partners(id),
     company_id INTEGER NOT NULL REFERENCES companies(id),
     PRIMARY KEY (partner_id, company_id)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
-"""
+) WITHOUT ROWID""",
+)
+PARTNERS = "".join(f"{table};\n" for table in PARTNER_TABLES) + (
+    "CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);\n"
+)
 
 
 SCHEMA = f"""
@@ -327,7 +329,9 @@ MIGRATE_6_TO_7 = (
     # -- keys: api_keys.company_id may be NULL now (partner keys), so the table is made
     # again (SQLite's way to change a column); its index and trigger come back with the
     # schema's CREATEs. Company names get their case-folded copy (the partners'
-    # filter[name]).
+    # filter[name]). The partners come first: the new keys' table refers to them (with
+    # foreign keys on, SQLite refuses rows of a table whose parent is missing).
+    *PARTNER_TABLES,
     "ALTER TABLE companies ADD COLUMN name_key TEXT NOT NULL DEFAULT ''",
     "UPDATE companies SET name_key = casefold(name)",
     f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
