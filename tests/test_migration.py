@@ -45,6 +45,8 @@ from .support.factories import (
     get,
     query,
     sample,
+    to_version_6,
+    version_6_copy,
 )
 from .support.servers import Launcher, clean_env, fetch
 from .support.stores import read_only_role
@@ -367,12 +369,7 @@ def expected_keys(before: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
 
 
 def test_a_version_6_file_keeps_its_keys_with_every_scope(sample_db: Path, tmp_path: Path) -> None:
-    old = copy_into(sample_db, tmp_path / "v6.sqlite3")
-    conn = sqlite3.connect(old, isolation_level=None)
-    for statement in SINCE_VERSION_6:
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
-    conn.close()
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
     before = query(old, "SELECT id, company_id FROM api_keys ORDER BY id")
     assert before
     assert upgrade_if_older(old)
@@ -385,9 +382,7 @@ async def test_a_version_6_postgresql_database_keeps_its_keys_with_every_scope(
 ) -> None:
     conn = await asyncpg.connect(pg_database)
     try:
-        for statement in PG_SINCE_VERSION_6:
-            await conn.execute(statement)
-        await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        await to_version_6(conn)
         before = [
             tuple(r) for r in await conn.fetch("SELECT id, company_id FROM api_keys ORDER BY id")
         ]

@@ -232,3 +232,23 @@ PG_SINCE_VERSION_6 = (
     "DROP FUNCTION unixepoch(text)",
     *PG_KEYS_SINCE_VERSION_6,
 )
+
+
+def version_6_copy(sample_db: Path, target: Path) -> Path:
+    """A copy of the sample file made version 6 again (what version 7 added, dropped)."""
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    conn.execute("VACUUM INTO ?", (str(target),))
+    conn.close()
+    conn = sqlite3.connect(target, isolation_level=None)
+    for statement in SINCE_VERSION_6:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    return target
+
+
+async def to_version_6(conn: Any) -> None:
+    """Make a PostgreSQL sample database (an asyncpg connection's) version 6 again."""
+    for statement in PG_SINCE_VERSION_6:
+        await conn.execute(statement)
+    await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
