@@ -1,10 +1,10 @@
 """Regenerate app/web/examples.json: each documented request, answered by the real app.
 
 The app serves a fresh database made from fixtures/sample.json on 127.0.0.1, and every
-example's request is sent with company 1's sample key; the answer becomes the example's
-body. `--check` writes nothing and exits 1 when an example is stale (the OpenAPI tests
-catch that too). Run it after changing the sample or an answer: `python
-scripts/openapi_examples.py`.
+example's request is sent with company 1's sample key (the partners' API's with the
+partner's); the answer becomes the example's body. `--check` writes nothing and exits 1
+when an example is stale (the OpenAPI tests catch that too). Run it after changing the
+sample or an answer: `python scripts/openapi_examples.py`.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ def render(examples: dict[str, Any]) -> str:
 async def answers(examples: dict[str, Any], db: Path) -> dict[str, Any]:
     """The examples with each body replaced by what the app answers its request."""
     sample = json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8"))
-    key = next(k["key"] for k in sample["api_keys"] if k["company_id"] == 1)
+    key = next(k["key"] for k in sample["api_keys"] if k.get("company_id") == 1)
+    partner = next(k["key"] for k in sample["api_keys"] if k.get("partner_id"))
     runner = web.AppRunner(create_app(Config(db=str(db))))
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -45,7 +46,8 @@ async def answers(examples: dict[str, Any], db: Path) -> dict[str, Any]:
         async with ClientSession(f"http://127.0.0.1:{port}") as http:
             fresh = {}
             for view, example in examples.items():
-                async with http.get(example["request"], headers={"X-API-KEY": key}) as r:
+                sent = partner if example["request"].startswith("/api/partners/") else key
+                async with http.get(example["request"], headers={"X-API-KEY": sent}) as r:
                     if r.status != 200:
                         raise SystemExit(f"{example['request']}: {r.status} {await r.text()}")
                     fresh[view] = example | {"body": await r.json()}

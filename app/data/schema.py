@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
+from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
@@ -21,25 +22,48 @@ def _one_of(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
+# --- Schema version 7: scoped keys, partners and their companies --------------------------
+# A key belongs to one company or to one partner, and holds its scopes (space-separated).
+API_KEYS_COLUMNS = f"""
+    id         INTEGER PRIMARY KEY,
+    company_id INTEGER REFERENCES companies(id),
+    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
+    prefix     TEXT NOT NULL,
+    label      TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT,
+    expires_at TEXT,
+    partner_id INTEGER REFERENCES partners(id),
+    scopes     TEXT NOT NULL DEFAULT '{ALL_SCOPES}',
+    CHECK ((company_id IS NULL) != (partner_id IS NULL))
+"""
+PARTNER_TABLES = (
+    """CREATE TABLE IF NOT EXISTS partners (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS partner_companies (
+    partner_id INTEGER NOT NULL REFERENCES partners(id),
+    company_id INTEGER NOT NULL REFERENCES companies(id),
+    PRIMARY KEY (partner_id, company_id)
+) WITHOUT ROWID""",
+)
+PARTNERS = "".join(f"{table};\n" for table in PARTNER_TABLES) + (
+    "CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);\n"
+)
+
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS companies (
-    id   INTEGER PRIMARY KEY,
-    name TEXT NOT NULL
+    id       INTEGER PRIMARY KEY,
+    name     TEXT NOT NULL,
+    name_key TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE IF NOT EXISTS api_keys (
-    id         INTEGER PRIMARY KEY,
-    company_id INTEGER NOT NULL REFERENCES companies(id),
-    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
-    prefix     TEXT NOT NULL,
-    label      TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    revoked_at TEXT,
-    expires_at TEXT
-);
+CREATE TABLE IF NOT EXISTS api_keys ({API_KEYS_COLUMNS});
 CREATE TABLE IF NOT EXISTS employees (
     id             INTEGER PRIMARY KEY,
     company_id     INTEGER NOT NULL REFERENCES companies(id),
@@ -158,7 +182,7 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, st
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 -- Version 7: the stats by team read the company's teams.
 CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);
-"""
+{PARTNERS}"""
 
 # Rows that point across tenants would leak data through joins; refuse them here too,
 # whatever path writes (loader, generator or a hand-made script), on insert and on update.
@@ -290,8 +314,7 @@ MIGRATE_4_TO_5 = (
 # the CREATE below makes it again.
 MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
 
-# --- From schema version 6 to 7: inscriptions get their completion date, derived for
-# the stored ones. ---
+# --- From schema version 6 to 7 (one step, one marked block per feature) ---
 # A completed inscription's date when its fixture gives none: its latest section
 # completion (null for any other status). Both stores and every writer use it.
 DERIVE_COMPLETED_AT = (
@@ -300,10 +323,25 @@ DERIVE_COMPLETED_AT = (
     " WHERE r.inscription_id = inscriptions.id) END"
 )
 MIGRATE_6_TO_7 = (
+    # -- stats: inscriptions get their completion date, derived for the stored ones.
     "ALTER TABLE inscriptions ADD COLUMN completed_at TEXT",
     DERIVE_COMPLETED_AT,
+    # -- keys: api_keys.company_id may be NULL now (partner keys), so the table is made
+    # again (SQLite's way to change a column); its index and trigger come back with the
+    # schema's CREATEs. Company names get their case-folded copy (the partners'
+    # filter[name]). The partners come first: the new keys' table refers to them (with
+    # foreign keys on, SQLite refuses rows of a table whose parent is missing).
+    *PARTNER_TABLES,
+    "ALTER TABLE companies ADD COLUMN name_key TEXT NOT NULL DEFAULT ''",
+    "UPDATE companies SET name_key = casefold(name)",
+    f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
+    "INSERT INTO api_keys_7 (id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at) SELECT id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at FROM api_keys",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_7 RENAME TO api_keys",
 )
-# --- end of 6 to 7 ---
+# --- end of schema version 7 ---
 
 
 class DatabaseError(Exception):
@@ -357,6 +395,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             for statement in MIGRATE_5_TO_6:
                 conn.execute(statement)
         if version in (1, 2, 3, 4, 5, 6):
+            conn.create_function("casefold", 1, str.casefold, deterministic=True)
             for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.

@@ -85,14 +85,22 @@ OF_COMPANY = _parents(("company_id", "companies"))
 EVENT = EVENT_COLUMNS
 SAME = " AND ".join(f"e.{c} IS s.{c}" for c in EVENT[1:])
 MERGES: dict[str, str] = {
-    "companies": _upsert("companies", ("id", "name")),
+    "companies": _upsert("companies", ("id", "name", "name_key")),
+    "partners": _upsert("partners", ("id", "name")),
+    "partner_companies": _upsert(
+        "partner_companies",
+        ("partner_id", "company_id"),
+        key=("partner_id", "company_id"),
+        parents=_parents(("partner_id", "partners"), ("company_id", "companies")),
+    ),
     "api_keys": _upsert(
         "api_keys",
-        ("company_id", "key_hash", "prefix", "label", "created_at"),
+        ("company_id", "partner_id", "scopes", "key_hash", "prefix", "label", "created_at"),
         key=("key_hash",),
-        parents=OF_COMPANY,
+        parents=" AND (EXISTS (SELECT 1 FROM main.companies WHERE id = s.company_id)"
+        " OR EXISTS (SELECT 1 FROM main.partners WHERE id = s.partner_id))",
         select={"created_at": "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"},
-        update=("label",),
+        update=("label", "scopes"),
         order="s.pos",
     ),
     "employees": _upsert(

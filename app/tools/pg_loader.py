@@ -100,7 +100,7 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
         values.append("(SELECT company_id FROM employees WHERE id = s.employee_id)")
     changed = [c for c in names if c not in key and c != "created_at"]
     if table == "api_keys":
-        changed = ["label"]
+        changed = ["label", "scopes"]
     where = ""
     if table == "campaign_events":
         # A new or changed event takes the next place of the change sequence, in id

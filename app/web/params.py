@@ -340,6 +340,19 @@ class CoursesQuery(PagingQuery[Courses]):
 
 
 @dataclass(frozen=True, slots=True)
+class PartnerCompanies:
+    names: Sequence[str]  # case-folded; empty: every company of the partner
+    paging: Paging
+
+
+class PartnerCompaniesQuery(PagingQuery[PartnerCompanies]):
+    name = _list_filter("name", "company names")
+
+    def parsed(self, data: dict[str, Any]) -> PartnerCompanies:
+        return PartnerCompanies(_folded(data, ("name",)).get("name", ()), _page(data))
+
+
+@dataclass(frozen=True, slots=True)
 class Feed:
     filters: FeedFilters
     scope: str  # the filters' text a cursor is bound to

@@ -288,6 +288,53 @@ class CourseSchema(Schema):
     )
 
 
+class PartnerCompanySchema(Schema):
+    """One of the partner's companies, its figures side by side with the others'."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    name = fields.String(required=True, metadata={"example": "Northwind Logistics"})
+    employees = _count("Employees of the company.", 87)
+    campaigns = _count("Campaigns of the company, of any date.", 4)
+    last_launch_date = UtcTimestamp(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The latest campaign's launch; null: no campaign."},
+    )
+    sends = _count(
+        "Targets of the campaigns launched in the last 12 months (see the description).", 120
+    )
+    click_rate = _rate("people who clicked, summed over those campaigns,", "sends", 0.2)
+    fail_rate = _rate("people who failed, summed over those campaigns,", "sends", 0.1)
+    report_rate = _rate("people who reported, summed over those campaigns,", "sends", 0.3)
+    inscriptions = _count("Course inscriptions of the company.", 60)
+    completion_rate = _rate("completed inscriptions", "inscriptions", 0.5)
+    overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 5)
+
+
+class KeySchema(Schema):
+    """The calling key, by RFC 7662's names (``client_id`` is its public prefix)."""
+
+    active = fields.Boolean(
+        required=True, metadata={"description": "Always true: an inactive key is answered 401."}
+    )
+    scope = fields.String(required=True, metadata={"example": "events:read reports:read"})
+    client_id = fields.String(required=True, metadata={"example": "rk_sample_no"})
+    label = fields.String(required=True)
+    iat = fields.Integer(required=True, metadata={"description": "Made at (unix seconds)."})
+    exp = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Expires at (unix seconds); null: when revoked."},
+    )
+    company_id = fields.Integer(metadata={"description": "A company's key: its company."})
+    partner_id = fields.Integer(metadata={"description": "A partner's key: its partner."})
+    companies = fields.List(
+        fields.Integer(),
+        required=True,
+        metadata={"description": "The companies the key reads, ascending."},
+    )
+
+
 def _group_field(name: str, example: str) -> fields.String:
     return fields.String(
         metadata={"description": f"The {name} of the row (only with group_by={name}).",

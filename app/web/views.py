@@ -8,14 +8,16 @@ from collections.abc import Callable
 from aiohttp import web
 from marshmallow import Schema
 
-from ..data import campaigns, courses, employees, events, feed, inscriptions, stats
+from ..data import campaigns, courses, employees, events, feed, inscriptions, partners, stats
+from ..data.api_keys import unix_seconds
 from ..data.listings import Listing
 from ..data.schema import DatabaseError
-from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
+from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
+from .access import require_partner
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
 from .formats import Offer, listing_offer
-from .openapi import documented
+from .openapi import documented, documented_object
 from .params import (
     CampaignEventsQuery,
     CampaignQuery,
@@ -26,6 +28,7 @@ from .params import (
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    PartnerCompaniesQuery,
     PhishingStatsQuery,
     StatsQuery,
     stats_filters,
@@ -46,6 +49,8 @@ from .schemas import (
     EmployeeSchema,
     FeedEventSchema,
     InscriptionSchema,
+    KeySchema,
+    PartnerCompanySchema,
     PhishingStatsSchema,
     TrainingStatsSchema,
     stats_rows,
@@ -60,6 +65,9 @@ CAMPAIGN_QUERY = CampaignQuery()
 EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
+PARTNER_COMPANIES_QUERY = PartnerCompaniesQuery()
+PHISHING_STATS_QUERY = PhishingStatsQuery()
+TRAINING_STATS_QUERY = StatsQuery()
 
 # Each listing's formats, the CSV columns from the schema of its records.
 CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
@@ -69,8 +77,7 @@ FEED_EVENTS = listing_offer(FeedEventSchema)
 CAMPAIGNS = listing_offer(CampaignSummarySchema)
 EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
-PHISHING_STATS_QUERY = PhishingStatsQuery()
-TRAINING_STATS_QUERY = StatsQuery()
+PARTNER_COMPANIES = listing_offer(PartnerCompanySchema)
 # The stats' rows carry the group's key only when grouped: an offer (CSV columns) each.
 STATS_OFFERS: dict[tuple[type[Schema], str | None], Offer] = {
     (schema, group): listing_offer(stats_rows(schema, group))
@@ -168,6 +175,36 @@ async def course_list(request: web.Request) -> web.StreamResponse:
     today = request.app[TODAY]()
     listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
     return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
+
+
+@documented(PartnerCompaniesQuery, PartnerCompanySchema)
+async def partner_companies(request: web.Request) -> web.StreamResponse:
+    """GET /api/partners/v1/companies: the partner's companies side by side."""
+    query = request.app[PARSERS].parse(PARTNER_COMPANIES_QUERY, request)
+    today = request.app[TODAY]()
+    partner_id = require_partner(request[API_KEY])
+    listing = partners.partner_companies_listing(partner_id, query.names, today)
+    return await respond_page(request, listing, query.paging, PARTNER_COMPANIES, today.isoformat())
+
+
+@documented_object(KeySchema)
+async def key_introspection(request: web.Request) -> web.Response:
+    """GET /api/companies/v1/key: the calling key's facts, RFC 7662's names; never the key."""
+    key = request[API_KEY]
+    owner = (
+        {"company_id": key.company_id} if key.partner_id is None else {"partner_id": key.partner_id}
+    )
+    facts = {
+        "active": True,
+        "scope": " ".join(sorted(key.scopes)),
+        "client_id": key.prefix,
+        "label": key.label,
+        "iat": unix_seconds(key.created_at),
+        "exp": unix_seconds(key.expires_at),
+        **owner,
+        "companies": sorted(key.companies),
+    }
+    return web.json_response(facts, headers={"Cache-Control": "no-store"})
 
 
 @documented(PhishingStatsQuery, PhishingStatsSchema)

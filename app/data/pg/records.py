@@ -62,5 +62,6 @@ RECORDS: dict[str, str] = {
     **reports.CAMPAIGNS,
     **reports.EMPLOYEES,
     "course": reports.COURSE,
+    "partner_company": reports.PARTNER_COMPANY,
     **reports.STATS,
 }

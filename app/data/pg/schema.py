@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncpg
 
+from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import DERIVE_COMPLETED_AT, SCHEMA_VERSION, DatabaseError
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
@@ -278,6 +279,31 @@ TRIGGERS = (
     + FEED_MARK_TRIGGER
 )
 
+# --- Schema version 7: scoped keys, partners and their companies --------------------------
+# SQLite's version 7 (app/data/schema.py): a key belongs to one company or to one partner
+# and holds its scopes. A new database runs it after SCHEMA; an upgrade runs it in
+# migrate_6_to_7.
+SCHEMA_7 = f"""
+CREATE TABLE IF NOT EXISTS partners (
+    id   BIGINT PRIMARY KEY,
+    name {TEXT} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS partner_companies (
+    partner_id BIGINT NOT NULL REFERENCES partners(id),
+    company_id BIGINT NOT NULL REFERENCES companies(id),
+    PRIMARY KEY (partner_id, company_id)
+);
+ALTER TABLE api_keys ALTER COLUMN company_id DROP NOT NULL,
+    ADD COLUMN IF NOT EXISTS partner_id BIGINT REFERENCES partners(id),
+    ADD COLUMN IF NOT EXISTS scopes {TEXT} NOT NULL DEFAULT '{ALL_SCOPES}',
+    DROP CONSTRAINT IF EXISTS api_keys_one_owner,
+    ADD CONSTRAINT api_keys_one_owner CHECK ((company_id IS NULL) <> (partner_id IS NULL));
+CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
+ALTER TABLE companies ADD COLUMN IF NOT EXISTS name_key {TEXT} NOT NULL DEFAULT '';
+"""
+
+# --- end of schema version 7 ---------------------------------------------------------------
+
 META_DEFAULTS = (
     "INSERT INTO meta (key, value) VALUES ('schema_version', $1),"
     " ('data_version', '0'), ('data_token', md5(random()::text || clock_timestamp())),"
@@ -312,7 +338,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS)
+            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             return False
@@ -383,13 +409,21 @@ async def migrate_5_to_6(conn: asyncpg.Connection) -> None:
     await conn.execute(EVENTS_BY_TYPE)
 
 
-# --- From schema version 6 to 7 ---
+# --- From schema version 6 to 7 (one step, one marked block per feature) ---
 async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
-    """Inscriptions get their completion date, derived for the stored ones (SQLite's
-    MIGRATE_6_TO_7), and the stats get SQLite's unixepoch."""
+    """SQLite's MIGRATE_6_TO_7: the stats' completion dates and unixepoch, then the keys'
+    partners and scopes."""
+    # -- stats: inscriptions get their completion date, derived for the stored ones.
     await conn.execute(f"ALTER TABLE inscriptions ADD COLUMN {_day('completed_at')}")
     await conn.execute(DERIVE_COMPLETED_AT)
     await conn.execute(STATS_SUPPORT)
+    # -- keys: partners, scoped keys, and company names folded by Python as the loaders
+    # fold them.
+    await conn.execute(SCHEMA_7)
+    for row in await conn.fetch("SELECT id, name FROM companies"):
+        await conn.execute(
+            "UPDATE companies SET name_key = $2 WHERE id = $1", row["id"], row["name"].casefold()
+        )
 
 
 # --- end of 6 to 7 ---
