@@ -119,13 +119,15 @@ async def test_description_states_the_contract_decisions(make_client: MakeClient
 
 
 REPORTS = {f"{API}/campaigns", f"{API}/campaigns/{{id}}", f"{API}/victimsapi"}
+CHANGES = {f"{API}/course-inscriptions/changes", f"{API}/victimsapi/changes"}
 REPORTS |= {f"{API}/victimsapi/{{id}}", f"{API}/courses"}  # test_reports_openapi.py
 
 
 async def test_every_endpoint_is_documented_and_docs_are_not(client: TestClient) -> None:
     paths = set((await fetch_document(client))["paths"])
-    assert {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED, *REPORTS} <= paths
-    assert paths <= {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED, *REPORTS, "/healthz", "/readyz"}
+    assert {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED, *REPORTS, *CHANGES} <= paths
+    known = {CAMPAIGN, EMPLOYEE, INSCRIPTIONS, FEED, *REPORTS, *CHANGES}
+    assert paths <= {*known, "/healthz", "/readyz"}
 
 
 @pytest.mark.parametrize("path", [CAMPAIGN, EMPLOYEE, INSCRIPTIONS])

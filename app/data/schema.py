@@ -14,7 +14,7 @@ from pathlib import Path
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -288,6 +288,117 @@ MIGRATE_4_TO_5 = (
 MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
 
 
+# ---- Schema step 6 -> 7: the change feeds of inscriptions and employees --------------
+# (app/data/changes.py). Every version before 7, a new file too, takes this block once.
+# A row whose ``seq`` is NULL has changed in the open write and is not placed yet; the
+# partial indexes find those at the end of the write (place_changes).
+_PERSON = ("first_name", "last_name", "email", "department", "country")
+_DIFFERS = "OLD.{0} IS NOT NEW.{0}"
+
+
+def _moves(name: str, on: str, when: str, table: str, row: str) -> str:
+    """A trigger that leaves ``table``'s row ``row`` unplaced after a write ``on``."""
+    condition = f"\nWHEN {when}" if when else ""
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name}\nAFTER {on}{condition}\n"
+        f"BEGIN UPDATE {table} SET seq = NULL WHERE id IN ({row}) AND seq IS NOT NULL;\nEND;\n"
+    )
+
+
+CHANGE_FEEDS = (
+    "CREATE INDEX IF NOT EXISTS inscriptions_by_seq ON inscriptions (company_id, seq, id);\n"
+    "CREATE INDEX IF NOT EXISTS employees_by_seq ON employees (company_id, seq, id);\n"
+    "CREATE INDEX IF NOT EXISTS inscriptions_unplaced ON inscriptions (id) WHERE seq IS NULL;\n"
+    "CREATE INDEX IF NOT EXISTS employees_unplaced ON employees (id) WHERE seq IS NULL;\n"
+    + _moves(
+        "inscriptions_moved",
+        "UPDATE ON inscriptions",
+        " OR ".join(
+            _DIFFERS.format(c)
+            for c in ("employee_id", "course_id", "start_date", "due_date", "status")
+        ),
+        "inscriptions",
+        "NEW.id",
+    )
+    + _moves(
+        "section_results_added",
+        "INSERT ON section_results",
+        "",
+        "inscriptions",
+        "NEW.inscription_id",
+    )
+    + _moves(
+        "section_results_changed",
+        "UPDATE ON section_results",
+        " OR ".join(
+            _DIFFERS.format(c) for c in ("inscription_id", "completed_at", "result", "status")
+        ),
+        "inscriptions",
+        "NEW.inscription_id, OLD.inscription_id",
+    )
+    + _moves(
+        "section_results_removed",
+        "DELETE ON section_results",
+        "",
+        "inscriptions",
+        "OLD.inscription_id",
+    )
+    + _moves(
+        "employees_moved",
+        "UPDATE ON employees",
+        " OR ".join(_DIFFERS.format(c) for c in _PERSON),
+        "employees",
+        "NEW.id",
+    )
+    + _moves("team_members_added", "INSERT ON team_members", "", "employees", "NEW.employee_id")
+    + _moves("team_members_removed", "DELETE ON team_members", "", "employees", "OLD.employee_id")
+    + _moves(
+        "team_members_changed",
+        "UPDATE ON team_members",
+        "",
+        "employees",
+        "NEW.employee_id, OLD.employee_id",
+    )
+    + _moves(
+        "teams_renamed",
+        "UPDATE ON teams",
+        "OLD.name IS NOT NEW.name",
+        "employees",
+        "SELECT employee_id FROM team_members WHERE team_id = NEW.id",
+    )
+)
+
+# The unplaced rows of a table take the next places of the change sequence, in id order.
+_PLACE = (
+    "UPDATE {0} SET seq = ? + r.n FROM (SELECT id, row_number() OVER (ORDER BY id) AS n"
+    " FROM {0} INDEXED BY {0}_unplaced WHERE seq IS NULL) AS r WHERE r.id = {0}.id"
+)
+
+
+def add_change_feeds(conn: sqlite3.Connection) -> None:
+    """The step itself: the columns (unless an older file has them already), indexes and
+    triggers; every row then takes its first place."""
+    for table in ("inscriptions", "employees"):
+        if "seq" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN seq INTEGER")
+    for statement in _statements(CHANGE_FEEDS):
+        conn.execute(statement)
+    place_changes(conn)
+
+
+def place_changes(conn: sqlite3.Connection) -> None:
+    """Give the inscriptions and employees this write changed their places (last in the
+    change sequence, in id order): the change feeds' positions, made at write time."""
+    for table in ("inscriptions", "employees"):
+        seq = int(conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0])
+        moved = conn.execute(_PLACE.format(table), (seq,)).rowcount
+        if moved:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'change_seq'", (str(seq + moved),))
+
+
+# ---- end of schema step 6 -> 7 ---------------------------------------------------------
+
+
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
 
@@ -311,14 +422,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 5 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 6 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5):
+    if version not in (0, 1, 2, 3, 4, 5, 6):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -349,6 +460,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             )
         conn.execute(META_DEFAULTS)
         conn.execute(FEED_MARK_START)
+        add_change_feeds(conn)  # schema step 6 -> 7
         if version in (1, 2, 3, 4):  # version 5 has its verdicts: never decided again
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()
@@ -412,7 +524,9 @@ def data_token(conn: sqlite3.Connection) -> str:
 
 
 def bump_data_version(conn: sqlite3.Connection) -> None:
-    """Mark a committed change of data: new ETags from the next read on."""
+    """Mark a committed change of data: new ETags from the next read on; and the rows the
+    write changed take their places in the change feeds."""
+    place_changes(conn)
     conn.execute(
         "UPDATE meta SET value = CASE key WHEN 'data_version' THEN CAST(value AS INTEGER) + 1"
         " ELSE lower(hex(randomblob(16))) END WHERE key IN ('data_version', 'data_token')"

@@ -91,6 +91,23 @@ class InscriptionSchema(Schema):
     events = fields.List(fields.Nested(SectionSchema), required=True)
 
 
+class InscriptionChangeSchema(InscriptionSchema):
+    """An inscription of the change feed: the record, its ids and its completion."""
+
+    id = fields.Integer(required=True, metadata={"example": 12})
+    employee_id = fields.Integer(required=True, metadata={"example": 7})
+    course_id = fields.Integer(required=True, metadata={"example": 1})
+    completed_at = StrictDate(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The latest completed_at of its sections once the "
+                  "inscription is completed; null before (or when no section has one)."},
+    )  # fmt: skip
+
+    class Meta:
+        fields = (*InscriptionSchema().fields, "id", "employee_id", "course_id", "completed_at")
+
+
 class EventRowSchema(Schema):
     """An event of either events listing as an exported (CSV) row: its campaign and its
     employee both, so that exports of several campaigns or employees can be merged."""
@@ -262,6 +279,20 @@ class EmployeeSchema(Schema):
     )
     phishing = fields.Nested(PhishingSchema, required=True)
     training = fields.Nested(TrainingSchema, required=True)
+
+
+class EmployeeChangeSchema(Schema):
+    """An employee of the change feed: who they are and their teams (no figures)."""
+
+    id = fields.Integer(required=True, metadata={"example": 7})
+    first_name = fields.String(required=True, metadata={"example": "José"})
+    last_name = fields.String(required=True, metadata={"example": "Núñez"})
+    email = fields.String(required=True, metadata={"example": "jose.nunez@northwind.example"})
+    department = fields.String(required=True, metadata={"example": "Finance"})
+    country = fields.String(required=True, metadata={"example": "Spain"})
+    groups = fields.List(
+        fields.Nested(GroupSchema), required=True, metadata={"description": "Teams, by name."}
+    )
 
 
 class CourseSchema(Schema):

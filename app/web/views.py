@@ -6,17 +6,18 @@ import sqlite3
 
 from aiohttp import web
 
-from ..data import campaigns, courses, employees, events, feed, inscriptions
+from ..data import campaigns, changes, courses, employees, events, feed, inscriptions
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
-from .formats import listing_offer
+from .formats import Offer, listing_offer
 from .openapi import documented
 from .params import (
     CampaignEventsQuery,
     CampaignQuery,
     CampaignsQuery,
+    ChangesQuery,
     CoursesQuery,
     EmployeeEventsQuery,
     EmployeeQuery,
@@ -36,9 +37,11 @@ from .schemas import (
     CampaignReportSchema,
     CampaignSummarySchema,
     CourseSchema,
+    EmployeeChangeSchema,
     EmployeeEventSchema,
     EmployeeSchema,
     FeedEventSchema,
+    InscriptionChangeSchema,
     InscriptionSchema,
 )
 
@@ -51,6 +54,7 @@ CAMPAIGN_QUERY = CampaignQuery()
 EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
+CHANGES_QUERY = ChangesQuery()
 
 # Each listing's formats, the CSV columns from the schema of its records.
 CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
@@ -60,6 +64,8 @@ FEED_EVENTS = listing_offer(FeedEventSchema)
 CAMPAIGNS = listing_offer(CampaignSummarySchema)
 EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
+INSCRIPTION_CHANGES = listing_offer(InscriptionChangeSchema)
+EMPLOYEE_CHANGES = listing_offer(EmployeeChangeSchema)
 
 
 @documented(CampaignEventsQuery, CampaignEventSchema, path_id="campaign")
@@ -103,6 +109,36 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     cursor = await cursor_page(signer, company_id, query.scope, query.cursor, query.limit)
     listing = feed.feed_listing(company_id, query.filters, cursor.after)
     return await respond_window(request, listing, cursor, FEED_EVENTS)
+
+
+@documented(ChangesQuery, InscriptionChangeSchema, cursor=True)
+async def inscription_changes(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/course-inscriptions/changes: the inscriptions' change feed."""
+    return await _change_feed(request, "inscriptions", INSCRIPTION_CHANGES)
+
+
+@documented(ChangesQuery, EmployeeChangeSchema, cursor=True)
+async def employee_changes(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/victimsapi/changes: the employees' change feed."""
+    return await _change_feed(request, "employees", EMPLOYEE_CHANGES)
+
+
+CHANGE_LISTINGS = {
+    "inscriptions": changes.inscription_changes,
+    "employees": changes.employee_changes,
+}
+
+
+async def _change_feed(request: web.Request, name: str, offer: Offer) -> web.StreamResponse:
+    """A change feed read as the event feed is: by cursor, bound to company and filters."""
+    query = request.app[PARSERS].parse(CHANGES_QUERY, request)
+    company_id = request[CALLER].company_id
+    pool = request.app[POOL]
+    signer = CursorSigner(await pool.cursor_secret(), pool.feed_mark)
+    scope = query.filters.scope(name)
+    cursor = await cursor_page(signer, company_id, scope, query.cursor, query.limit)
+    listing = CHANGE_LISTINGS[name](company_id, query.filters, cursor.after)
+    return await respond_window(request, listing, cursor, offer)
 
 
 @documented(CampaignsQuery, CampaignSummarySchema)

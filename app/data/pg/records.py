@@ -8,6 +8,8 @@ records are in :mod:`.reports`.
 
 from __future__ import annotations
 
+from .. import changes
+from ..employees import PERSON_COLUMNS
 from . import reports
 from .objects import GROUPS, array
 
@@ -52,6 +54,11 @@ INSCRIPTION = f"(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS}) r)"
 INSCRIPTION_ROW = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
     i.id, e.id AS victim_id, c.id AS course_id) r)"""
 
+INSCRIPTION_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
+    i.id, i.employee_id, i.course_id, {changes.COMPLETED_AT} AS completed_at) r)"""
+EMPLOYEE_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT
+    {", ".join(f"e.{c}" for c in PERSON_COLUMNS)}, {GROUPS} AS groups) r)"""
+
 RECORDS: dict[str, str] = {
     "campaign_event": CAMPAIGN_EVENT,
     "employee_event": EMPLOYEE_EVENT,
@@ -59,6 +66,8 @@ RECORDS: dict[str, str] = {
     "event_row": EVENT_ROW,
     "inscription_row": INSCRIPTION_ROW,
     "feed_event": FEED_EVENT,
+    "inscription_change": INSCRIPTION_CHANGE,
+    "employee_change": EMPLOYEE_CHANGE,
     **reports.CAMPAIGNS,
     "employee": reports.EMPLOYEE,
     "course": reports.COURSE,
