@@ -40,9 +40,11 @@ import bench_report  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
 
-from app.data import campaigns, courses, employees  # noqa: E402
+from app.data import campaigns, changes, courses, employees  # noqa: E402
 from app.data.api_keys import hash_key  # noqa: E402
+from app.data.changes import ChangeFilters  # noqa: E402
 from app.data.events import campaign_listing  # noqa: E402
+from app.data.feed import START  # noqa: E402
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
 from app.tools.generator import generated_key  # noqa: E402
 
@@ -126,6 +128,21 @@ def report_scenarios() -> list[Scenario]:
     ]  # fmt: skip
 
 
+def change_scenarios() -> list[Scenario]:
+    """The change feeds' first answers of 100 from the start, against the same statement
+    run by the database alone; the target is 0.5 of its rate."""
+    everybody = ChangeFilters()
+    inscribed = changes.inscription_changes(COMPANY, everybody, START)
+    people = changes.employee_changes(COMPANY, everybody, START)
+    return [
+        Scenario("(m) inscription changes, 100 an answer",
+                 f"{API}/course-inscriptions/changes?limit=100", 32, "floor", 0.5,
+                 floor=Floor(inscribed, 100)),
+        Scenario("(n) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
+                 32, "floor", 0.5, floor=Floor(people, 100)),
+    ]  # fmt: skip
+
+
 def first_row(conn: sqlite3.Connection, sql: str, *params: object) -> tuple[object, ...]:
     """The first row of a query (the dataset must hold what the bench needs)."""
     row = conn.execute(sql, params).fetchone()
@@ -187,6 +204,7 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
         Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
                  by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
         *report_scenarios(),
+        *change_scenarios(),
     ]  # fmt: skip
 
 

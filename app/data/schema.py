@@ -305,7 +305,43 @@ def _moves(name: str, on: str, when: str, table: str, row: str) -> str:
     )
 
 
-CHANGE_FEEDS = (
+# Webhook subscriptions (written by reporting-webhooks) and their delivery attempts: each
+# subscription's position in the event feed moves only after a 2xx (app/data/webhooks.py).
+WEBHOOK_TABLES = """
+CREATE TABLE IF NOT EXISTS webhooks (
+    id                   INTEGER PRIMARY KEY,
+    company_id           INTEGER NOT NULL REFERENCES companies(id),
+    label                TEXT NOT NULL,
+    url                  TEXT NOT NULL,
+    url_host             TEXT NOT NULL,
+    event_types          TEXT NOT NULL,
+    secret               TEXT NOT NULL,
+    old_secret           TEXT,
+    old_secret_until     TEXT,
+    status               TEXT NOT NULL CHECK (status IN ('enabled', 'disabled', 'failing')),
+    position_seq         INTEGER NOT NULL,
+    position_id          INTEGER NOT NULL,
+    created_at           TEXT NOT NULL,
+    last_success_at      TEXT,
+    last_failure_at      TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              INTEGER PRIMARY KEY,
+    webhook_id      INTEGER NOT NULL REFERENCES webhooks(id),
+    message_id      TEXT NOT NULL,
+    event_id        INTEGER NOT NULL,
+    attempt         INTEGER NOT NULL,
+    attempted_at    TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('succeeded', 'failed')),
+    response_status INTEGER,
+    error           TEXT
+);
+CREATE INDEX IF NOT EXISTS webhooks_by_company ON webhooks (company_id, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_webhook ON webhook_deliveries (webhook_id, id);
+"""
+
+CHANGE_FEEDS = WEBHOOK_TABLES + (
     "CREATE INDEX IF NOT EXISTS inscriptions_by_seq ON inscriptions (company_id, seq, id);\n"
     "CREATE INDEX IF NOT EXISTS employees_by_seq ON employees (company_id, seq, id);\n"
     "CREATE INDEX IF NOT EXISTS inscriptions_unplaced ON inscriptions (id) WHERE seq IS NULL;\n"

@@ -413,8 +413,43 @@ CREATE OR REPLACE TRIGGER {name} BEFORE UPDATE ON {table} FOR EACH ROW
 
 _SECTION_ROW = "CASE TG_OP WHEN 'DELETE' THEN OLD.inscription_id ELSE NEW.inscription_id END"
 _MEMBER_ROW = "CASE TG_OP WHEN 'DELETE' THEN OLD.employee_id ELSE NEW.employee_id END"
+# Webhook subscriptions and their delivery attempts (SQLite's WEBHOOK_TABLES).
+WEBHOOK_TABLES = f"""
+CREATE TABLE IF NOT EXISTS webhooks (
+    id                   BIGSERIAL PRIMARY KEY,
+    company_id           BIGINT NOT NULL REFERENCES companies(id),
+    label                {TEXT} NOT NULL,
+    url                  {TEXT} NOT NULL,
+    url_host             {TEXT} NOT NULL,
+    event_types          {TEXT} NOT NULL,
+    secret               {TEXT} NOT NULL,
+    old_secret           {TEXT},
+    old_secret_until     {TEXT},
+    status               {TEXT} NOT NULL CHECK (status IN ('enabled', 'disabled', 'failing')),
+    position_seq         BIGINT NOT NULL,
+    position_id          BIGINT NOT NULL,
+    created_at           {TEXT} NOT NULL,
+    last_success_at      {TEXT},
+    last_failure_at      {TEXT},
+    consecutive_failures BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              BIGSERIAL PRIMARY KEY,
+    webhook_id      BIGINT NOT NULL REFERENCES webhooks(id),
+    message_id      {TEXT} NOT NULL,
+    event_id        BIGINT NOT NULL,
+    attempt         BIGINT NOT NULL,
+    attempted_at    {TEXT} NOT NULL,
+    status          {TEXT} NOT NULL CHECK (status IN ('succeeded', 'failed')),
+    response_status BIGINT,
+    error           {TEXT}
+);
+CREATE INDEX IF NOT EXISTS webhooks_by_company ON webhooks (company_id, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_webhook ON webhook_deliveries (webhook_id, id);
+"""
 CHANGE_FEEDS = (
-    """
+    WEBHOOK_TABLES
+    + """
 ALTER TABLE inscriptions ADD COLUMN IF NOT EXISTS seq BIGINT;
 ALTER TABLE employees ADD COLUMN IF NOT EXISTS seq BIGINT;
 CREATE INDEX IF NOT EXISTS inscriptions_by_seq ON inscriptions (company_id, seq, id);
