@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
+import logging
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +24,7 @@ from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
 from .cli import ToolError, add_store_arguments, command
 from .keytool import in_transaction, reading
+from .webhook_sender import SCHEDULE, Settings, networks_of, run_sender, schedule_of
 
 COLUMNS = (
     "id", "company", "label", "host", "events", "status", "last success", "last failure",
@@ -50,7 +53,49 @@ def build_parser() -> argparse.ArgumentParser:
     ):
         sub = commands.add_parser(name, help=what)
         sub.add_argument("webhook_id", type=int, metavar="WEBHOOK_ID")
+    send = commands.add_parser(
+        "run",
+        help="send every enabled subscription's new events until SIGTERM",
+        description="One sender per database (a second one is refused). SIGTERM or SIGINT "
+        "lets the message in flight finish, then exits 0.",
+    )
+    send.add_argument(
+        "--allow-addresses",
+        default=os.environ.get("REPORTING_WEBHOOK_ALLOW_ADDRESSES", ""),
+        metavar="NETS",
+        help="comma list of addresses or networks a receiver may resolve to although they "
+        "are loopback, private or link-local (default none) [env "
+        "REPORTING_WEBHOOK_ALLOW_ADDRESSES]",
+    )
+    send.add_argument(
+        "--retry-schedule",
+        default=os.environ.get("REPORTING_WEBHOOK_RETRY_SCHEDULE", ""),
+        metavar="SECONDS",
+        help="comma list of the delays before each attempt (default Standard Webhooks': "
+        "0,5,300,1800,7200,18000,36000,50400,72000,86400) [env "
+        "REPORTING_WEBHOOK_RETRY_SCHEDULE]",
+    )
+    send.add_argument(
+        "--ca-file",
+        default=os.environ.get("REPORTING_WEBHOOK_CA_FILE") or None,
+        metavar="PEM",
+        help="trust these certificate authorities instead of the system's [env "
+        "REPORTING_WEBHOOK_CA_FILE]",
+    )
+    send.add_argument(
+        "--once", action="store_true", help="stop once every subscription has caught up"
+    )
     return parser
+
+
+def sender_settings(args: argparse.Namespace) -> Settings:
+    """The sender's settings; a bad one is a usage error."""
+    try:
+        schedule = schedule_of(args.retry_schedule) if args.retry_schedule else SCHEDULE
+        allowed = networks_of(args.allow_addresses)
+    except ValueError as exc:
+        raise ToolError(f"bad setting: {exc}") from None
+    return Settings(schedule, allowed, args.ca_file, once=args.once)
 
 
 def format_table(rows: list[tuple[Any, ...]]) -> str:
@@ -91,7 +136,10 @@ def store_call(args: argparse.Namespace, name: str, *call: Any, write: bool = Tr
 def run(args: argparse.Namespace) -> None:
     now = dt.datetime.now(dt.UTC)
     try:
-        if args.command == "create":
+        if args.command == "run":
+            logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+            asyncio.run(run_sender(args.db, args.database_url, sender_settings(args)))
+        elif args.command == "create":
             sub = webhooks.Subscription.of(args.company, args.url, args.events, args.label)
             webhook_id, secret = store_call(args, "create", sub, now)
             print(f"Created webhook {webhook_id} for company {args.company} ({sub.types}):")
