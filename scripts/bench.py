@@ -135,10 +135,10 @@ def change_scenarios() -> list[Scenario]:
     inscribed = changes.inscription_changes(COMPANY, everybody, START)
     people = changes.employee_changes(COMPANY, everybody, START)
     return [
-        Scenario("(m) inscription changes, 100 an answer",
+        Scenario("(o) inscription changes, 100 an answer",
                  f"{API}/course-inscriptions/changes?limit=100", 32, "floor", 0.5,
                  floor=Floor(inscribed, 100)),
-        Scenario("(n) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
+        Scenario("(p) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
                  32, "floor", 0.5, floor=Floor(people, 100)),
     ]  # fmt: skip
 
