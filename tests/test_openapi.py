@@ -120,6 +120,7 @@ async def test_description_states_the_contract_decisions(make_client: MakeClient
 
 REPORTS = {f"{API}/campaigns", f"{API}/campaigns/{{id}}", f"{API}/victimsapi"}
 CHANGES = {f"{API}/course-inscriptions/changes", f"{API}/victimsapi/changes"}
+CHANGES |= {f"{API}/webhooks", f"{API}/webhooks/{{id}}/deliveries"}
 REPORTS |= {f"{API}/victimsapi/{{id}}", f"{API}/courses"}  # test_reports_openapi.py
 
 

@@ -31,7 +31,7 @@ from app.tools.loader import load_files
 from app.tools.webhook_sender import Settings, networks_of, run_sender
 from app.tools.webhooks import main
 
-from .support.factories import query
+from .support.factories import API, KEYS, query
 from .support.servers import ROOT, clean_env
 
 LOCAL = networks_of("127.0.0.1")
@@ -266,3 +266,59 @@ async def test_a_second_sender_is_refused_and_sigterm_stops_cleanly(
     assert second.returncode == 1 and b"another webhook sender is running" in err
     first.send_signal(signal.SIGTERM)
     assert await first.wait() == 0
+
+
+async def test_the_api_shows_subscriptions_and_attempts_never_secrets(
+    sample_db: Path, tmp_path: Path, receiver: Receiver, make_client: Any
+) -> None:
+    """GET /webhooks (the host only) and /webhooks/{id}/deliveries (newest first,
+    filter[status]=failed); another company's subscription is 404."""
+    url = receiver.url.replace("https://", "https://user:pw@") + "?token=abc"
+    webhook_id, secret = subscribe(sample_db, url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    receiver.answers = [500]
+    await send(sample_db, receiver)
+    client = await make_client(db=str(sample_db))
+    headers = {"X-API-KEY": KEYS[1]}
+    listed = await client.get(f"{API}/webhooks", headers=headers)
+    text = await listed.text()
+    assert secret not in text and "pw" not in text and "token" not in text
+    [hook] = json.loads(text)
+    assert hook["url_host"] == "127.0.0.1" and hook["event_types"] == ["fail", "report"]
+    assert hook["status"] == "enabled" and hook["consecutive_failures"] == 0
+    assert hook["last_success_at"] >= hook["last_failure_at"]
+    path = f"{API}/webhooks/{webhook_id}/deliveries"
+    attempts = await (await client.get(path, headers=headers)).json()
+    assert [(a["attempt"], a["status"]) for a in attempts] == [(2, "succeeded"), (1, "failed")]
+    failed = await (await client.get(f"{path}?filter[status]=failed", headers=headers)).json()
+    assert [(a["attempt"], a["response_status"]) for a in failed] == [(1, 500)]
+    assert (await client.get(path, headers={"X-API-KEY": KEYS[2]})).status == 404
+    assert await (await client.get(f"{API}/webhooks", headers={"X-API-KEY": KEYS[2]})).json() == []
+    bad = await client.get(f"{path}?filter[status]=lost", headers=headers)
+    assert bad.status == 400 and bad.content_type == "application/problem+json"
+
+
+def test_the_webhooks_listing_is_the_same_on_postgresql(pg_database: str, sample_db: Path) -> None:
+    """The same subscription made on both stores reads the same bytes."""
+    from app.data.pg.sql import select
+    from app.data.webhooks import webhooks_listing
+
+    from .support.stores import run_apart
+
+    argv = ["create", "--company", "1", "--url", "https://a.example/x", "--events", "click",
+            "--label", "BI"]  # fmt: skip
+    assert main(["--db", str(sample_db), *argv]) == 0
+    assert main(["--database-url", pg_database, *argv]) == 0
+    listing = webhooks_listing(1)
+    lite = [bytes(r[0]) for r in query(sample_db, listing.select(), *listing.select_params)]
+
+    async def on_pg() -> list[bytes]:
+        import asyncpg
+
+        conn = await asyncpg.connect(pg_database)
+        try:
+            return [bytes(r[0]) for r in await conn.fetch(select(listing), *listing.select_params)]
+        finally:
+            await conn.close()
+
+    assert run_apart(on_pg()) == lite and len(lite) == 1

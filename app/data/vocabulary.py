@@ -10,3 +10,4 @@ EVENT_TYPES = ("open", "click", "report", "fail")
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 INSCRIPTION_STATUSES = ("not_started", "in_progress", "completed")
 SECTION_STATUSES = ("APPROVED", "DISAPPROVED")
+DELIVERY_STATUSES = ("succeeded", "failed")  # a webhook delivery attempt

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from .fields import MAX_ID
+from .listings import Listing, Record, owned, placeholders
 from .vocabulary import EVENT_TYPES
 
 ROTATION = dt.timedelta(hours=24)  # the old secret keeps signing this long after a rotation
@@ -127,3 +128,39 @@ def rotate(conn: sqlite3.Connection, webhook_id: int, now: dt.datetime) -> str:
     if conn.execute(ROTATE, (utc_text(now + ROTATION), secret, webhook_id)).fetchone() is None:
         raise missing(webhook_id)
     return secret
+
+
+# What the API shows of a subscription (never its secret nor its full URL) and of its
+# delivery attempts (the sender's log), newest first.
+WEBHOOK = Record(
+    "webhook",
+    """json_object('id', w.id, 'label', w.label, 'url_host', w.url_host,
+    'event_types', json('["' || replace(w.event_types, ',', '","') || '"]'),
+    'status', w.status, 'last_success_at', w.last_success_at,
+    'last_failure_at', w.last_failure_at, 'consecutive_failures', w.consecutive_failures)""",
+)
+DELIVERY = Record(
+    "webhook_delivery",
+    """json_object('id', d.id, 'message_id', d.message_id, 'event_id', d.event_id,
+    'attempt', d.attempt, 'attempted_at', d.attempted_at, 'status', d.status,
+    'response_status', d.response_status, 'error', d.error)""",
+)
+
+
+def webhooks_listing(company_id: int) -> Listing:
+    """The company's subscriptions, by id."""
+    rows_from = "FROM webhooks w WHERE w.company_id = ?"
+    return Listing(WEBHOOK, rows_from, rows_from, "w.id", (company_id,))
+
+
+def deliveries_listing(company_id: int, webhook_id: int, statuses: tuple[str, ...]) -> Listing:
+    """One subscription's delivery attempts, newest first; RecordNotFound unless the
+    company's."""
+    where = ["d.webhook_id = ?"]
+    params: list[object] = [webhook_id]
+    if statuses:
+        where.append(f"d.status IN ({placeholders(statuses)})")
+        params.extend(statuses)
+    rows_from = f"FROM webhook_deliveries d WHERE {' AND '.join(where)}"
+    guard = owned("webhooks", webhook_id, company_id)
+    return Listing(DELIVERY, rows_from, rows_from, "d.id DESC", tuple(params), guard)

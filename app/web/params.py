@@ -23,7 +23,7 @@ from ..data.feed import FeedFilters
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
 from ..data.inscriptions import InscriptionFilters
 from ..data.listings import Paging
-from ..data.vocabulary import EVENT_TYPES
+from ..data.vocabulary import DELIVERY_STATUSES, EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
 
@@ -361,6 +361,33 @@ class ChangesQuery(PersonFields, FormatQuery[Changes]):
     def parsed(self, data: dict[str, Any]) -> Changes:
         filters = ChangeFilters.of(_folded(data, PERSON_FILTERS))
         return Changes(filters, data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
+
+
+@dataclass(frozen=True, slots=True)
+class Webhooks:
+    paging: Paging
+
+
+class WebhooksQuery(PagingQuery[Webhooks]):
+    def parsed(self, data: dict[str, Any]) -> Webhooks:
+        return Webhooks(_page(data))
+
+
+@dataclass(frozen=True, slots=True)
+class Deliveries:
+    statuses: tuple[str, ...]  # sorted, each once; empty: every attempt
+    paging: Paging
+
+
+class DeliveriesQuery(PagingQuery[Deliveries]):
+    status = CommaList(
+        choices=DELIVERY_STATUSES,
+        data_key="filter[status]",
+        metadata={"description": "Comma list of attempt outcomes: succeeded, failed."},
+    )
+
+    def parsed(self, data: dict[str, Any]) -> Deliveries:
+        return Deliveries(tuple(sorted(set(data.get("status", ())))), _page(data))
 
 
 def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:

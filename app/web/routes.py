@@ -26,5 +26,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/course-inscriptions/changes", views.inscription_changes)
     app.router.add_get(f"{API}/events", views.event_feed)
     app.router.add_get(f"{API}/courses", views.course_list)
+    app.router.add_get(f"{API}/webhooks", views.webhook_list)
+    app.router.add_get(f"{API}/webhooks/{{id}}/deliveries", views.webhook_deliveries)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

@@ -10,7 +10,13 @@ from marshmallow import Schema, fields, validate
 
 from ..data.automation import REASONS, VERDICTS
 from ..data.fields import StrictDate, UtcTimestamp
-from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from ..data.vocabulary import (
+    DELIVERY_STATUSES,
+    EVENT_TYPES,
+    INSCRIPTION_STATUSES,
+    SECTION_STATUSES,
+    SECTION_TYPES,
+)
 
 
 class VictimSchema(Schema):
@@ -292,6 +298,52 @@ class EmployeeChangeSchema(Schema):
     country = fields.String(required=True, metadata={"example": "Spain"})
     groups = fields.List(
         fields.Nested(GroupSchema), required=True, metadata={"description": "Teams, by name."}
+    )
+
+
+class WebhookSchema(Schema):
+    """A webhook subscription as the API shows it: never its secret nor its full URL."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    label = fields.String(required=True, metadata={"example": "SOC"})
+    url_host = fields.String(
+        required=True,
+        metadata={"description": "The receiver's host name only.", "example": "soc.example.com"},
+    )
+    event_types = fields.List(
+        fields.String(validate=validate.OneOf(EVENT_TYPES)),
+        required=True,
+        metadata={"example": ["fail", "report"]},
+    )
+    status = fields.String(
+        required=True,
+        validate=validate.OneOf(("enabled", "disabled", "failing")),
+        metadata={"description": "failing: the retry schedule was spent (the operator "
+                  "enables it again); disabled: by the operator, or the receiver said 410."},
+    )  # fmt: skip
+    last_success_at = UtcTimestamp(required=True, allow_none=True)
+    last_failure_at = UtcTimestamp(required=True, allow_none=True)
+    consecutive_failures = _count("Failed attempts since the last success.", 0)
+
+
+class DeliverySchema(Schema):
+    """One attempt to deliver a message, as the sender logged it."""
+
+    id = fields.Integer(required=True, metadata={"example": 10})
+    message_id = fields.String(
+        required=True,
+        metadata={"description": "webhook-id: the same for every attempt of a message.",
+                  "example": "msg_671_1001"},
+    )  # fmt: skip
+    event_id = fields.Integer(required=True, metadata={"example": 1001})
+    attempt = fields.Integer(required=True, metadata={"example": 1})
+    attempted_at = UtcTimestamp(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(DELIVERY_STATUSES))
+    response_status = fields.Integer(
+        required=True, allow_none=True, metadata={"description": "null: no answer came."}
+    )
+    error = fields.String(
+        required=True, allow_none=True, metadata={"description": "Why no answer came."}
     )
 
 

@@ -6,7 +6,7 @@ import sqlite3
 
 from aiohttp import web
 
-from ..data import campaigns, changes, courses, employees, events, feed, inscriptions
+from ..data import campaigns, changes, courses, employees, events, feed, inscriptions, webhooks
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorSigner, cursor_page
@@ -19,11 +19,13 @@ from .params import (
     CampaignsQuery,
     ChangesQuery,
     CoursesQuery,
+    DeliveriesQuery,
     EmployeeEventsQuery,
     EmployeeQuery,
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    WebhooksQuery,
 )
 from .responder import (
     refresh_version,
@@ -37,12 +39,14 @@ from .schemas import (
     CampaignReportSchema,
     CampaignSummarySchema,
     CourseSchema,
+    DeliverySchema,
     EmployeeChangeSchema,
     EmployeeEventSchema,
     EmployeeSchema,
     FeedEventSchema,
     InscriptionChangeSchema,
     InscriptionSchema,
+    WebhookSchema,
 )
 
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
@@ -55,6 +59,8 @@ EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
 CHANGES_QUERY = ChangesQuery()
+WEBHOOKS_QUERY = WebhooksQuery()
+DELIVERIES_QUERY = DeliveriesQuery()
 
 # Each listing's formats, the CSV columns from the schema of its records.
 CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
@@ -66,6 +72,8 @@ EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
 INSCRIPTION_CHANGES = listing_offer(InscriptionChangeSchema)
 EMPLOYEE_CHANGES = listing_offer(EmployeeChangeSchema)
+WEBHOOKS = listing_offer(WebhookSchema)
+DELIVERIES = listing_offer(DeliverySchema)
 
 
 @documented(CampaignEventsQuery, CampaignEventSchema, path_id="campaign")
@@ -183,6 +191,23 @@ async def course_list(request: web.Request) -> web.StreamResponse:
     today = request.app[TODAY]()
     listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
     return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
+
+
+@documented(WebhooksQuery, WebhookSchema)
+async def webhook_list(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/webhooks: the company's webhook subscriptions."""
+    query = request.app[PARSERS].parse(WEBHOOKS_QUERY, request)
+    listing = webhooks.webhooks_listing(request[CALLER].company_id)
+    return await respond_page(request, listing, query.paging, WEBHOOKS)
+
+
+@documented(DeliveriesQuery, DeliverySchema, path_id="webhook")
+async def webhook_deliveries(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/webhooks/{id}/deliveries: its attempts, newest first."""
+    webhook_id, query = request.app[PARSERS].parse_with_id(DELIVERIES_QUERY, request)
+    company_id = request[CALLER].company_id
+    listing = webhooks.deliveries_listing(company_id, webhook_id, query.statuses)
+    return await respond_page(request, listing, query.paging, DELIVERIES)
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -59,6 +59,12 @@ INSCRIPTION_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMN
 EMPLOYEE_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT
     {", ".join(f"e.{c}" for c in PERSON_COLUMNS)}, {GROUPS} AS groups) r)"""
 
+WEBHOOK = """(SELECT row_to_json(r) FROM (SELECT w.id, w.label, w.url_host,
+    array_to_json(string_to_array(w.event_types, ',')) AS event_types, w.status,
+    w.last_success_at, w.last_failure_at, w.consecutive_failures) r)"""
+WEBHOOK_DELIVERY = """(SELECT row_to_json(r) FROM (SELECT d.id, d.message_id, d.event_id,
+    d.attempt, d.attempted_at, d.status, d.response_status, d.error) r)"""
+
 RECORDS: dict[str, str] = {
     "campaign_event": CAMPAIGN_EVENT,
     "employee_event": EMPLOYEE_EVENT,
@@ -68,6 +74,8 @@ RECORDS: dict[str, str] = {
     "feed_event": FEED_EVENT,
     "inscription_change": INSCRIPTION_CHANGE,
     "employee_change": EMPLOYEE_CHANGE,
+    "webhook": WEBHOOK,
+    "webhook_delivery": WEBHOOK_DELIVERY,
     **reports.CAMPAIGNS,
     "employee": reports.EMPLOYEE,
     "course": reports.COURSE,
