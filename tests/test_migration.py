@@ -339,3 +339,65 @@ async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
     assert definition.replace('"', "").endswith(columns)
     assert after == before
     assert await stored_version(pg_database) == str(SCHEMA_VERSION)
+
+
+# What version 7 added: the change feeds' places and triggers, the webhook tables.
+STEP_7_TRIGGERS = (
+    "inscriptions_moved", "section_results_added", "section_results_changed",
+    "section_results_removed", "employees_moved", "team_members_added",
+    "team_members_removed", "team_members_changed", "teams_renamed",
+)  # fmt: skip
+DOWNGRADE_TO_6 = (
+    *(f"DROP TRIGGER {name}" for name in STEP_7_TRIGGERS),
+    *(
+        f"DROP INDEX {t}_{kind}"
+        for t in ("inscriptions", "employees")
+        for kind in ("by_seq", "unplaced")
+    ),
+    "ALTER TABLE inscriptions DROP COLUMN seq",
+    "ALTER TABLE employees DROP COLUMN seq",
+    "DROP TABLE webhook_deliveries",
+    "DROP TABLE webhooks",
+    "PRAGMA user_version = 6",
+)
+PLACES = "SELECT count(*), count(seq), count(DISTINCT seq) FROM {}"
+
+
+def test_a_version_6_file_gets_the_change_feeds(sample_db: Path, tmp_path: Path) -> None:
+    """Every inscription and employee takes a place after the events; webhooks come."""
+    old = copy_into(sample_db, tmp_path / "v6.sqlite3")
+    conn = sqlite3.connect(old, isolation_level=None)
+    for statement in DOWNGRADE_TO_6:
+        conn.execute(statement)
+    conn.close()
+    seq = int(query(old, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    events = query(old, "SELECT id, seq FROM campaign_events ORDER BY id")
+    assert upgrade_if_older(old)
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    placed = 0
+    for table in ("inscriptions", "employees"):
+        [(rows, with_seq, distinct)] = query(old, PLACES.format(table))
+        assert rows == with_seq == distinct
+        assert query(old, f"SELECT min(seq) FROM {table}")[0][0] > seq
+        placed += rows
+    assert int(query(old, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]) == seq + placed
+    assert query(old, "SELECT id, seq FROM campaign_events ORDER BY id") == events
+    assert query(old, "SELECT count(*) FROM webhooks") == [(0,)]
+
+
+async def test_a_version_6_postgresql_database_gets_the_change_feeds(pg_database: str) -> None:
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await conn.execute(
+            "DROP TABLE webhook_deliveries, webhooks;"
+            " ALTER TABLE inscriptions DROP COLUMN seq; ALTER TABLE employees DROP COLUMN seq;"
+            " UPDATE meta SET value = '6' WHERE key = 'schema_version'"
+        )
+        assert await ensure_schema(conn)
+        for table in ("inscriptions", "employees"):
+            rows, with_seq, distinct = await conn.fetchrow(PLACES.format(table))
+            assert rows == with_seq == distinct > 0
+        assert await conn.fetchval("SELECT count(*) FROM webhooks") == 0
+    finally:
+        await conn.close()
+    assert await stored_version(pg_database) == str(SCHEMA_VERSION)
