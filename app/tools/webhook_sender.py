@@ -252,7 +252,7 @@ class Settings:
     allowed: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
     ca_file: str | None = None
     poll: float = 1.0
-    once: bool = False  # stop once every subscription has caught up (tests, the bench)
+    once: bool = False  # stop once every subscription has caught up
 
 
 class Sender:
