@@ -37,6 +37,7 @@ import bench_floors  # noqa: E402
 import bench_load  # noqa: E402
 import bench_neighbour  # noqa: E402
 import bench_report  # noqa: E402
+import bench_webhooks  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
 
@@ -414,6 +415,7 @@ def main(argv: list[str] | None = None) -> int:
             keys = {c: company_key(db, args.seed, c) for c in (1, 2)}
             lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds, not args.smoke)
             lines += bench_load.report(db, args.seed, Path(tmp))
+            lines += bench_webhooks.report(db, Path(tmp))
             report += "\n".join(lines) + "\n"
     print(report)
     if not args.smoke:

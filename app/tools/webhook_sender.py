@@ -27,7 +27,7 @@ import socket
 import ssl
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -289,8 +289,7 @@ class Sender:
                 break
             if not await self.deliver(http, hook, record, seq, event_id):
                 break
-            hook = Hook(hook.id, hook.company_id, hook.url, hook.types, hook.secrets,
-                        (seq, event_id))  # fmt: skip
+            hook = replace(hook, position=(seq, event_id))
         return bool(batch)
 
     async def deliver(
