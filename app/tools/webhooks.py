@@ -15,15 +15,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-import asyncpg
-
 from ..config import OneLineParser
 from ..data import webhooks
 from ..data.pg import webhooks as pg_webhooks
-from ..data.pg.schema import upgrade_if_older
-from ..data.pg.store import check_schema
 from .cli import ToolError, add_store_arguments, command
-from .keytool import in_transaction, reading
+from .keytool import in_pg_transaction, in_transaction, reading
 from .webhook_sender import SCHEDULE, Settings, networks_of, run_sender, schedule_of
 
 COLUMNS = (
@@ -113,22 +109,11 @@ def format_table(rows: list[tuple[Any, ...]]) -> str:
     return "\n".join(lines)
 
 
-async def on_postgresql(url: str, name: str, *args: Any) -> Any:
-    """Run the PostgreSQL function ``name`` in one transaction (the schema must exist)."""
-    conn = await asyncpg.connect(url)
-    try:
-        await upgrade_if_older(conn)
-        await check_schema(conn)
-        async with conn.transaction():
-            return await getattr(pg_webhooks, name)(conn, *args)
-    finally:
-        await conn.close()
-
-
 def store_call(args: argparse.Namespace, name: str, *call: Any, write: bool = True) -> Any:
     """``webhooks.name(conn, *call)`` on the chosen store, in one transaction."""
     if args.database_url:
-        return asyncio.run(on_postgresql(args.database_url, name, *call))
+        fn = getattr(pg_webhooks, name)
+        return asyncio.run(in_pg_transaction(args.database_url, fn, *call))
     fn = getattr(webhooks, name)
     return in_transaction(args.db, fn, *call) if write else reading(args.db, fn, *call)
 

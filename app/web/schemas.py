@@ -271,22 +271,6 @@ class TrainingSchema(Schema):
     overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 1)
 
 
-class EmployeeSchema(Schema):
-    """An employee of the directory with their people risk (contract.md 12)."""
-
-    id = fields.Integer(required=True, metadata={"example": 7})
-    first_name = fields.String(required=True, metadata={"example": "José"})
-    last_name = fields.String(required=True, metadata={"example": "Núñez"})
-    email = fields.String(required=True, metadata={"example": "jose.nunez@northwind.example"})
-    department = fields.String(required=True, metadata={"example": "Finance"})
-    country = fields.String(required=True, metadata={"example": "Spain"})
-    groups = fields.List(
-        fields.Nested(GroupSchema), required=True, metadata={"description": "Teams, by name."}
-    )
-    phishing = fields.Nested(PhishingSchema, required=True)
-    training = fields.Nested(TrainingSchema, required=True)
-
-
 class EmployeeChangeSchema(Schema):
     """An employee of the change feed: who they are and their teams (no figures)."""
 
@@ -299,6 +283,13 @@ class EmployeeChangeSchema(Schema):
     groups = fields.List(
         fields.Nested(GroupSchema), required=True, metadata={"description": "Teams, by name."}
     )
+
+
+class EmployeeSchema(EmployeeChangeSchema):
+    """An employee of the directory with their people risk (contract.md 12)."""
+
+    phishing = fields.Nested(PhishingSchema, required=True)
+    training = fields.Nested(TrainingSchema, required=True)
 
 
 class WebhookSchema(Schema):
