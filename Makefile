@@ -9,7 +9,7 @@ FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
 
 .PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql \
-	chromium
+	chromium vendor-charts screenshots
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "Python 3.11 is needed ($(PYTHON) not found); set PYTHON=..."; exit 1; }
@@ -40,7 +40,7 @@ PARALLEL = -n $(TEST_PROCESSES) --dist worksteal
 
 ## make test: set up with the test extras, lint (ruff, formatting, mypy), run the whole suite
 ## in TEST_PROCESSES processes (with Redis; on SQLite and on a throwaway PostgreSQL cluster;
-## Swagger UI in chromium)
+## Swagger UI and the dashboard in chromium)
 test: lint redis postgresql chromium
 	$(BIN)/python -m pytest $(PARALLEL)
 
@@ -86,9 +86,9 @@ redis:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; } || \
 	  echo "redis-server is missing and could not be installed: apt-get install redis-server"
 
-# Debian's chromium for the Swagger UI test (tests/test_swagger_ui.py), driven by Playwright:
-# never a browser build downloaded by Playwright. Without it that test is skipped, except in
-# CI (CI=true), where it fails.
+# Debian's chromium for the browser tests (Swagger UI, the dashboard), driven by Playwright:
+# never a browser build downloaded by Playwright. Without it those tests are skipped, except
+# in CI (CI=true), where they fail.
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
@@ -111,3 +111,22 @@ bench: $(SERVE_STAMP) wrk redis postgresql bench-data
 ## make bench-smoke: the same benchmark for a few seconds on a tiny dataset (CI runs it)
 bench-smoke: $(SERVE_STAMP) wrk redis postgresql
 	$(BIN)/python scripts/bench.py --smoke $(WITH_PG)
+
+# The dashboard's chart library (uPlot, MIT), vendored at a pinned version so that
+# `make run` needs no Node: npm pack fetches the published tarball (integrity-checked
+# against the registry) into a temporary directory, and the built file, its stylesheet
+# and its licence are copied into the package. Run it only to move to another version.
+UPLOT_VERSION := 1.6.32
+DASHBOARD_VENDOR := app/web/static/dashboard
+## make vendor-charts: fetch uPlot UPLOT_VERSION from the npm registry into the package (needs npm)
+vendor-charts:
+	@command -v npm >/dev/null 2>&1 || { echo "npm is needed: apt-get install npm"; exit 1; }
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  (cd "$$tmp" && npm pack --silent uplot@$(UPLOT_VERSION) >/dev/null && tar xzf uplot-$(UPLOT_VERSION).tgz) && \
+	  cp "$$tmp/package/dist/uPlot.iife.min.js" "$$tmp/package/dist/uPlot.min.css" $(DASHBOARD_VENDOR)/ && \
+	  cp "$$tmp/package/LICENSE" $(DASHBOARD_VENDOR)/uPlot.LICENSE && \
+	  echo "uPlot $(UPLOT_VERSION) copied into $(DASHBOARD_VENDOR)"
+
+## make screenshots: the dashboard's views as PNG files in docs/img (needs chromium)
+screenshots: $(STAMP) chromium
+	$(BIN)/python -m tests.support.screenshots docs/img

@@ -15,6 +15,7 @@ from .data.store import Store
 from .data.version import DataVersion
 from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, SHARES, STREAMS, TODAY
 from .web.auth import auth_middleware, setup_auth
+from .web.dashboard import setup_dashboard
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
@@ -40,6 +41,7 @@ def create_app(config: Config) -> web.Application:
     """Build the application; nothing touches the database until it starts."""
     app = api_app(config)
     setup_openapi(app)
+    setup_dashboard(app)
     return app
 
 

@@ -24,6 +24,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -41,12 +42,13 @@ import bench_webhooks  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
 
-from app.data import campaigns, changes, courses, employees  # noqa: E402
+from app.data import campaigns, changes, courses, employees, stats  # noqa: E402
 from app.data.api_keys import hash_key  # noqa: E402
 from app.data.changes import ChangeFilters  # noqa: E402
 from app.data.events import campaign_listing  # noqa: E402
 from app.data.feed import START  # noqa: E402
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
+from app.data.listings import Listing  # noqa: E402
 from app.tools.generator import generated_key  # noqa: E402
 
 API = "/api/companies/v1"
@@ -108,22 +110,37 @@ def report_scenarios() -> list[Scenario]:
     target is 0.7 of its rate (issue 13). The heavy ones (a page of campaigns or courses,
     one campaign) run one at a time, as (c) and (d) do: more connections would only
     queue on 2 cores. ``overdue`` counts before today's UTC date, so the floors take
-    today's date as the server does.
+    today's date as the server does. Each report that counts events runs once more
+    leaving out the suspected and automated ones (``filter[automation]``), against the
+    floor of that statement (courses count no events).
     """
     today = dt.datetime.now(dt.UTC).date()
+    human, only_human = "exclude_suspected", "filter%5Bautomation%5D=exclude_suspected"
     offenders = employees.EmployeeFilters(min_failed=2)
+    humans_offending = employees.EmployeeFilters(min_failed=2, automation=human)
     listed = campaigns.campaigns_listing(COMPANY, campaigns.CampaignFilters())
+    listed_human = campaigns.campaigns_listing(COMPANY, campaigns.CampaignFilters(automation=human))
     report = campaigns.campaign_report(COMPANY, 1, without_captcha=False)
+    report_human = campaigns.campaign_report(COMPANY, 1, False, human)
     directory = employees.employees_listing(COMPANY, offenders, today)
+    directory_human = employees.employees_listing(COMPANY, humans_offending, today)
     coverage = courses.courses_listing(COMPANY, (), today)
     return [
         Scenario("(g) campaigns, 25 a page", f"{API}/campaigns?per_page=25", 1, "floor", 0.7,
                  floor=Floor(listed, 25)),
+        Scenario(f"(g) campaigns, 25 a page, {human}", f"{API}/campaigns?per_page=25&{only_human}",
+                 1, "floor", 0.7, floor=Floor(listed_human, 25)),
         Scenario("(h) employees, 25 a page, min_failed=2",
                  f"{API}/victimsapi?filter%5Bmin_failed%5D=2&per_page=25", 32, "floor", 0.7,
                  floor=Floor(directory, 25)),
+        Scenario(f"(h) employees, 25 a page, min_failed=2, {human}",
+                 f"{API}/victimsapi?filter%5Bmin_failed%5D=2&per_page=25&{only_human}", 32,
+                 "floor", 0.7, floor=Floor(directory_human, 25)),
         Scenario("(i) campaign 1 report, by_department", f"{API}/campaigns/1", 1, "floor", 0.7,
                  floor=Floor(report, 1), single=True),
+        Scenario(f"(i) campaign 1 report, by_department, {human}",
+                 f"{API}/campaigns/1?{only_human}", 1, "floor", 0.7,
+                 floor=Floor(report_human, 1), single=True),
         Scenario("(j) courses, 25 a page", f"{API}/courses?per_page=25", 1, "floor", 0.7,
                  floor=Floor(coverage, 25)),
     ]  # fmt: skip
@@ -136,10 +153,10 @@ def change_scenarios() -> list[Scenario]:
     inscribed = changes.inscription_changes(COMPANY, everybody, START)
     people = changes.employee_changes(COMPANY, everybody, START)
     return [
-        Scenario("(o) inscription changes, 100 an answer",
+        Scenario("(r) inscription changes, 100 an answer",
                  f"{API}/course-inscriptions/changes?limit=100", 32, "floor", 0.5,
                  floor=Floor(inscribed, 100)),
-        Scenario("(p) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
+        Scenario("(s) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
                  32, "floor", 0.5, floor=Floor(people, 100)),
     ]  # fmt: skip
 
@@ -206,6 +223,35 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
                  by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
         *report_scenarios(),
         *change_scenarios(),
+        Scenario("(n) dashboard page, /dashboard/", "/dashboard/", 32, "ceiling", 0.4),
+        *stats_scenarios(conn),
+    ]  # fmt: skip
+
+
+LAST_LAUNCH = "SELECT max(launch_date) FROM campaigns WHERE company_id = ?"
+
+
+def stats_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
+    """The stats over 13 months ending with company 1's last launch, against their floors:
+    the same statement SQLite runs for the page (0.7 of its rate, as the reports)."""
+    (last,) = first_row(conn, LAST_LAUNCH, COMPANY)
+    end = dt.date.fromisoformat(str(last)[:10])
+    first = stats.default_window(end)[0]
+    window = stats.buckets(first, end, "month", stats.MAX_BUCKETS)
+    query = f"filter%5Bfrom_date%5D={first}&filter%5Bto_date%5D={end}"
+
+    def listing(make: Callable[..., Listing], group_by: str | None = None) -> Listing:
+        return make(COMPANY, stats.StatsFilters(window, group_by))
+
+    by_department = listing(stats.phishing_listing, "department")
+    return [
+        Scenario("(o) stats/phishing, 13 months", f"{API}/stats/phishing?{query}", 1, "floor",
+                 0.7, floor=Floor(listing(stats.phishing_listing))),
+        Scenario("(p) stats/phishing, 13 months by department",
+                 f"{API}/stats/phishing?{query}&group_by=department", 1, "floor", 0.7,
+                 floor=Floor(by_department, 100)),
+        Scenario("(q) stats/training, 13 months", f"{API}/stats/training?{query}", 1, "floor",
+                 0.7, floor=Floor(listing(stats.training_listing))),
     ]  # fmt: skip
 
 

@@ -27,20 +27,31 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGET_ROWS_PER_S = 50_000
 CACHES_MB = 64 + 32
 JUDGED_FROM = 100_000  # records: the rate target applies to a standard-sized load
-# Runs the loader's command line and reports its own peak RSS (KiB) on the last stderr line.
+TARGET_CLASSIFY_SHARE = 0.15  # of the load's CPU time: deciding the events' verdicts
+# Runs the loader's command line and reports its own peak RSS (KiB), CPU seconds and those
+# spent deciding verdicts (app.data.automation.classify, timed where the loader finds it)
+# on the last stderr line.
 WRAPPER = (
-    "import resource, runpy, sys\n"
+    "import resource, runpy, sys, time\n"
+    "import app.data.automation as automation\n"
+    "decide, spent = automation.classify, [0.0]\n"
+    "def timed(*args, **kwargs):\n"
+    "    started = time.process_time()\n"
+    "    try: return decide(*args, **kwargs)\n"
+    "    finally: spent[0] += time.process_time() - started\n"
+    "automation.classify = timed\n"
     "sys.argv = ['load_fixtures.py', *sys.argv[1:]]\n"
     "try: runpy.run_path(sys.argv[0], run_name='__main__')\n"
     "finally:\n"
     "    use = resource.getrusage(resource.RUSAGE_SELF)\n"
-    "    print('peak', use.ru_maxrss, use.ru_utime + use.ru_stime, file=sys.stderr)\n"
+    "    print('peak', use.ru_maxrss, use.ru_utime + use.ru_stime, spent[0], file=sys.stderr)\n"
 )
 
 
-def run_load(fixture: Path, db: Path) -> tuple[float, int, int, float]:
-    """Load ``fixture`` into a new ``db`` in a process: wall seconds, records, peak RSS KiB
-    and CPU seconds (on a shared machine the wall time also counts waiting for a core)."""
+def run_load(fixture: Path, db: Path) -> tuple[float, int, int, float, float]:
+    """Load ``fixture`` into a new ``db`` in a process: wall seconds, records, peak RSS KiB,
+    CPU seconds (on a shared machine the wall time also counts waiting for a core) and
+    those of them spent deciding the verdicts."""
     started = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-c", WRAPPER, str(fixture), "--db", str(db), "--no-progress"],
@@ -53,8 +64,8 @@ def run_load(fixture: Path, db: Path) -> tuple[float, int, int, float]:
     if done.returncode != 0:
         raise RuntimeError(f"the load failed: {done.stderr.strip()[-500:]}")
     records = int(re.search(r"loaded ([\d,]+) records", done.stdout)[1].replace(",", ""))  # type: ignore[index]
-    _, peak, cpu = done.stderr.strip().splitlines()[-1].split()
-    return seconds, records, int(peak), float(cpu)
+    _, peak, cpu, classify = done.stderr.strip().splitlines()[-1].split()
+    return seconds, records, int(peak), float(cpu), float(classify)
 
 
 def parse_seconds(fixture: Path) -> float:
@@ -73,8 +84,10 @@ def report(db: str, seed: int, work: Path) -> list[str]:
     export_fixture(db, fixture, {c: generated_key(c, seed) for c in companies})
     size_mb = fixture.stat().st_size / 1e6
     floor = parse_seconds(fixture)
-    seconds, records, peak, cpu = run_load(fixture, work / "loaded.sqlite3")
-    _, small_records, small_peak, _ = run_load(SAMPLE_FIXTURE, work / "sample.sqlite3")
+    seconds, records, peak, cpu, classify = run_load(fixture, work / "loaded.sqlite3")
+    _, small_records, small_peak, *_ = run_load(SAMPLE_FIXTURE, work / "sample.sqlite3")
+    share = classify / cpu
+    classified = "ok" if share <= TARGET_CLASSIFY_SHARE else "MISSED"
     rate = records / seconds
     growth = (peak - small_peak) / 1024
     verdict = "ok" if rate >= TARGET_ROWS_PER_S else "MISSED"
@@ -94,6 +107,9 @@ def report(db: str, seed: int, work: Path) -> list[str]:
         f"| peak RSS of that load | | | | sample ({small_records:,} records):"
         f" {small_peak / 1024:.0f} MB | {peak / 1024:.0f} MB (+{growth:.0f} MB) |"
         f" growth ≤ {CACHES_MB + 40} MB | {memory} |",
+        f"| classification inside that load (the events' verdicts) | | {classify:.2f} CPU |"
+        f" | the load's CPU {cpu:.1f} s | {share:.1%} | ≤ {TARGET_CLASSIFY_SHARE:.0%} |"
+        f" {classified} |",
         "",
         f"Records per CPU-second of the loader: {records / cpu:,.0f} (the wall-time rate also"
         " counts waiting for a core on a shared machine).",

@@ -123,6 +123,6 @@ def report(db: str, work: Path) -> list[str]:
         "",
         "| scenario | messages/s | reference | ratio | target | ok/MISSED |",
         "|---|---|---|---|---|---|",
-        f"| (q) webhook sender | {rate:,.0f} | the feed read alone: {feed_rate:,.0f} events/s"
+        f"| (t) webhook sender | {rate:,.0f} | the feed read alone: {feed_rate:,.0f} events/s"
         f" | {ratio:.3f} | ≥ {TARGET} | {verdict} |",
     ]

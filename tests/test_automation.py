@@ -31,33 +31,17 @@ from app.tools.pg_copy import copy_to_pg
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
-from .support.factories import get, query
+from .support.factories import PG_SINCE_VERSION_6, SINCE_VERSION_6, get, query
 from .support.feeds import FEED
+from .support.gateway import (
+    COMPANY,
+    GATEWAY_KEY,
+    done_when,
+    event,
+)
 from .support.loads import write_fixture
 from .support.stores import fresh_database
 from .support.verdicts import sample_verdicts
-
-DESKTOP = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 Chrome/126.0 Safari/537.36"
-COMPANY, CAMPAIGN, SHARED_CAMPAIGN = 900, 9001, 9002
-GATEWAY_KEY = "rk_test_gateway_0123456789abcdef01234567"
-
-
-def at(clock: str, day: str = "2025-06-02") -> str:
-    return f"{day}T{clock}Z"
-
-
-def event(id_: int, employee: int, clock: str, **fields: Any) -> dict[str, Any]:
-    return {
-        "id": id_,
-        "campaign_id": fields.pop("campaign", CAMPAIGN),
-        "employee_id": employee,
-        "type": fields.pop("type", "click"),
-        "timestamp": at(clock),
-        "with_captcha": fields.pop("captcha", False),
-        "ip": fields.pop("ip", f"198.51.100.{employee % 250}"),
-        "user_agent": fields.pop("agent", DESKTOP),
-    }
-
 
 # What the issue's fixture must give, with each rule's boundary beside it.
 EXPECTED = {
@@ -87,57 +71,6 @@ EXPECTED = {
     90024: ("human", []),  # the same address in another campaign
     **dict.fromkeys(range(90025, 90029), ("suspected", ["burst"])),  # four spanning 3 s
 }
-
-
-def done_when() -> dict[str, Any]:
-    """The fixture of the rules: company 900, its people, two campaigns sent at 09:00:00."""
-    people = range(9001, 9013)
-    return {
-        "companies": [{"id": COMPANY, "name": "Gateway Corp"}],
-        "employees": [
-            {
-                "id": p,
-                "company_id": COMPANY,
-                "first_name": "P",
-                "last_name": str(p),
-                "email": f"p{p}@gateway.example",
-                "department": "Ops",
-                "country": "Spain",
-            }
-            for p in people
-        ],
-        "campaigns": [
-            {"id": c, "company_id": COMPANY, "title": f"Invoice {c}", "launch_date": at("09:00:00")}
-            for c in (CAMPAIGN, SHARED_CAMPAIGN, 9003)
-        ],
-        "campaign_targets": [
-            {"campaign_id": c, "employee_id": p, "sent_at": at("09:00:00")}
-            for c in (CAMPAIGN, SHARED_CAMPAIGN)
-            for p in people
-        ],
-        "campaign_events": [
-            event(90001, 9001, "09:00:03"),
-            event(90002, 9002, "09:12:00", agent="python-requests/2.31"),
-            *(event(90003 + i, 9003, f"09:20:0{s}") for i, s in enumerate((0, 0, 1, 2))),
-            event(90007, 9004, "09:00:02", captcha=True),
-            event(90008, 9005, "09:12:00"),
-            event(90009, 9001, "09:00:01", type="report"),
-            event(90010, 9006, "09:00:10"),
-            *(event(90011 + i, 9007, f"09:30:0{s}") for i, s in enumerate((0, 1, 2, 4))),
-            event(90015, 9008, "09:00:05", agent="curl/8.5"),
-            event(90016, 9009, "09:40:00", agent="   "),
-            event(90017, 9010, "09:40:00", agent="Mozilla/5.0 (compatible; GOOGLEBOT/2.1)"),
-            event(90018, 9011, "09:40:00", agent=None, ip=None),
-            *(
-                event(90020 + i, p, c, campaign=SHARED_CAMPAIGN, ip="192.0.2.77")
-                for i, (p, c) in enumerate(
-                    ((9001, "10:00:00"), (9002, "10:00:30"), (9003, "10:01:00"), (9004, "10:02:01"))
-                )
-            ),
-            event(90024, 9005, "10:00:10", campaign=9003, ip="192.0.2.77"),
-            *(event(90025 + i, 9012, f"09:50:0{i}") for i in range(4)),
-        ],
-    }
 
 
 def verdicts_in(db: Path, where: str = "campaign_id > 9000") -> dict[int, tuple[str, list[str]]]:
@@ -394,7 +327,8 @@ def test_a_version_4_database_is_upgraded_and_classified(sample_db: Path, tmp_pa
     load_files(sample_db, [write_fixture(tmp_path / "gw.json", done_when())])
     conn = sqlite3.connect(sample_db)
     conn.executescript(
-        "DROP INDEX campaign_events_by_type;"
+        "".join(f"{statement};" for statement in SINCE_VERSION_6)
+        + "DROP INDEX campaign_events_by_type;"
         " ALTER TABLE campaign_events DROP COLUMN verdict;"
         " ALTER TABLE campaign_events DROP COLUMN reasons;"
         f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%'; PRAGMA user_version = 4;"
@@ -416,6 +350,8 @@ async def pg_version_4(url: str) -> None:
     """The PostgreSQL database at ``url`` made a version 4 one."""
     conn = await asyncpg.connect(url)
     try:
+        for statement in PG_SINCE_VERSION_6:
+            await conn.execute(statement)
         await conn.execute(
             "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons;"
             f" DELETE FROM meta WHERE key LIKE '{RULES_KEY}%';"

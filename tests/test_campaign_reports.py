@@ -271,7 +271,9 @@ async def test_unknown_parameters_name_the_allowed_ones(client: TestClient) -> N
     body = await assert_problem(await get(client, f"{LIST}?sort=title"), 400)
     assert ALLOWED in body["errors"]["sort"][0]
     single = await assert_problem(await get(client, f"{LIST}/1?page=1"), 400)
-    assert "Allowed: filter[with_captcha], format." in single["errors"]["page"][0]
+    assert (
+        "Allowed: filter[automation], filter[with_captcha], format." in single["errors"]["page"][0]
+    )
     twice = f"{LIST}/1?filter[with_captcha]=false&filter[with_captcha]=false"
     assert list((await assert_problem(await get(client, twice), 400))["errors"]) == [
         "filter[with_captcha]"

@@ -9,25 +9,14 @@ from __future__ import annotations
 
 import gzip
 import re
-from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from .support.clients import MakeClient
+from .support.clients import MakeClient, get_raw
 
 SPEC = "/api/docs/openapi.json"
 PAGE = "/api/docs"
-
-
-async def get_raw(client: TestClient, path: str, **headers: str) -> tuple[Any, bytes]:
-    """GET without transparent decompression (and without a key): the bytes as sent."""
-    async with (
-        aiohttp.ClientSession(auto_decompress=False) as session,
-        session.get(client.make_url(path), headers=headers) as resp,
-    ):
-        return resp, await resp.read()
 
 
 async def docs_urls(client: TestClient) -> list[str]:

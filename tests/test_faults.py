@@ -25,6 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from app.data.schema import SCHEMA_VERSION
+
 from .support.factories import (
     API,
     KEY_1,
@@ -97,7 +99,7 @@ BREAKAGES: dict[str, Breakage] = {
     "zeroed_after_first_page": lambda db, _: overwrite(db, 4096, bytes),
     "random_after_first_page": lambda db, _: overwrite(db, 4096, random.Random(2).randbytes),
     "locked": hold_exclusive_lock,
-    "schema_version_7": lambda db, _: set_user_version(db, 7),
+    "schema_version_next": lambda db, _: set_user_version(db, SCHEMA_VERSION + 1),
     "foreign_database": foreign_database,
     # The meta page survives: only a full check at start finds the damage.
     "second_half_random": lambda db, _: overwrite(

@@ -93,6 +93,10 @@ async def test_every_event_of_the_company_in_sequence_order(
     assert records == oracle(sample_db, company)
 
 
+def verdict(e: dict[str, Any]) -> str:
+    return str(sample_verdicts()[e["id"]]["verdict"])
+
+
 FILTERS: list[tuple[Params, Any]] = [
     ([("filter[type]", "CLICK, report")], lambda e: e["type"] in ("click", "report")),
     ([("filter[with_captcha]", "false")], lambda e: not e["with_captcha"]),
@@ -106,6 +110,12 @@ FILTERS: list[tuple[Params, Any]] = [
     (
         [("filter[type]", "open"), ("filter[type]", "fail"), ("filter[with_captcha]", "false")],
         lambda e: e["type"] in ("open", "fail") and not e["with_captcha"],
+    ),
+    ([("filter[automation]", "include")], lambda e: True),
+    ([("filter[automation]", "exclude_automated")], lambda e: verdict(e) != "automated"),
+    (
+        [("filter[automation]", "Exclude_Suspected"), ("filter[type]", "click")],
+        lambda e: verdict(e) == "human" and e["type"] == "click",
     ),
 ]
 
@@ -137,6 +147,8 @@ async def test_filters_and_pages_of_any_size(
         ("filter[from_date]=2025-03-02&filter[to_date]=2025-03-01", ["filter[from_date]"]),
         ("filter[campaign]=1", ["filter[campaign]"]),
         ("format=xml", ["format"]),
+        ("filter[automation]=exclude", ["filter[automation]"]),
+        ("filter[automation]=include&filter[automation]=include", ["filter[automation]"]),
     ],
 )
 async def test_bad_parameters_are_400(client: TestClient, params: str, names: list[str]) -> None:
@@ -205,11 +217,22 @@ async def test_a_cursor_is_bound_to_its_filters(client: TestClient) -> None:
         "filter[type]=open,click,fail",
         "filter[type]=open,click&filter[with_captcha]=false",
         "filter[type]=open,click&filter[to_date]=2030-01-01",
+        "filter[type]=open,click&filter[automation]=exclude_automated",
+        "filter[type]=open,click&filter[automation]=exclude_suspected",
     ):
         response = await get(client, f"{FEED}?{other}&cursor={cursor}")
         assert (await assert_problem(response, 400))["errors"].keys() == {"cursor"}
     # limit and format are not filters: a collector may change them between requests
     assert (await get(client, f"{FEED}?filter[type]=click,open&limit=9&cursor={cursor}")).ok
+    # include is the default: the same filter set, the same cursor (as before it existed)
+    included = "filter[type]=open,click&filter[automation]=include&limit=2"
+    assert (await get(client, f"{FEED}?{included}")).headers["X-Next-Cursor"] == cursor
+    suspected = "filter[automation]=exclude_suspected&limit=2"
+    bound = (await get(client, f"{FEED}?{suspected}")).headers["X-Next-Cursor"]
+    assert (await get(client, f"{FEED}?{suspected}&cursor={bound}")).status == 200
+    for other in ("", "filter[automation]=exclude_automated&"):
+        response = await get(client, f"{FEED}?{other}cursor={bound}")
+        assert (await assert_problem(response, 400))["errors"].keys() == {"cursor"}
 
 
 async def test_a_tampered_cursor_is_400(client: TestClient) -> None:
@@ -251,6 +274,7 @@ def test_the_feed_walks_the_sequence_index_and_never_sorts(sample_db: Path) -> N
         for filters in (
             FeedFilters(),
             FeedFilters.of(types=["click"], without_captcha=True),
+            FeedFilters.of(automation="exclude_suspected"),
             FeedFilters.of(
                 from_date=dt.date.fromisoformat("2025-03-01"),
                 to_date=dt.date.fromisoformat("2025-04-01"),

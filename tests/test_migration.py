@@ -33,7 +33,15 @@ from app.tools import keytool
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
-from .support.factories import API, KEY_1, get, query, sample
+from .support.factories import (
+    API,
+    KEY_1,
+    PG_SINCE_VERSION_6,
+    SINCE_VERSION_6,
+    get,
+    query,
+    sample,
+)
 from .support.servers import Launcher, clean_env, fetch
 from .support.stores import read_only_role
 from .support.verdicts import decide
@@ -57,6 +65,7 @@ V1_TRIGGERS = {
 # What version 5 added: the events' verdicts and the settings they were made with (and
 # version 6, the verdict in the campaigns' index of each type's events).
 DOWNGRADE_TO_4 = (
+    *SINCE_VERSION_6,
     "DROP INDEX IF EXISTS campaign_events_by_type",
     "ALTER TABLE campaign_events DROP COLUMN verdict",
     "ALTER TABLE campaign_events DROP COLUMN reasons",
@@ -198,6 +207,7 @@ async def test_a_version_2_file_gets_python_s_folded_titles(
 
 
 DOWNGRADE_PG_TO_4 = (
+    *PG_SINCE_VERSION_6,
     "DROP INDEX campaign_events_by_type",  # version 6's, with the verdict
     "ALTER TABLE campaign_events DROP COLUMN verdict, DROP COLUMN reasons",
     "DELETE FROM meta WHERE key LIKE 'automation_rules:%'",
@@ -306,7 +316,7 @@ def test_a_version_5_file_gets_the_verdict_in_its_index(sample_db: Path, tmp_pat
     """The campaigns count verdicts from the index; the verdicts are not decided again."""
     old = copy_into(sample_db, tmp_path / "v5.sqlite3")
     conn = sqlite3.connect(old, isolation_level=None)
-    for statement in ("DROP INDEX campaign_events_by_type", VERSION_5_INDEX):
+    for statement in (*SINCE_VERSION_6, "DROP INDEX campaign_events_by_type", VERSION_5_INDEX):
         conn.execute(statement)
     conn.execute("PRAGMA user_version = 5")
     conn.close()
@@ -325,6 +335,8 @@ async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
 ) -> None:
     conn = await asyncpg.connect(pg_database)
     try:
+        for statement in PG_SINCE_VERSION_6:
+            await conn.execute(statement)
         await conn.execute(f"DROP INDEX campaign_events_by_type; {VERSION_5_INDEX}")
         await conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
         before = await conn.fetch(VERDICTS_AND_PLACES)
@@ -341,25 +353,7 @@ async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
     assert await stored_version(pg_database) == str(SCHEMA_VERSION)
 
 
-# What version 7 added: the change feeds' places and triggers, the webhook tables.
-STEP_7_TRIGGERS = (
-    "inscriptions_moved", "section_results_added", "section_results_changed",
-    "section_results_removed", "employees_moved", "team_members_added",
-    "team_members_removed", "team_members_changed", "teams_renamed",
-)  # fmt: skip
-DOWNGRADE_TO_6 = (
-    *(f"DROP TRIGGER {name}" for name in STEP_7_TRIGGERS),
-    *(
-        f"DROP INDEX {t}_{kind}"
-        for t in ("inscriptions", "employees")
-        for kind in ("by_seq", "unplaced")
-    ),
-    "ALTER TABLE inscriptions DROP COLUMN seq",
-    "ALTER TABLE employees DROP COLUMN seq",
-    "DROP TABLE webhook_deliveries",
-    "DROP TABLE webhooks",
-    "PRAGMA user_version = 6",
-)
+DOWNGRADE_TO_6 = (*SINCE_VERSION_6, "PRAGMA user_version = 6")
 PLACES = "SELECT count(*), count(seq), count(DISTINCT seq) FROM {}"
 
 
@@ -388,11 +382,9 @@ def test_a_version_6_file_gets_the_change_feeds(sample_db: Path, tmp_path: Path)
 async def test_a_version_6_postgresql_database_gets_the_change_feeds(pg_database: str) -> None:
     conn = await asyncpg.connect(pg_database)
     try:
-        await conn.execute(
-            "DROP TABLE webhook_deliveries, webhooks;"
-            " ALTER TABLE inscriptions DROP COLUMN seq; ALTER TABLE employees DROP COLUMN seq;"
-            " UPDATE meta SET value = '6' WHERE key = 'schema_version'"
-        )
+        for statement in PG_SINCE_VERSION_6:
+            await conn.execute(statement)
+        await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
         assert await ensure_schema(conn)
         for table in ("inscriptions", "employees"):
             rows, with_seq, distinct = await conn.fetchrow(PLACES.format(table))

@@ -39,12 +39,13 @@ PAGE_PARAMS = {"page", "per_page"}
 PAGING = PAGE_PARAMS | {"format"}
 LISTS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 DATES = ("from_inscription_date", "to_inscription_date", "from_due_date", "to_due_date")
+AUTOMATION = "filter[automation]"
 QUERY_NAMES = {
-    CAMPAIGN: PAGING | {"filter[with_captcha]", "filter[type]"},
-    EMPLOYEE: PAGING,
+    CAMPAIGN: PAGING | {"filter[with_captcha]", "filter[type]", AUTOMATION},
+    EMPLOYEE: PAGING | {AUTOMATION},
     INSCRIPTIONS: PAGING | {f"filter[{name}]" for name in (*LISTS, *DATES)},
 }
-FEED_NAMES = {"format", "limit", "cursor", "filter[type]", "filter[with_captcha]"}
+FEED_NAMES = {"format", "limit", "cursor", "filter[type]", "filter[with_captcha]", AUTOMATION}
 FEED_NAMES |= {"filter[from_date]", "filter[to_date]"}
 MEDIA = {"application/json", "text/csv", "application/x-ndjson"}
 RATE = {
@@ -122,6 +123,7 @@ REPORTS = {f"{API}/campaigns", f"{API}/campaigns/{{id}}", f"{API}/victimsapi"}
 CHANGES = {f"{API}/course-inscriptions/changes", f"{API}/victimsapi/changes"}
 CHANGES |= {f"{API}/webhooks", f"{API}/webhooks/{{id}}/deliveries"}
 REPORTS |= {f"{API}/victimsapi/{{id}}", f"{API}/courses"}  # test_reports_openapi.py
+REPORTS |= {f"{API}/stats/phishing", f"{API}/stats/training"}  # test_stats.py
 
 
 async def test_every_endpoint_is_documented_and_docs_are_not(client: TestClient) -> None:
@@ -217,7 +219,7 @@ async def test_what_a_schema_cannot_state_is_in_words(client: TestClient) -> Non
                 high = param["name"].replace("filter[from_", "filter[to_")
                 assert f"Later than {high}: 400." in param["description"], param
                 ranges += 1
-    assert ranges == 4  # inscription and due dates, launch dates, the feed's dates
+    assert ranges == 6  # inscription and due dates, launch dates, the feed's, the stats' windows
     cursor = next(p for p in operation(document, FEED)["parameters"] if p["name"] == "cursor")
     assert "Any value the feed did not give: 400." in cursor["description"]
 

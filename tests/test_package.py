@@ -91,6 +91,8 @@ def test_the_wheel_ships_the_sample_and_no_tests(wheel: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "app/fixtures/sample.json" in names
     assert "app/tools/keytool.py" in names and "app/web/server.py" in names
+    shipped = ("index.html", "main.js", "uPlot.LICENSE")  # the dashboard, its charts' licence
+    assert {f"app/web/static/dashboard/{name}" for name in shipped} <= set(names)
     assert not [n for n in names if n.startswith(("tests/", "scripts/", "fixtures/"))]
     entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
     listed = zipfile.ZipFile(wheel).read(entry_points).decode()
@@ -136,9 +138,10 @@ def test_first_start_of_the_installed_server_serves_the_sample(venv: Path, tmp_p
             "X-API-KEY": KEYS[1]
         })  # fmt: skip
         records = json.loads(body)
+        page = fetch(f"{server.base}/dashboard/")
     finally:
         code = stop(proc)
-    assert status == 200
+    assert status == 200 and page[0] == 200 and b"main.js" in page[2]
     owner = {e["id"]: e["company_id"] for e in sample()["employees"]}
     assert len(records) == sum(1 for i in sample()["inscriptions"] if owner[i["employee_id"]] == 1)
     assert db.is_file()

@@ -26,6 +26,7 @@ from app.data import campaigns, changes, courses, employees, events, inscription
 from app.data.feed import START
 from app.data.listings import Listing, Record
 from app.data.pg import sql
+from app.data.vocabulary import AUTOMATION_FILTERS
 from app.tools.pg_loader import load_pg, sqlite_decimal
 
 from .support import reports as oracle
@@ -113,9 +114,12 @@ def every_listing() -> list[Listing]:
         company = by_id("campaigns")[campaign]["company_id"]
         listings.append(events.campaign_listing(company, campaign))
         listings.append(events.campaign_listing(company, campaign, ("open", "fail"), True))
+        for automation in AUTOMATION_FILTERS[1:]:
+            listings.append(events.campaign_listing(company, campaign, (), False, automation))
     for employee in [*by_id("employees"), 9000, 9001]:
         company = by_id("employees").get(employee, {"company_id": 1})["company_id"]
         listings.append(events.employee_listing(company, employee))
+        listings.append(events.employee_listing(company, employee, "exclude_suspected"))
     for company in (1, 2):
         for filters in (
             inscriptions.InscriptionFilters(),
@@ -268,7 +272,13 @@ async def walk_feed(
 
 @pytest.mark.parametrize(
     "query",
-    ["limit=7", "limit=1000", "limit=5&filter[type]=click,report&filter[with_captcha]=false"],
+    [
+        "limit=7",
+        "limit=1000",
+        "limit=5&filter[type]=click,report&filter[with_captcha]=false",
+        "limit=9&filter[automation]=exclude_automated",
+        "limit=1000&filter[automation]=exclude_suspected&filter[type]=click",
+    ],
 )
 async def test_the_event_feed_is_the_same_on_both_stores(
     make_client: Any, pg_database: str, query: str

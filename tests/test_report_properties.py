@@ -11,6 +11,7 @@ campaign, employee and course must be; on SQLite and, with fewer examples, on Po
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import os
 from decimal import Decimal
 from typing import Any
@@ -39,6 +40,11 @@ PROFILE = settings(
 PG_PROFILE = settings(PROFILE, max_examples=10)
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 PERSON = ("name", "last_name", "email", "department", "country", "teams")
+AUTOMATION = ("include", "exclude_automated", "exclude_suspected")
+# What an event's reader may be: a person, a script, or unknown; addresses few enough to
+# be shared within a minute.
+AGENTS = (None, "Mozilla/5.0 (X11; Linux x86_64) Firefox/128.0", "python-requests/2.31")
+ADDRESSES = (None, "198.51.100.7", "198.51.100.8")
 
 
 @st.composite
@@ -57,7 +63,13 @@ def report_datasets(draw: st.DrawFn) -> Data:
             sent = draw(st.none() | st.just(campaign["launch_date"]))
             targets.append({"campaign_id": campaign["id"], "employee_id": person, "sent_at": sent})
     data["campaign_targets"] = targets
-    ids = iter(draw(st.randoms(use_true_random=False)).sample(range(1, FREE_ID), 12))
+    ids = iter(draw(st.randoms(use_true_random=False)).sample(range(1, FREE_ID), 16))
+    for row in data["campaign_events"]:  # scanners, shared addresses (automation's rules)
+        row |= {"user_agent": draw(st.sampled_from(AGENTS)), "ip": draw(st.sampled_from(ADDRESSES))}
+    clicks = [e for e in data["campaign_events"] if e["type"] == "click"]
+    if clicks and draw(st.booleans()):  # a burst: four more clicks in the same second
+        burst = draw(st.sampled_from(clicks)) | {"with_captcha": False}
+        data["campaign_events"] += [burst | {"id": next(ids)} for _ in range(4)]
     sections: dict[int, list[int]] = {}
     data["course_sections"] = []
     for course in data["courses"]:
@@ -95,7 +107,8 @@ async def body_of(client: Any, url: str, company: int, **params: str) -> Any:
 async def test_every_report_is_the_oracles(
     aiohttp_client: Any, data: Data, today: dt.date, more: st.DataObject
 ) -> None:
-    """Campaigns (listed and one by one, with and without captcha), employees, courses."""
+    """Campaigns (listed and one by one, with and without captcha, with each value of
+    filter[automation]), employees (with each value), courses."""
     await reports_match_the_oracle(aiohttp_client, None, data, today, more)
 
 
@@ -112,21 +125,32 @@ async def reports_match_the_oracle(
     aiohttp_client: Any, store: Store | None, data: Data, today: dt.date, more: st.DataObject
 ) -> None:
     async with serving(aiohttp_client, data, Day(today), store) as client:
+        verdicts = oracle.verdicts(data)
+        for kind in ("automated", "suspected"):
+            event(f"an event {kind}" if kind in verdicts.values() else f"no event {kind}")
         for company in (1, 2):
-            for captcha in (False, True):
+            for captcha, automation in itertools.product((False, True), AUTOMATION):
                 params = {"filter[with_captcha]": "false"} if captcha else {}
+                params |= {} if automation == "include" else {"filter[automation]": automation}
                 listed = await body_of(client, f"{API}/campaigns", company, **params)
-                assert listed == oracle.campaigns(data, company, captcha)
+                assert listed == oracle.campaigns(data, company, captcha, automation)
                 for campaign in listed:
                     url = f"{API}/campaigns/{campaign['id']}"
                     report = await body_of(client, url, company, **params)
-                    assert report == oracle.campaign_report(data, campaign["id"], captcha)
+                    expected = oracle.campaign_report(data, campaign["id"], captcha, automation)
+                    assert report == expected
                     event(f"a median over an {('even', 'odd')[campaign['clicked'] % 2]} count")
-            people = await body_of(client, f"{API}/victimsapi", company, per_page="500")
-            assert people == oracle.employees(data, company, today)
-            person = more.draw(st.sampled_from(people))
-            single = await body_of(client, f"{API}/victimsapi/{person['id']}", company)
-            assert single == person
+            for automation in AUTOMATION:
+                params = {"filter[automation]": automation}
+                people = await body_of(
+                    client, f"{API}/victimsapi", company, per_page="500", **params
+                )
+                assert people == oracle.employees(data, company, today, automation)
+                person = more.draw(st.sampled_from(people))
+                single = await body_of(
+                    client, f"{API}/victimsapi/{person['id']}", company, **params
+                )
+                assert single == person
             coverage = await body_of(client, f"{API}/courses", company, per_page="500")
             assert coverage == oracle.courses(data, company, today)
             ties = any(tied(data, c["id"]) for c in coverage)
@@ -149,7 +173,8 @@ def tied(data: Data, course_id: int) -> bool:
 async def test_directory_filters_keep_exactly_the_matching_people(
     aiohttp_client: Any, data: Data, more: st.DataObject
 ) -> None:
-    """Person filters as on the inscriptions, and the two minimums, AND-ed (contract.md 12)."""
+    """Person filters as on the inscriptions, and the two minimums (counting only the
+    events filter[automation] keeps), AND-ed (contract.md 12)."""
     await directory_filters_match(aiohttp_client, None, data, more)
 
 
@@ -183,6 +208,9 @@ async def directory_filters_match(
                 if more.draw(st.booleans()):
                     minimums[count] = more.draw(st.integers(0, 3))
                     params[f"filter[{name}]"] = str(minimums[count])
+            automation = more.draw(st.sampled_from(AUTOMATION))
+            params["filter[automation]"] = automation
+            everybody = oracle.employees(data, company, day, automation)
             body = await body_of(client, f"{API}/victimsapi", company, per_page="500", **params)
             people = {e["id"]: e for e in data["employees"]}
             expected = [

@@ -22,11 +22,15 @@ PAGING = {"page", "per_page", "format"}  # every listing takes format (contract.
 PERSON = {f"filter[{n}]" for n in ("name", "last_name", "email", "department", "country")}
 PERSON |= {"filter[teams]"}
 DATES = {"filter[from_launch_date]", "filter[to_launch_date]"}
+AUTOMATION = "filter[automation]"
 QUERIES = {
-    f"{API}/campaigns": PAGING | DATES | {"filter[title]", "filter[with_captcha]"},
-    f"{API}/campaigns/{{id}}": {"filter[with_captcha]", "format"},  # format: json only
-    f"{API}/victimsapi": PAGING | PERSON | {"filter[min_clicked]", "filter[min_failed]"},
-    f"{API}/victimsapi/{{id}}": {"format"},
+    f"{API}/campaigns": PAGING | DATES | {"filter[title]", "filter[with_captcha]", AUTOMATION},
+    f"{API}/campaigns/{{id}}": {"filter[with_captcha]", "format", AUTOMATION},  # format: json
+    f"{API}/victimsapi": PAGING
+    | PERSON
+    | {"filter[min_clicked]", "filter[min_failed]"}
+    | {AUTOMATION},
+    f"{API}/victimsapi/{{id}}": {"format", AUTOMATION},
     f"{API}/courses": PAGING | {"filter[title]"},
 }
 PAGE_HEADERS = {"X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link"}
@@ -51,6 +55,12 @@ def test_parameters_and_responses(document: dict[str, Any], path: str) -> None:
         if name in query:
             schema = query[name]["schema"]
             assert (schema["type"], schema["minimum"]) == ("integer", 0)
+    if AUTOMATION in query:  # the three values, an example, the rule in words
+        assert query[AUTOMATION]["schema"]["enum"] == [
+            "include", "exclude_automated", "exclude_suspected"
+        ]  # fmt: skip
+        assert "Example: filter[automation]=exclude_suspected." in query[AUTOMATION]["description"]
+        assert "leaves every count, rate, median" in query[AUTOMATION]["description"]
     if "{id}" in path:  # one object: JSON only, csv or ndjson a 406 that points to the list
         assert query["format"]["schema"]["enum"] == ["json"]
     for name in DATES & set(query):

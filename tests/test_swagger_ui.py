@@ -8,8 +8,6 @@ value of the sample), never random text that Execute would then send.
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -17,31 +15,18 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from playwright.sync_api import sync_playwright
 
+from .support.browser import FLAGS, chromium
 from .support.factories import make_sample_db, sample
 from .support.servers import UNLIMITED, Launcher
 
 pytestmark = pytest.mark.system  # starts a server and a browser (make test-fast skips it)
+__all__ = ["chromium"]  # a pytest fixture: imported to be found, never called
 
-# Headless, and nothing that reaches past 127.0.0.1 (updates, sync, first-run pages).
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-FLAGS += ["--disable-component-update", "--disable-sync", "--no-first-run"]
 # A list filter of each kind: a person filter (inscriptions) and a title (reports).
 LIST_FILTERS = [
     ("training/listCourseInscriptions", "filter[email]", "oliver.turner@northwind.example"),
     ("reports/listCampaigns", "filter[title]", "Overdue Invoice Reminder"),
 ]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    """Debian's chromium; a skip without it, except in CI (CI=true), where it fails."""
-    path = shutil.which("chromium")
-    if path:
-        return path
-    reason = "chromium is not installed (make test installs it with apt-get)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(reason)
-    pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

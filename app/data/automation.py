@@ -17,6 +17,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .vocabulary import AUTOMATION_FILTERS
+
 VERDICTS = ("human", "suspected", "automated")
 # The reasons, in the fixed order a verdict lists them; the first three make it automated.
 REASONS = ("fast_after_sent", "scanner_agent", "scanner_network", "burst", "shared_address")
@@ -35,6 +37,28 @@ SCANNER_AGENTS = (
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 RULES_KEY = "automation_rules:"  # meta key prefix; the company id follows
 FAST_ENV, NETWORKS_ENV = "REPORTING_BOT_FAST_SECONDS", "REPORTING_BOT_NETWORKS"
+
+
+# The verdicts each value of filter[automation] leaves out of every answer.
+EXCLUDED = dict(
+    zip(AUTOMATION_FILTERS, ((), ("automated",), ("suspected", "automated")), strict=True)
+)
+
+
+def kept_events(automation: str) -> str:
+    """The condition on events ``ev`` keeping those ``filter[automation]`` keeps ('': all).
+
+    A server only reads the stored verdicts: the filter is one more condition on an
+    event, as ``filter[with_captcha]=false`` is.
+    """
+    verdicts = ", ".join(f"'{v}'" for v in EXCLUDED[automation])
+    return f"ev.verdict NOT IN ({verdicts})" if verdicts else ""
+
+
+def and_kept(automation: str) -> str:
+    """``kept_events`` as a further condition of a WHERE (' AND ...'; '' for all)."""
+    kept = kept_events(automation)
+    return f" AND {kept}" if kept else ""
 
 
 class RulesError(ValueError):

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs, lower_median, rate, seconds_after
+from .automation import and_kept, kept_events
 from .listings import Listing, Record, owned, placeholders
+from .vocabulary import AUTOMATION_FILTERS
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,7 @@ class CampaignFilters:
     from_launch_date: dt.date | None = None
     to_launch_date: dt.date | None = None
     without_captcha: bool = False
+    automation: str = "include"  # filter[automation]
 
 
 def events_of(kind: str, captcha: str) -> str:
@@ -48,20 +51,23 @@ def captcha_condition(without_captcha: bool) -> str:
 VERDICT_COUNTS = {"automated": "automated_events", "suspected": "suspected_events"}
 
 
-def figures(captcha: str) -> str:
+def figures(captcha: str, kept: str = "") -> str:
     """One row: campaign ``c``'s targets, the four counts of people and the events of
     each verdict in :data:`VERDICT_COUNTS`.
 
     Each type's range is walked once, counting its people and, in the same walk, its
     events of each verdict. ``captcha`` leaves out only captcha-verified events, which
     are always ``human``: the verdicts' counts are the same with it and without it.
+    ``kept`` (``filter[automation]``'s condition) only decides whose events count as
+    people: the verdicts are counted before any exclusion.
     """
+    person = f"CASE WHEN {kept} THEN ev.employee_id END" if kept else "ev.employee_id"
     tallies = ", ".join(
         f"count(CASE WHEN ev.verdict = '{verdict}' THEN 1 END) AS {verdict}"
         for verdict in VERDICT_COUNTS
     )
     walks = ", ".join(
-        f"(SELECT count(DISTINCT ev.employee_id) AS people, {tallies}"
+        f"(SELECT count(DISTINCT {person}) AS people, {tallies}"
         f" {events_of(kind, captcha)}) w_{kind}"
         for kind in COUNT_NAMES
     )
@@ -129,38 +135,47 @@ def _departments(captcha: str) -> str:
         {department_figures(captcha)} ORDER BY department) d)"""
 
 
-def campaign_json(without_captcha: bool, by_department: bool) -> str:
+def conditions(without_captcha: bool, automation: str) -> tuple[str, str, str]:
+    """The conditions a campaign's figures take from its filters: the walk's (captcha),
+    the people's (``filter[automation]``, bare) and every other figure's (both)."""
+    captcha = captcha_condition(without_captcha)
+    return captcha, kept_events(automation), captcha + and_kept(automation)
+
+
+def campaign_json(without_captcha: bool, automation: str, by_department: bool) -> str:
     """The JSON of campaign ``c``, keys in the order of contract.md 11.
 
     The figures are computed once into ``s`` (MATERIALIZED: otherwise each use of a
     count would run its query again).
     """
-    captcha = captcha_condition(without_captcha)
-    departments = f", 'by_department', {_departments(captcha)}" if by_department else ""
-    return f"""(WITH s AS MATERIALIZED ({figures(captcha)})
+    captcha, kept, counted = conditions(without_captcha, automation)
+    departments = f", 'by_department', {_departments(counted)}" if by_department else ""
+    return f"""(WITH s AS MATERIALIZED ({figures(captcha, kept)})
     SELECT json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date,
         {json_pairs(counts_and_rates("s", rate))},
-        'median_seconds_to_first_click', {_median_seconds("click", captcha)},
-        'median_seconds_to_first_report', {_median_seconds("report", captcha)},
+        'median_seconds_to_first_click', {_median_seconds("click", counted)},
+        'median_seconds_to_first_report', {_median_seconds("report", counted)},
         {json_pairs(verdict_counts("s"))}
         {departments}) FROM s)"""
 
 
-def record_name(without_captcha: bool, by_department: bool) -> str:
+def record_name(without_captcha: bool, automation: str, by_department: bool) -> str:
     """The name of a campaign's record: a page's (``campaign``) or one report's
-    (``campaign_report``), without the captcha-solving events or with them."""
+    (``campaign_report``), without the captcha-solving events or with them, and
+    without the events ``filter[automation]`` leaves out."""
     name = "campaign_report" if by_department else "campaign"
-    return f"{name}_without_captcha" if without_captcha else name
+    name = f"{name}_without_captcha" if without_captcha else name
+    return name if automation == "include" else f"{name}_{automation}"
 
 
 # Every variant of the campaign's record, built once.
-RECORDS = {
-    (without, departments): Record(
-        record_name(without, departments), campaign_json(without, departments)
-    )
+VARIANTS = [
+    (without, automation, departments)
     for without in (False, True)
+    for automation in AUTOMATION_FILTERS
     for departments in (False, True)
-}
+]
+RECORDS = {v: Record(record_name(*v), campaign_json(*v)) for v in VARIANTS}
 
 
 def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
@@ -178,14 +193,16 @@ def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
             where.append(condition)
             params.append(value.isoformat())
     rows_from = f"FROM campaigns c WHERE {' AND '.join(where)}"
-    record = RECORDS[filters.without_captcha, False]
+    record = RECORDS[filters.without_captcha, filters.automation, False]
     return Listing(record, rows_from, rows_from, "c.launch_date, c.id", tuple(params), heavy=True)
 
 
-def campaign_report(company_id: int, campaign_id: int, without_captcha: bool) -> Listing:
+def campaign_report(
+    company_id: int, campaign_id: int, without_captcha: bool, automation: str = "include"
+) -> Listing:
     """One campaign of the company with its departments; RecordNotFound unless theirs."""
     rows_from = "FROM campaigns c WHERE c.id = ? AND c.company_id = ?"
-    record = RECORDS[without_captcha, True]
+    record = RECORDS[without_captcha, automation, True]
     guard = owned("campaigns", campaign_id, company_id)
     params = (campaign_id, company_id)
     return Listing(record, rows_from, rows_from, "c.id", params, guard, heavy=True)

@@ -19,18 +19,13 @@ from .feed import Position
 from .inscriptions import GROUPS_JSON, INSCRIPTION, person_conditions
 from .listings import Listing, Record
 
-# An inscription's completion: its latest section completion once it is completed.
-COMPLETED_AT = (
-    "CASE WHEN i.status = 'completed' THEN (SELECT max(r.completed_at)"
-    " FROM section_results r WHERE r.inscription_id = i.id) END"
-)
-
 # The inscription record and the ids of the inscription, its employee and its course,
-# and its completion date (keys after the record's, in this order).
+# and its stored completion date (given by the fixture or derived by the writers:
+# app.data.schema.DERIVE_COMPLETED_AT); keys after the record's, in this order.
 INSCRIPTION_CHANGE = Record(
     "inscription_change",
     f"json_set({INSCRIPTION.json}, '$.id', i.id, '$.employee_id', i.employee_id,"
-    f" '$.course_id', i.course_id, '$.completed_at', {COMPLETED_AT})",
+    " '$.course_id', i.course_id, '$.completed_at', i.completed_at)",
 )
 
 # An employee as the directory names them, with their teams (no figures: those change

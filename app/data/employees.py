@@ -14,9 +14,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs
+from .automation import and_kept
 from .inscriptions import GROUPS_JSON, person_conditions
 from .listings import Listing, Record, owned
-from .vocabulary import INSCRIPTION_STATUSES
+from .vocabulary import AUTOMATION_FILTERS, INSCRIPTION_STATUSES
 
 
 @dataclass(frozen=True)
@@ -26,10 +27,11 @@ class EmployeeFilters:
     lists: Mapping[str, Sequence[str]] = field(default_factory=dict)
     min_clicked: int = 0
     min_failed: int = 0
+    automation: str = "include"  # filter[automation]
 
 
 # Employee ``e``'s campaigns, distinct campaigns with each event type, latest event: one
-# row of ``PHISHING_FROM``.
+# row of ``phishing_from``.
 PHISHING: Fields = [
     ("campaigns", "(SELECT count(*) FROM campaign_targets t WHERE t.employee_id = e.id)"),
     *(
@@ -38,7 +40,13 @@ PHISHING: Fields = [
     ),
     ("last_event_at", "max(ev.timestamp)"),
 ]
-PHISHING_FROM = "FROM campaign_events ev WHERE ev.employee_id = e.id"
+
+
+def phishing_from(automation: str) -> str:
+    """Employee ``e``'s events that ``filter[automation]`` keeps (every figure of the
+    block but ``campaigns``, which counts targets)."""
+    return f"FROM campaign_events ev WHERE ev.employee_id = e.id{and_kept(automation)}"
+
 
 # Employee ``e``'s inscriptions by status, and those overdue on the date ``?``: one row
 # of ``TRAINING_FROM``.
@@ -53,21 +61,31 @@ TRAINING: Fields = [
 TRAINING_FROM = "FROM inscriptions i WHERE i.employee_id = e.id"
 PERSON_COLUMNS = ("id", "first_name", "last_name", "email", "department", "country")
 
+
+def record_name(automation: str) -> str:
+    """The name of an employee's record, without the events ``filter[automation]`` leaves out."""
+    return "employee" if automation == "include" else f"employee_{automation}"
+
+
 # JSON of one employee, keys in the order of contract.md 12; one ``?``: today's date.
-EMPLOYEE = Record(
-    "employee",
-    f"""json_object({json_pairs([(c, f"e.{c}") for c in PERSON_COLUMNS])},
+# One variant a value of filter[automation].
+EMPLOYEES = {
+    automation: Record(
+        record_name(automation),
+        f"""json_object({json_pairs([(c, f"e.{c}") for c in PERSON_COLUMNS])},
     'groups', {GROUPS_JSON},
-    'phishing', (SELECT json_object({json_pairs(PHISHING)}) {PHISHING_FROM}),
+    'phishing', (SELECT json_object({json_pairs(PHISHING)}) {phishing_from(automation)}),
     'training', (SELECT json_object({json_pairs(TRAINING)}) {TRAINING_FROM}))""",
-)
+    )
+    for automation in AUTOMATION_FILTERS
+}
 
 
-def _campaigns_with(kind: str) -> str:
+def _campaigns_with(kind: str, automation: str) -> str:
     """How many distinct campaigns employee ``e`` had an event of ``kind`` in."""
     return (
         "(SELECT count(DISTINCT ev.campaign_id) FROM campaign_events ev"
-        f" WHERE ev.employee_id = e.id AND ev.type = '{kind}')"
+        f" WHERE ev.employee_id = e.id AND ev.type = '{kind}'{and_kept(automation)})"
     )
 
 
@@ -79,19 +97,22 @@ def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date)
     # A minimum of 0 holds for everybody: no condition to evaluate.
     for kind, minimum in (("click", filters.min_clicked), ("fail", filters.min_failed)):
         if minimum > 0:
-            where.append(f"{_campaigns_with(kind)} >= ?")
+            where.append(f"{_campaigns_with(kind, filters.automation)} >= ?")
             params.append(minimum)
     rows_from = f"FROM employees e WHERE {' AND '.join(where)}"
     # Not heavy: an employee's figures are a few short index ranges, so a page of them
     # is a short read, like a filtered page of inscriptions.
     today_param = (today.isoformat(),)
-    return Listing(EMPLOYEE, rows_from, rows_from, "e.id", tuple(params), None, today_param)
+    record = EMPLOYEES[filters.automation]
+    return Listing(record, rows_from, rows_from, "e.id", tuple(params), None, today_param)
 
 
-def employee_report(company_id: int, employee_id: int, today: dt.date) -> Listing:
+def employee_report(
+    company_id: int, employee_id: int, today: dt.date, automation: str = "include"
+) -> Listing:
     """One employee of the company; RecordNotFound unless theirs."""
     rows_from = "FROM employees e WHERE e.id = ? AND e.company_id = ?"
     params = (employee_id, company_id)
     guard = owned("employees", employee_id, company_id)
     today_param = (today.isoformat(),)
-    return Listing(EMPLOYEE, rows_from, rows_from, "e.id", params, guard, today_param)
+    return Listing(EMPLOYEES[automation], rows_from, rows_from, "e.id", params, guard, today_param)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .automation import and_kept, kept_events
 from .listings import Listing, Record, owned
 
 # JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
@@ -37,7 +38,11 @@ EVENT_ROW = Record(
 
 
 def campaign_listing(
-    company_id: int, campaign_id: int, types: Sequence[str] = (), without_captcha: bool = False
+    company_id: int,
+    campaign_id: int,
+    types: Sequence[str] = (),
+    without_captcha: bool = False,
+    automation: str = "include",
 ) -> Listing:
     """A campaign's events, filtered, by timestamp then id; 404 unless the company's."""
     # The company check on the employee is redundant with the loader's checks; it is
@@ -49,6 +54,8 @@ def campaign_listing(
         params.extend(types)
     if without_captcha:
         where.append("ev.with_captcha = 0")
+    if kept_events(automation):
+        where.append(kept_events(automation))
     rows_from = (
         "FROM campaign_events ev JOIN employees e ON e.id = ev.employee_id"
         f" WHERE {' AND '.join(where)}"
@@ -60,11 +67,11 @@ def campaign_listing(
     )
 
 
-def employee_listing(company_id: int, employee_id: int) -> Listing:
+def employee_listing(company_id: int, employee_id: int, automation: str = "include") -> Listing:
     """An employee's events with their campaigns, by timestamp then id; 404 unless theirs."""
     rows_from = (
         "FROM campaign_events ev JOIN campaigns c ON c.id = ev.campaign_id"
-        " WHERE ev.employee_id = ? AND c.company_id = ?"
+        f" WHERE ev.employee_id = ? AND c.company_id = ?{and_kept(automation)}"
     )
     params = (employee_id, company_id)
     guard = owned("employees", employee_id, company_id)

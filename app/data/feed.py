@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .automation import kept_events
 from .listings import Listing, Record, placeholders
 from .schema import DatabaseError
 
@@ -43,6 +44,7 @@ class FeedFilters:
     without_captcha: bool = False
     from_date: dt.date | None = None
     to_date: dt.date | None = None
+    automation: str = "include"  # filter[automation]
 
     @classmethod
     def of(
@@ -51,15 +53,21 @@ class FeedFilters:
         without_captcha: bool = False,
         from_date: dt.date | None = None,
         to_date: dt.date | None = None,
+        automation: str = "include",
     ) -> FeedFilters:
         """Filters with the types sorted and each once (``click,open`` = ``open,click,open``)."""
-        return cls(tuple(sorted(set(types))), without_captcha, from_date, to_date)
+        return cls(tuple(sorted(set(types))), without_captcha, from_date, to_date, automation)
 
     def scope(self) -> str:
-        """A canonical text of the filter set, which a cursor is bound to."""
+        """A canonical text of the filter set, which a cursor is bound to.
+
+        ``include`` adds nothing: the cursors made before filter[automation] existed
+        stay valid, and are the same text.
+        """
         dates = [d.isoformat() if d else "" for d in (self.from_date, self.to_date)]
         captcha = "false" if self.without_captcha else ""
-        return f"type={','.join(self.types)};with_captcha={captcha};dates={'..'.join(dates)}"
+        scope = f"type={','.join(self.types)};with_captcha={captcha};dates={'..'.join(dates)}"
+        return scope if self.automation == "include" else f"{scope};automation={self.automation}"
 
 
 def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> Listing:
@@ -73,6 +81,8 @@ def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> List
         params.extend(filters.types)
     if filters.without_captcha:
         where.append("ev.with_captcha = 0")
+    if kept_events(filters.automation):
+        where.append(kept_events(filters.automation))
     # Timestamps are UTC text 'YYYY-MM-DDTHH:MM:SSZ': a date compares as its prefix.
     if filters.from_date is not None:
         where.append("ev.timestamp >= ?")

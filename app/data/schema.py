@@ -115,7 +115,8 @@ CREATE TABLE IF NOT EXISTS inscriptions (
     start_date  TEXT NOT NULL,
     due_date    TEXT,
     status      TEXT NOT NULL
-        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
+        CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)})),
+    completed_at TEXT
 );
 CREATE TABLE IF NOT EXISTS section_results (
     inscription_id INTEGER NOT NULL REFERENCES inscriptions(id),
@@ -155,6 +156,8 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_employee
     ON inscriptions (employee_id, status, due_date);
 CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, status, due_date);
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
+-- Version 7: the stats by team read the company's teams.
+CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);
 """
 
 # Rows that point across tenants would leak data through joins; refuse them here too,
@@ -287,12 +290,41 @@ MIGRATE_4_TO_5 = (
 # the CREATE below makes it again.
 MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
 
+# ---- Schema step 6 -> 7 (one step, two parts). Part 1: inscriptions get their
+# completion date, derived for the stored ones. ---------------------------------------
+# A completed inscription's date when its fixture gives none: its latest section
+# completion (null for any other status). Both stores and every writer use it.
+DERIVE_COMPLETED_AT = (
+    "UPDATE inscriptions SET completed_at = CASE WHEN status = 'completed' THEN"
+    " (SELECT max(r.completed_at) FROM section_results r"
+    " WHERE r.inscription_id = inscriptions.id) END"
+)
+# An inscription a load gives without a date keeps its stored one until the derivation
+# (so an unchanged re-load changes no date and moves nothing in the change feed).
+KEPT_COMPLETION = (
+    "CASE WHEN s.completed_at_given = 1 THEN s.completed_at"
+    " ELSE (SELECT completed_at FROM {0} WHERE id = s.id) END"
+)
+MIGRATE_6_TO_7 = (
+    "ALTER TABLE inscriptions ADD COLUMN completed_at TEXT",
+    DERIVE_COMPLETED_AT,
+)
+# ---- end of part 1 ----------------------------------------------------------------------
 
-# ---- Schema step 6 -> 7: the change feeds of inscriptions and employees --------------
+
+# ---- Schema step 6 -> 7, part 2: the change feeds of inscriptions and employees ------
 # (app/data/changes.py). Every version before 7, a new file too, takes this block once.
 # A row whose ``seq`` is NULL has changed in the open write and is not placed yet; the
 # partial indexes find those at the end of the write (place_changes).
 _PERSON = ("first_name", "last_name", "email", "department", "country")
+INSCRIPTION_CHANGES = (
+    "employee_id",
+    "course_id",
+    "start_date",
+    "due_date",
+    "status",
+    "completed_at",
+)
 _DIFFERS = "OLD.{0} IS NOT NEW.{0}"
 
 
@@ -349,10 +381,7 @@ CHANGE_FEEDS = WEBHOOK_TABLES + (
     + _moves(
         "inscriptions_moved",
         "UPDATE ON inscriptions",
-        " OR ".join(
-            _DIFFERS.format(c)
-            for c in ("employee_id", "course_id", "start_date", "due_date", "status")
-        ),
+        " OR ".join(_DIFFERS.format(c) for c in INSCRIPTION_CHANGES),
         "inscriptions",
         "NEW.id",
     )
@@ -432,7 +461,7 @@ def place_changes(conn: sqlite3.Connection) -> None:
             conn.execute("UPDATE meta SET value = ? WHERE key = 'change_seq'", (str(seq + moved),))
 
 
-# ---- end of schema step 6 -> 7 ---------------------------------------------------------
+# ---- end of part 2 ---------------------------------------------------------------------
 
 
 class DatabaseError(Exception):
@@ -485,6 +514,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         if version in (1, 2, 3, 4, 5):
             for statement in MIGRATE_5_TO_6:
                 conn.execute(statement)
+        if version in (1, 2, 3, 4, 5, 6):
+            for statement in MIGRATE_6_TO_7:
+                conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
             conn.execute(statement)
@@ -496,7 +528,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             )
         conn.execute(META_DEFAULTS)
         conn.execute(FEED_MARK_START)
-        add_change_feeds(conn)  # schema step 6 -> 7
+        add_change_feeds(conn)  # schema step 6 -> 7, part 2 (a new file too)
         if version in (1, 2, 3, 4):  # version 5 has its verdicts: never decided again
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()

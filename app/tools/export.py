@@ -64,7 +64,7 @@ RECORDS: dict[str, tuple[tuple[str, ...], str]] = {
     "courses": (("id", "company_id", "title"), "id"),
     "course_sections": (("id", "course_id", "title", "section_type", "position"), "id"),
     "inscriptions": (
-        ("id", "employee_id", "course_id", "start_date", "due_date", "status"),
+        ("id", "employee_id", "course_id", "start_date", "due_date", "status", "completed_at"),
         "id",
     ),
     "section_results": (

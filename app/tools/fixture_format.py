@@ -160,7 +160,8 @@ class Record(Schema):
                 if value is missing:
                     if required or callable(default):
                         return None
-                    out[name] = default
+                    if default is not missing:  # else left out, as load leaves it
+                        out[name] = default
                 elif value is None:
                     if not nullable:
                         return None
@@ -254,13 +255,27 @@ class InscriptionRecord(Record):
     start_date = Day(required=True)
     due_date = Day(required=True, allow_none=True)
     status = Choice(INSCRIPTION_STATUSES, required=True)
-    record_checks = ("due_after_start",)
+    # Left out: the latest section completion of a completed inscription (docs/data.md).
+    completed_at = Day(allow_none=True)
+    record_checks = ("due_after_start", "completion_dated")
 
     @validates_schema
     def due_after_start(self, data: dict[str, Any], **kwargs: Any) -> None:
         due = data.get("due_date")
         if due is not None and "start_date" in data and due < data["start_date"]:
             raise ValidationError("The due date is before the start date.", "due_date")
+
+    @validates_schema
+    def completion_dated(self, data: dict[str, Any], **kwargs: Any) -> None:
+        done = data.get("completed_at", missing)
+        if done is missing or done is None:
+            return
+        if data.get("status", "completed") != "completed":
+            raise ValidationError("Only a completed inscription has a completion date.",
+                                  "completed_at")  # fmt: skip
+        if "start_date" in data and done < data["start_date"]:
+            raise ValidationError("The completion date is before the start date.",
+                                  "completed_at")  # fmt: skip
 
 
 class SectionResultRecord(Record):

@@ -27,7 +27,12 @@ from typing import Any
 from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.automation import classify, rules_from_env
-from ..data.schema import bump_data_version, connect_writer, write_transaction
+from ..data.schema import (
+    DERIVE_COMPLETED_AT,
+    bump_data_version,
+    connect_writer,
+    write_transaction,
+)
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
@@ -39,6 +44,7 @@ from .generator_words import (
     FIRST,
     LAST,
     NETWORKS,
+    SCANNER_AGENTS_SEEN,
     SECTION_TITLES,
     TEAM_WORDS,
     USER_AGENTS,
@@ -53,6 +59,9 @@ EVENT_DRAWS = ("open",) * 9 + ("click",) * 5 + ("report",) * 3 + ("fail",) * 3
 STATUSES = ("not_started",) * 4 + ("in_progress",) * 7 + ("completed",) * 9
 EVENT_SPREAD = 21 * 86_400  # events come within three weeks of the launch
 SENT_TO = (0.4, 0.8)  # a campaign goes to 40% to 80% of its company's employees
+# Robots among the events: the share of opens and clicks a gateway's scanner makes seconds
+# after sending (automated), and of clicks that come as a burst of four in 2 s (suspected).
+SCANNED, BURSTS = 0.03, 0.01
 CHUNK = 20_000  # rows per executemany call
 
 
@@ -197,6 +206,7 @@ def generate_companies(
             meter.close()
             for sql in indexes:  # the very statements the schema made them with
                 conn.execute(sql)
+            conn.execute(f"{DERIVE_COMPLETED_AT} WHERE id > ?", (origin.inscriptions,))
             # Events took the next places of the feed in id order (see _events).
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'change_seq'",
@@ -384,6 +394,8 @@ def _events(ctx: Context) -> Rows:
 
     Clicks and submitted forms carry the browser's address and user agent, half the opens
     the mail client's; ``seq`` (the event feed's order) is the id, as rows are made in order.
+    A few opens and clicks are a gateway's scanner a few seconds after sending, a few
+    clicks a burst (:data:`SCANNED`, :data:`BURSTS`): the automation rules' share.
     """
     r, days, launches, sizes = ctx.rng.random, ctx.days, _launches(ctx), ctx.sizes
     first, spread, seq = ctx.origin.campaigns + 1, EVENT_SPREAD / 1.1, ctx.origin.change_seq
@@ -394,20 +406,27 @@ def _events(ctx: Context) -> Rows:
                 "SELECT employee_id FROM campaign_targets WHERE campaign_id = ?", (campaign_id,)
             )]  # fmt: skip
             n, launch = len(targets), ctx.launch(launches, campaign_id) + 1 - BASE_EPOCH
-            for _ in range(special.get(campaign_id) or sizes.events_per_campaign):
+            left = special.get(campaign_id) or sizes.events_per_campaign
+            while left > 0:
                 x = r()  # most events come in the first days after the launch
-                day, seconds = divmod(launch + int(x * (x + 0.1) * spread), 86_400)
-                hours, seconds = divmod(seconds, 3600)
-                minutes, seconds = divmod(seconds, 60)
-                stamp = f"{days[day]}T{hours:02d}:{minutes:02d}:{seconds:02d}Z"
+                at = launch + int(x * (x + 0.1) * spread)
                 employee_id, kind = targets[int(r() * n)], EVENT_DRAWS[int(r() * 20)]
                 ip = agent = None
                 if kind in ("click", "fail") or (kind == "open" and r() < 0.5):
                     net = NETWORKS[int(r() * len(NETWORKS))]
                     ip = f"{net}{int(r() * 254) + 1:{'x' if ':' in net else 'd'}}"
                     agent = USER_AGENTS[int(r() * len(USER_AGENTS))]
-                seq += 1
-                yield campaign_id, employee_id, kind, stamp, r() < 0.15, ip, agent, seq
+                captcha = r() < 0.15
+                robot = r() if kind in ("open", "click") else 1.0
+                if robot < SCANNED:  # a gateway's scanner, up to 8 s after the sending
+                    at, captcha = launch + int(r() * 8), False
+                    ip = f"{NETWORKS[0]}{int(r() * 254) + 1}"
+                    agent = SCANNER_AGENTS_SEEN[int(r() * len(SCANNER_AGENTS_SEEN))]
+                burst = kind == "click" and SCANNED <= robot < SCANNED + BURSTS and left >= 4
+                for offset in (0, 0, 1, 2) if burst else (0,):
+                    seq, left = seq + 1, left - 1
+                    stamp = _timestamp(days, BASE_EPOCH + at + offset)
+                    yield campaign_id, employee_id, kind, stamp, captcha, ip, agent, seq
 
 
 def _courses(ctx: Context) -> Rows:

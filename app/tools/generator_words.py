@@ -44,3 +44,7 @@ USER_AGENTS = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KH
                "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko)"
                " Chrome/126.0.0.0 Mobile Safari/537.36")  # fmt: skip
 NETWORKS = ("192.0.2.", "198.51.100.", "203.0.113.", "2001:db8::")
+# What mail-security gateways' link scanners claim to be (the automation rules know them).
+SCANNER_AGENTS_SEEN = ("python-requests/2.31.0", "Go-http-client/1.1",
+                       "Mozilla/4.0 (compatible; MSIE 7.0; Windows NT 5.1)",
+                       "Mozilla/5.0 (compatible; bingbot/2.0)")  # fmt: skip

@@ -11,7 +11,8 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from .staging import EVENT_COLUMNS, PERSON
+from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
+from .staging import EVENT_COLUMNS, INSCRIPTION_COLUMNS, PERSON
 
 BULK = 50_000  # rows into an empty table from which its indexes are built after the insert
 ADVANCE_SEQ = "UPDATE main.meta SET value = CAST(value AS INTEGER) + ? WHERE key = 'change_seq'"
@@ -133,9 +134,12 @@ MERGES: dict[str, str] = {
     ),
     "inscriptions": _upsert(
         "inscriptions",
-        ("id", "company_id", "employee_id", "course_id", "start_date", "due_date", "status"),
+        (*INSCRIPTION_COLUMNS, "company_id", "completed_at"),
         parents=_parents(("employee_id", "employees"), ("course_id", "courses")),
-        select={"company_id": "(SELECT company_id FROM main.employees WHERE id = s.employee_id)"},
+        select={
+            "company_id": "(SELECT company_id FROM main.employees WHERE id = s.employee_id)",
+            "completed_at": KEPT_COMPLETION.format("main.inscriptions"),
+        },
     ),
     "section_results": _upsert(
         "section_results",
@@ -150,4 +154,12 @@ IMPLIED_TARGETS = (
     "INSERT OR IGNORE INTO main.campaign_targets (campaign_id, employee_id)"
     " SELECT DISTINCT campaign_id, employee_id FROM temp.stage_campaign_events AS s"
     f" WHERE {_clean('campaign_events', ('id',))}"
+)
+
+# The completion date of each inscription the load gave without one: derived once its
+# section results are written (the last table of a load).
+DERIVED_COMPLETIONS = (
+    f"{DERIVE_COMPLETED_AT.replace('UPDATE inscriptions', 'UPDATE main.inscriptions')}"
+    " WHERE id IN (SELECT s.id FROM temp.stage_inscriptions AS s"
+    f" WHERE {_clean('inscriptions', ('id',))} AND NOT s.completed_at_given)"
 )

@@ -37,7 +37,13 @@ from .fixture_format import TABLES
 from .fixture_reader import Item
 from .load_checks import check
 from .load_progress import Meter
-from .load_writes import ADVANCE_SEQ, IMPLIED_TARGETS, MERGES, indexes_set_aside
+from .load_writes import (
+    ADVANCE_SEQ,
+    DERIVED_COMPLETIONS,
+    IMPLIED_TARGETS,
+    MERGES,
+    indexes_set_aside,
+)
 from .pg_loader import load_pg
 from .staging import (
     IMPLIED,
@@ -137,6 +143,8 @@ def _check_and_write(
                     conn.execute(ADVANCE_SEQ, (written,))
     if counts["campaign_events"] and not any_problem(conn):
         counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
+    if counts["inscriptions"] and not any_problem(conn):
+        conn.execute(DERIVED_COMPLETIONS)
     refuse_if_problems(conn)
     if counts["campaign_events"] or counts["campaign_targets"]:
         classify(conn, rules, TOUCHED, seq)

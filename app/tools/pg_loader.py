@@ -26,6 +26,7 @@ import asyncpg
 from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, ensure_schema
+from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
 from .load_checks import duplicate
@@ -74,16 +75,30 @@ TABLES: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [
 ]
 
 
+# Staged columns that are not stored: how the staging table makes them.
+STAGE_ONLY = {"completed_at_given": "0::int"}
+
+
+def _stage_table(table: str, columns: tuple[str, ...]) -> str:
+    """The temporary staging table of ``table``: its stored columns' types, and the rest."""
+    made = ", ".join(f"{STAGE_ONLY[c]} AS {c}" if c in STAGE_ONLY else c for c in columns)
+    return (
+        f"CREATE TEMP TABLE stage_{table} ON COMMIT DROP AS"
+        f" SELECT 0::int AS pos, {made} FROM {table} WITH NO DATA"
+    )
+
+
 def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
     """Upsert the staged rows in key order (no row twice: duplicates were refused)."""
-    values = [f"s.{c}" for c in columns]
-    names = list(columns)
+    names = [c for c in columns if c not in STAGE_ONLY]
+    values = [f"s.{c}" for c in names]
     if table == "api_keys":
         names.append("created_at")
         values.append(NOW)
     if table == "inscriptions":
         names.append("company_id")
         values.append("(SELECT company_id FROM employees WHERE id = s.employee_id)")
+        values[names.index("completed_at")] = KEPT_COMPLETION.format("inscriptions")
     changed = [c for c in names if c not in key and c != "created_at"]
     if table == "api_keys":
         changed = ["label"]
@@ -110,6 +125,12 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
         f" ON CONFLICT ({', '.join(key)}) {action}"
     )
 
+
+# The completion date of each inscription the load gave without one (SQLite's too).
+DERIVED_COMPLETIONS = (
+    f"{DERIVE_COMPLETED_AT} WHERE id IN"
+    " (SELECT id FROM stage_inscriptions WHERE completed_at_given = 0)"
+)
 
 # Events imply their employees were targets (contract.md 10).
 IMPLIED_TARGETS = (
@@ -228,10 +249,7 @@ async def write(
             await conn.copy_records_to_table(
                 "stage_known", records=batch.placeholders(table), columns=("tbl", "id")
             )
-            await conn.execute(
-                f"CREATE TEMP TABLE stage_{table} ON COMMIT DROP AS"
-                f" SELECT 0::int AS pos, {', '.join(columns)} FROM {table} WITH NO DATA"
-            )
+            await conn.execute(_stage_table(table, columns))
             rows = batch.rows(table, columns, key)
             if not rows:
                 continue
@@ -252,6 +270,8 @@ async def write(
                 implied = await conn.execute(IMPLIED_TARGETS)
                 counts[IMPLIED] = int(implied.split()[-1])
         refuse_if_problems(batch.conn)
+        if counts["inscriptions"]:
+            await conn.execute(DERIVED_COMPLETIONS)
         if counts["campaign_events"] or counts["campaign_targets"]:
             await classify(conn, rules, TOUCHED, seq)
         await bump_data_version(conn)

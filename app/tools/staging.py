@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from marshmallow import ValidationError
+from marshmallow import ValidationError, missing
 
 from ..data import api_keys as apikeys
 from .cli import ToolError
@@ -64,6 +64,16 @@ class Staged:
     columns: tuple[str, ...]
     row: Callable[[dict[str, Any]], tuple[Any, ...]]
     key: tuple[str, ...] = ("id",)  # what identifies a record (upsert key)
+
+
+# An inscription's stored columns as given; ``completed_at`` follows, when given (else
+# derived once its section results are written: ``completed_at_given`` says which).
+INSCRIPTION_COLUMNS = ("id", "employee_id", "course_id", "start_date", "due_date", "status")
+
+
+def _given(value: Any) -> tuple[Any, int]:
+    """A field the format lets out, and whether it was given."""
+    return (None, 0) if value is missing else (value, 1)
 
 
 def _plain(*columns: str, key: tuple[str, ...] = ("id",)) -> Staged:
@@ -119,7 +129,10 @@ STAGED: dict[str, Staged] = {
         lambda r: (r["id"], r["company_id"], r["title"], _fold(r["title"])),
     ),
     "course_sections": _plain("id", "course_id", "title", "section_type", "position"),
-    "inscriptions": _plain("id", "employee_id", "course_id", "start_date", "due_date", "status"),
+    "inscriptions": Staged(
+        (*INSCRIPTION_COLUMNS, "completed_at", "completed_at_given"),
+        lambda r: (*(r[c] for c in INSCRIPTION_COLUMNS), *_given(r.get("completed_at", missing))),
+    ),
     "section_results": _plain(
         "inscription_id",
         "section_id",

@@ -8,6 +8,7 @@ query strings.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
@@ -23,7 +24,15 @@ from ..data.feed import FeedFilters
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
 from ..data.inscriptions import InscriptionFilters
 from ..data.listings import Paging
-from ..data.vocabulary import DELIVERY_STATUSES, EVENT_TYPES
+from ..data.stats import (
+    GROUPS,
+    INTERVALS,
+    MAX_BUCKETS,
+    StatsFilters,
+    buckets,
+    default_window,
+)
+from ..data.vocabulary import AUTOMATION_FILTERS, DELIVERY_STATUSES, EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
 
@@ -102,6 +111,27 @@ REPORTS_WITHOUT_CAPTCHA = (
 )
 
 
+def _automation_filter(description: str) -> Choice:
+    # The example is in words: one in the schema would be sent by Swagger UI's Try it out.
+    return Choice(
+        AUTOMATION_FILTERS,
+        data_key="filter[automation]",
+        metadata={"description": f"{description} Example: filter[automation]=exclude_suspected."},
+    )
+
+
+EXCLUDES_AUTOMATED = (
+    "Leaves out events by the verdict decided when they were loaded: include (default) "
+    "keeps every event; exclude_automated leaves out the automated ones; "
+    "exclude_suspected the suspected and the automated ones (only human events stay)."
+)
+REPORTS_WITHOUT_AUTOMATED = (
+    f"{EXCLUDES_AUTOMATED} An event left out leaves every count, rate, median and "
+    "last_event_at; targets and campaigns stay, and automated_events and "
+    "suspected_events count before any exclusion."
+)
+
+
 def _type_filter() -> CommaList:
     return CommaList(
         choices=EVENT_TYPES,
@@ -115,25 +145,31 @@ class CampaignEvents:
     types: tuple[str, ...]  # each once, in the order given; empty: every type
     without_captcha: bool
     paging: Paging | None  # None: the whole array
+    automation: str = "include"  # filter[automation]
 
 
 class CampaignEventsQuery(PagingQuery[CampaignEvents]):
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
 
     def parsed(self, data: dict[str, Any]) -> CampaignEvents:
         types = tuple(dict.fromkeys(data.get("type", ())))
-        return CampaignEvents(types, data.get("with_captcha") is False, _paging(data))
+        without_captcha = data.get("with_captcha") is False
+        return CampaignEvents(types, without_captcha, _paging(data), _automation(data))
 
 
 @dataclass(frozen=True, slots=True)
 class EmployeeEvents:
     paging: Paging | None  # None: the whole array
+    automation: str = "include"
 
 
 class EmployeeEventsQuery(PagingQuery[EmployeeEvents]):
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
+
     def parsed(self, data: dict[str, Any]) -> EmployeeEvents:
-        return EmployeeEvents(_paging(data))
+        return EmployeeEvents(_paging(data), _automation(data))
 
 
 def _list_filter(name: str, what: str) -> CommaList:
@@ -221,19 +257,21 @@ class Employees:
 class EmployeesQuery(PersonQuery[Employees]):
     min_clicked = _minimum_filter("min_clicked", "clicked")
     min_failed = _minimum_filter("min_failed", "failed")
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Employees:
         filters = EmployeeFilters(
             lists=_folded(data, PERSON_FILTERS),
             min_clicked=data.get("min_clicked", 0),
             min_failed=data.get("min_failed", 0),
+            automation=_automation(data),
         )
         return Employees(filters, _page(data))
 
 
 @dataclass(frozen=True, slots=True)
 class Employee:
-    """The one-employee report takes no parameter."""
+    automation: str = "include"
 
 
 class OneObjectQuery(Query[Parsed]):
@@ -248,8 +286,10 @@ class OneObjectQuery(Query[Parsed]):
 
 
 class EmployeeQuery(OneObjectQuery[Employee]):
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
+
     def parsed(self, data: dict[str, Any]) -> Employee:
-        return Employee()
+        return Employee(_automation(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,6 +305,7 @@ class CampaignsQuery(PagingQuery[Campaigns]):
     from_launch_date = _date_filter("from_launch_date", "Launched on or after this UTC date")
     to_launch_date = _date_filter("to_launch_date", "Launched on or before this UTC date")
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Campaigns:
         filters = CampaignFilters(
@@ -272,6 +313,7 @@ class CampaignsQuery(PagingQuery[Campaigns]):
             from_launch_date=data.get("from_launch_date"),
             to_launch_date=data.get("to_launch_date"),
             without_captcha=data.get("with_captcha") is False,
+            automation=_automation(data),
         )
         return Campaigns(filters, _page(data))
 
@@ -279,13 +321,15 @@ class CampaignsQuery(PagingQuery[Campaigns]):
 @dataclass(frozen=True, slots=True)
 class Campaign:
     without_captcha: bool
+    automation: str = "include"
 
 
 class CampaignQuery(OneObjectQuery[Campaign]):
     with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
 
     def parsed(self, data: dict[str, Any]) -> Campaign:
-        return Campaign(data.get("with_captcha") is False)
+        return Campaign(data.get("with_captcha") is False, _automation(data))
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +375,7 @@ class FeedQuery(FormatQuery[Feed]):
     limit = _limit("Events")
     cursor = _cursor()
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
+    automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
     from_date = _date_filter("from_date", "Events on or after this UTC date")
     to_date = _date_filter("to_date", "Events on or before this UTC date")
@@ -341,6 +386,7 @@ class FeedQuery(FormatQuery[Feed]):
             without_captcha=data.get("with_captcha") is False,
             from_date=data.get("from_date"),
             to_date=data.get("to_date"),
+            automation=_automation(data),
         )
         return Feed(filters, filters.scope(), data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
 
@@ -390,9 +436,91 @@ class DeliveriesQuery(PagingQuery[Deliveries]):
         return Deliveries(tuple(sorted(set(data.get("status", ())))), _page(data))
 
 
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """A stats query as given: the window's bounds are settled with today's date."""
+
+    interval: str
+    from_date: dt.date | None
+    to_date: dt.date | None
+    group_by: str | None
+    lists: dict[str, list[str]]
+    without_captcha: bool
+    paging: Paging
+    automation: str = "include"  # filter[automation] (phishing)
+
+
+class StatsQuery(PersonQuery[Stats]):
+    """The stats' parameters: the window, its buckets, the grouping, the person filters."""
+
+    RANGES = (("from_date", "to_date"),)
+
+    interval = Choice(
+        INTERVALS,
+        metadata={"description": "week (ISO weeks, from Monday), month (default), quarter or"
+                  " year: the buckets of the window."},
+    )  # fmt: skip
+    from_date = _date_filter(
+        "from_date",
+        "The window's first UTC day, widened to the start of its bucket; default: the "
+        "first day of the 12th month before the current one. A window of more than 120 "
+        "buckets: 400",
+    )
+    to_date = _date_filter(
+        "to_date",
+        "The window's last UTC day, widened to the end of its bucket; default: the last "
+        "day of the current month. A window of more than 120 buckets: 400",
+    )
+    group_by = Choice(
+        GROUPS,
+        metadata={"description": "department, country or team: a row per bucket and group"
+                  " value (absent: a row per bucket)."},
+    )  # fmt: skip
+
+    def parsed(self, data: dict[str, Any]) -> Stats:
+        return Stats(
+            interval=data.get("interval", "month"),
+            from_date=data.get("from_date"),
+            to_date=data.get("to_date"),
+            group_by=data.get("group_by"),
+            lists=_folded(data, PERSON_FILTERS),
+            without_captcha=data.get("with_captcha") is False,
+            paging=_page(data),
+            automation=_automation(data),
+        )
+
+
+class PhishingStatsQuery(StatsQuery):
+    with_captcha = _captcha_filter(REPORTS_WITHOUT_CAPTCHA)
+    automation = _automation_filter(REPORTS_WITHOUT_AUTOMATED)
+
+
+def stats_filters(query: Stats, today: dt.date) -> StatsFilters:
+    """The query's buckets, from the window given or today's default; 400 past 120."""
+    first, last = default_window(today)
+    first, last = query.from_date or first, query.to_date or last
+    if first > last:
+        late = {"filter[from_date]": ["filter[from_date] is later than filter[to_date]."]}
+        raise BadRequest(_summary(late), errors=late)
+    found = buckets(first, last, query.interval, MAX_BUCKETS)
+    if len(found) > MAX_BUCKETS:
+        message = (
+            f"The window holds more than {MAX_BUCKETS} buckets of a {query.interval}:"
+            " narrow filter[from_date] and filter[to_date] or choose a longer interval."
+        )
+        names = ("interval", "filter[from_date]", "filter[to_date]")
+        errors = {name: [message] for name in names}
+        raise BadRequest(_summary(errors), errors=errors)
+    return StatsFilters(found, query.group_by, query.lists, query.without_captcha, query.automation)
+
+
 def _folded(data: dict[str, Any], names: Sequence[str]) -> dict[str, list[str]]:
     """The given list filters, case-folded (the form they match in)."""
     return {name: [value.casefold() for value in data[name]] for name in names if name in data}
+
+
+def _automation(data: dict[str, Any]) -> str:
+    return str(data.get("automation", "include"))
 
 
 def _paging(data: dict[str, Any]) -> Paging | None:

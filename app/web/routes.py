@@ -28,5 +28,7 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get(f"{API}/courses", views.course_list)
     app.router.add_get(f"{API}/webhooks", views.webhook_list)
     app.router.add_get(f"{API}/webhooks/{{id}}/deliveries", views.webhook_deliveries)
+    app.router.add_get(f"{API}/stats/phishing", views.phishing_stats)
+    app.router.add_get(f"{API}/stats/training", views.training_stats)
     app.router.add_get("/healthz", views.healthz)
     app.router.add_get("/readyz", views.readyz)

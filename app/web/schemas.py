@@ -362,6 +362,87 @@ class CourseSchema(Schema):
     )
 
 
+def _group_field(name: str, example: str) -> fields.String:
+    return fields.String(
+        metadata={"description": f"The {name} of the row (only with group_by={name}).",
+                  "example": example}
+    )  # fmt: skip
+
+
+def _period(which: str, example: str) -> StrictDate:
+    return StrictDate(
+        required=True,
+        metadata={"description": f"The {which} day of the bucket (UTC, inclusive).",
+                  "example": example},
+    )  # fmt: skip
+
+
+STATS_GROUPS = ("department", "country", "team")
+
+
+class StatsRowSchema(Schema):
+    """What every stats row starts with: its bucket, and its group when grouped."""
+
+    period_start = _period("first", "2025-03-01")
+    period_end = _period("last", "2025-03-31")
+    department = _group_field("department", "Finance")
+    country = _group_field("country", "Spain")
+    team = _group_field("team", "Payments")
+
+
+class PhishingStatsSchema(StatsRowSchema):
+    """One bucket of the window (and one group, when grouped): its sends' funnel."""
+
+    campaigns = _count("Campaigns launched in the bucket with a send in the row's group.", 3)
+    sends = _count("Sends (campaign targets) of those campaigns in the row's group.", 40)
+    people = _count("Distinct employees of those sends.", 25)
+    opened = _count("Sends with at least one open event.", 30)
+    clicked = _count("Sends with at least one click event.", 12)
+    reported = _count("Sends with at least one report event.", 8)
+    failed = _count("Sends with at least one fail event.", 3)
+    open_rate = _rate("opened", "sends", 0.75)
+    click_rate = _rate("clicked", "sends", 0.3)
+    report_rate = _rate("reported", "sends", 0.2)
+    fail_rate = _rate("failed", "sends", 0.075)
+    median_seconds_to_first_click = _median("click", 5400)
+    median_seconds_to_first_report = _median("report", 900)
+
+
+class TrainingStatsSchema(StatsRowSchema):
+    """One bucket of the window (and one group, when grouped): inscriptions due in it."""
+
+    due = _count("Inscriptions whose due date is in the bucket.", 20)
+    completed_on_time = _count(
+        "Of those, completed on or before the due date (or completed without a known date).",
+        14,
+    )
+    completed_late = _count("Of those, completed after the due date.", 2)
+    not_completed = _count("Of those, not completed (whatever today's date).", 4)
+    on_time_rate = _rate("completed_on_time", "due", 0.7)
+    no_due_date = _count("Inscriptions without a due date whose start date is in the bucket.", 1)
+    started = _count("Inscriptions whose start date is in the bucket.", 18)
+    average_result = fields.Float(
+        required=True,
+        allow_none=True,
+        validate=validate.Range(0, 100),
+        metadata={
+            "description": "Mean of every non-null section result of the inscriptions due "
+            "in the bucket, rounded half up to 1 decimal; null when there is none.",
+            "example": 78.5,
+        },
+    )
+
+
+def stats_rows(schema: type[Schema], group_by: str | None) -> type[Schema]:
+    """The schema of the rows actually sent: the group's key only when grouped by it."""
+    names = tuple(n for n in schema().fields if n not in STATS_GROUPS or n == group_by)
+    meta = type("Meta", (), {"fields": names})
+    suffix = f"By{group_by.title()}" if group_by else "Rows"
+    return type(
+        f"{schema.__name__.removesuffix('Schema')}{suffix}Schema", (schema,), {"Meta": meta}
+    )
+
+
 class ProblemSchema(Schema):
     type = fields.String(required=True, metadata={"example": "about:blank"})
     title = fields.String(required=True, metadata={"example": "Bad Request"})

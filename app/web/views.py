@@ -3,10 +3,23 @@
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from aiohttp import web
+from marshmallow import Schema
 
-from ..data import campaigns, changes, courses, employees, events, feed, inscriptions, webhooks
+from ..data import (
+    campaigns,
+    changes,
+    courses,
+    employees,
+    events,
+    feed,
+    inscriptions,
+    stats,
+    webhooks,
+)
+from ..data.listings import Listing
 from ..data.schema import DatabaseError
 from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
 from .cursor import CursorSigner, cursor_page
@@ -25,7 +38,10 @@ from .params import (
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    PhishingStatsQuery,
+    StatsQuery,
     WebhooksQuery,
+    stats_filters,
 )
 from .responder import (
     refresh_version,
@@ -46,7 +62,10 @@ from .schemas import (
     FeedEventSchema,
     InscriptionChangeSchema,
     InscriptionSchema,
+    PhishingStatsSchema,
+    TrainingStatsSchema,
     WebhookSchema,
+    stats_rows,
 )
 
 CAMPAIGN_EVENTS_QUERY = CampaignEventsQuery()
@@ -74,14 +93,23 @@ INSCRIPTION_CHANGES = listing_offer(InscriptionChangeSchema)
 EMPLOYEE_CHANGES = listing_offer(EmployeeChangeSchema)
 WEBHOOKS = listing_offer(WebhookSchema)
 DELIVERIES = listing_offer(DeliverySchema)
+PHISHING_STATS_QUERY = PhishingStatsQuery()
+TRAINING_STATS_QUERY = StatsQuery()
+# The stats' rows carry the group's key only when grouped: an offer (CSV columns) each.
+STATS_OFFERS: dict[tuple[type[Schema], str | None], Offer] = {
+    (schema, group): listing_offer(stats_rows(schema, group))
+    for schema in (PhishingStatsSchema, TrainingStatsSchema)
+    for group in (None, *stats.GROUPS)
+}
 
 
 @documented(CampaignEventsQuery, CampaignEventSchema, path_id="campaign")
 async def campaign_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}/events (reporting-api.md 4.1)."""
     campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_EVENTS_QUERY, request)
+    company_id = request[CALLER].company_id
     listing = events.campaign_listing(
-        request[CALLER].company_id, campaign_id, query.types, query.without_captcha
+        company_id, campaign_id, query.types, query.without_captcha, query.automation
     )
     if query.paging is None:
         return await respond_all(request, listing, CAMPAIGN_EVENTS)
@@ -92,7 +120,7 @@ async def campaign_events(request: web.Request) -> web.StreamResponse:
 async def employee_events(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}/events (reporting-api.md 4.2)."""
     employee_id, query = request.app[PARSERS].parse_with_id(EMPLOYEE_EVENTS_QUERY, request)
-    listing = events.employee_listing(request[CALLER].company_id, employee_id)
+    listing = events.employee_listing(request[CALLER].company_id, employee_id, query.automation)
     if query.paging is None:
         return await respond_all(request, listing, EMPLOYEE_EVENTS)
     return await respond_page(request, listing, query.paging, EMPLOYEE_EVENTS)
@@ -162,7 +190,9 @@ async def campaign_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns/{id}: one campaign with by_department (contract.md 11)."""
     campaign_id, query = request.app[PARSERS].parse_with_id(CAMPAIGN_QUERY, request)
     company_id = request[CALLER].company_id
-    listing = campaigns.campaign_report(company_id, campaign_id, query.without_captcha)
+    listing = campaigns.campaign_report(
+        company_id, campaign_id, query.without_captcha, query.automation
+    )
     return await respond_record(request, listing)
 
 
@@ -178,9 +208,10 @@ async def employee_list(request: web.Request) -> web.StreamResponse:
 @documented(EmployeeQuery, EmployeeSchema, path_id="employee", many=False)
 async def employee_report(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/victimsapi/{id}: one employee (contract.md 12)."""
-    employee_id, _ = request.app[PARSERS].parse_with_id(EMPLOYEE_QUERY, request)
+    employee_id, query = request.app[PARSERS].parse_with_id(EMPLOYEE_QUERY, request)
     today = request.app[TODAY]()
-    listing = employees.employee_report(request[CALLER].company_id, employee_id, today)
+    company_id = request[CALLER].company_id
+    listing = employees.employee_report(company_id, employee_id, today, query.automation)
     return await respond_record(request, listing, variant=today.isoformat())
 
 
@@ -208,6 +239,34 @@ async def webhook_deliveries(request: web.Request) -> web.StreamResponse:
     company_id = request[CALLER].company_id
     listing = webhooks.deliveries_listing(company_id, webhook_id, query.statuses)
     return await respond_page(request, listing, query.paging, DELIVERIES)
+
+
+@documented(PhishingStatsQuery, PhishingStatsSchema)
+async def phishing_stats(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/stats/phishing: the sends' funnel by period (and group)."""
+    return await _stats(request, PHISHING_STATS_QUERY, stats.phishing_listing, PhishingStatsSchema)
+
+
+@documented(StatsQuery, TrainingStatsSchema)
+async def training_stats(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/stats/training: inscriptions due by period (and group)."""
+    return await _stats(request, TRAINING_STATS_QUERY, stats.training_listing, TrainingStatsSchema)
+
+
+async def _stats(
+    request: web.Request,
+    schema: StatsQuery,
+    make: Callable[[int, stats.StatsFilters], Listing],
+    rows: type[Schema],
+) -> web.StreamResponse:
+    """A page of stats rows; the window's bounds go into the ETag (the default one moves
+    with today's month)."""
+    query = request.app[PARSERS].parse(schema, request)
+    filters = stats_filters(query, request.app[TODAY]())
+    listing = make(request[CALLER].company_id, filters)
+    window = f"{filters.buckets[0][0]}..{filters.buckets[-1][1]}"
+    offer = STATS_OFFERS[rows, query.group_by]
+    return await respond_page(request, listing, query.paging, offer, window)
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -25,3 +26,12 @@ class ProblemTestServer(TestServer):
             access_log=logging.getLogger("app.access"),
             **kwargs,
         )
+
+
+async def get_raw(client: TestClient, path: str, **headers: str) -> tuple[Any, bytes]:
+    """GET without transparent decompression (and without a key): the bytes as sent."""
+    async with (
+        aiohttp.ClientSession(auto_decompress=False) as session,
+        session.get(client.make_url(path), headers=headers) as resp,
+    ):
+        return resp, await resp.read()

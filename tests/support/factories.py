@@ -191,3 +191,41 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
     for leak in ("Traceback", "SELECT ", "sqlite", ".py", "/work/", "/tmp/"):
         assert leak not in text, text
     return body
+
+
+# What schema version 7 added, dropped again by the tests that make an older database:
+# the change feeds' triggers, places and the webhook tables (first: the triggers read the
+# completion date), then inscriptions' completion dates, the teams' index and on
+# PostgreSQL its unixepoch. The triggers by table (SQLite has one more for deletions).
+CHANGE_TRIGGERS = {
+    "inscriptions_moved": "inscriptions",
+    "section_results_added": "section_results",
+    "section_results_changed": "section_results",
+    "employees_moved": "employees",
+    "team_members_added": "team_members",
+    "team_members_changed": "team_members",
+    "teams_renamed": "teams",
+}
+_SQLITE_ONLY_TRIGGERS = ("section_results_removed", "team_members_removed")
+SINCE_VERSION_6 = (
+    *(f"DROP TRIGGER {name}" for name in (*CHANGE_TRIGGERS, *_SQLITE_ONLY_TRIGGERS)),
+    *(
+        f"DROP INDEX {t}_{kind}"
+        for t in ("inscriptions", "employees")
+        for kind in ("by_seq", "unplaced")
+    ),
+    "ALTER TABLE inscriptions DROP COLUMN seq",
+    "ALTER TABLE employees DROP COLUMN seq",
+    "DROP TABLE webhook_deliveries",
+    "DROP TABLE webhooks",
+    "ALTER TABLE inscriptions DROP COLUMN completed_at",
+    "DROP INDEX IF EXISTS teams_by_company",
+)
+PG_SINCE_VERSION_6 = (
+    *(f"DROP TRIGGER {name} ON {table}" for name, table in CHANGE_TRIGGERS.items()),
+    "DROP TABLE webhook_deliveries, webhooks",
+    "ALTER TABLE inscriptions DROP COLUMN seq, DROP COLUMN completed_at",
+    "ALTER TABLE employees DROP COLUMN seq",
+    "DROP INDEX IF EXISTS teams_by_company",
+    "DROP FUNCTION unixepoch(text)",
+)

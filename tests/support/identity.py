@@ -17,6 +17,7 @@ from typing import Any
 
 from app.data import campaigns, courses, employees
 from app.data.listings import Listing
+from app.data.vocabulary import AUTOMATION_FILTERS
 
 from .factories import API, by_id
 
@@ -142,6 +143,9 @@ CAMPAIGN_FILTERS = [
     campaigns.CampaignFilters(
         from_launch_date=dt.date(2025, 6, 1), to_launch_date=dt.date(2026, 1, 1)
     ),
+    campaigns.CampaignFilters(automation="exclude_automated"),
+    campaigns.CampaignFilters(automation="exclude_suspected"),
+    campaigns.CampaignFilters(without_captcha=True, automation="exclude_suspected"),
 ]
 EMPLOYEE_FILTERS = [
     employees.EmployeeFilters(),
@@ -149,6 +153,8 @@ EMPLOYEE_FILTERS = [
     employees.EmployeeFilters(min_failed=2, min_clicked=1),
     employees.EmployeeFilters(lists={"department": ["strasse", "finance"]}, min_clicked=1),
     employees.EmployeeFilters(lists={"teams": ["straße"], "country": ["ísland"]}),
+    employees.EmployeeFilters(automation="exclude_automated"),
+    employees.EmployeeFilters(min_clicked=1, automation="exclude_suspected"),
 ]
 COURSE_TITLES: list[list[str]] = [[], ["strassen"], ["sécurité", "password hygiene"]]
 
@@ -163,15 +169,20 @@ def report_listings() -> list[Listing]:
     for company in (1, 2):
         listings += [campaigns.campaigns_listing(company, f) for f in CAMPAIGN_FILTERS]
         listings += [
-            campaigns.campaign_report(company, campaign, without)
+            campaigns.campaign_report(company, campaign, without, automation)
             for campaign in own[company]
             for without in (False, True)
+            for automation in AUTOMATION_FILTERS
         ]
         for day in DAYS:
             listings += [employees.employees_listing(company, f, day) for f in EMPLOYEE_FILTERS]
             listings += [courses.courses_listing(company, titles, day) for titles in COURSE_TITLES]
     people = [p["id"] for p in by_id("employees").values() if p["company_id"] == 1][:20]
-    listings += [employees.employee_report(1, p, DAYS[0]) for p in [*people, *CROWD[:8]]]
+    listings += [
+        employees.employee_report(1, p, DAYS[0], automation)
+        for p in [*people, *CROWD[:8]]
+        for automation in AUTOMATION_FILTERS
+    ]
     return listings
 
 
@@ -190,4 +201,12 @@ REPORT_PATHS = [
     f"{API}/victimsapi/9103",
     f"{API}/courses?filter[title]=STRASSEN,Sécurité",
     f"{API}/courses?format=ndjson",
+    f"{API}/campaigns?filter[automation]=exclude_automated",
+    f"{API}/campaigns?filter[automation]=exclude_suspected&filter[with_captcha]=false",
+    f"{API}/campaigns/8?filter[automation]=exclude_suspected",
+    f"{API}/campaigns/8?filter[automation]=exclude_automated&filter[with_captcha]=false",
+    f"{API}/campaigns/8/events?filter[automation]=exclude_suspected&format=csv",
+    f"{API}/victimsapi?filter[automation]=exclude_suspected&filter[min_clicked]=1",
+    f"{API}/victimsapi/9103?filter[automation]=exclude_automated",
+    f"{API}/victimsapi/7/events?filter[automation]=exclude_automated",
 ]

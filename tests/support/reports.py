@@ -19,6 +19,9 @@ Data = Mapping[str, list[dict[str, Any]]]
 TYPES = ("open", "click", "report", "fail")
 COUNTS = {"open": "opened", "click": "clicked", "report": "reported", "fail": "failed"}
 STATUSES = ("not_started", "in_progress", "completed")
+# filter[automation]: the verdicts each value leaves out (docs/interface.md).
+DROPPED = {"include": (), "exclude_automated": ("automated",)}
+DROPPED["exclude_suspected"] = ("automated", "suspected")
 
 
 def instant(text: str) -> dt.datetime:
@@ -67,11 +70,21 @@ def verdicts(data: Data) -> dict[int, str]:
     return {event: automation["verdict"] for event, automation in decided.items()}
 
 
+def counted(
+    event: Mapping[str, Any], without_captcha: bool, automation: str, verdict: Mapping[int, str]
+) -> bool:
+    """Whether the filters keep ``event`` in the figures."""
+    if without_captcha and event["with_captcha"]:
+        return False
+    return verdict[event["id"]] not in DROPPED[automation]
+
+
 def campaign(
     data: Data,
     campaign_id: int,
     without_captcha: bool = False,
     verdict: Mapping[int, str] | None = None,
+    automation: str = "include",
 ) -> dict[str, Any]:
     """One campaign as the list gives it (keys in contract order); ``verdict``: each
     event's, when already decided (:func:`verdicts`)."""
@@ -82,7 +95,9 @@ def campaign(
     people = targets_of(data)[campaign_id]
     firsts: dict[str, dict[int, dt.datetime]] = {t: {} for t in TYPES}
     for event in data.get("campaign_events", []):
-        if event["campaign_id"] != campaign_id or (without_captcha and event["with_captcha"]):
+        if event["campaign_id"] != campaign_id or not counted(
+            event, without_captcha, automation, verdict
+        ):
             continue
         when, seen = instant(event["timestamp"]), firsts[event["type"]]
         person = event["employee_id"]
@@ -105,31 +120,51 @@ def campaign(
     }
 
 
-def campaign_report(data: Data, campaign_id: int, without_captcha: bool = False) -> dict[str, Any]:
+def campaign_report(
+    data: Data,
+    campaign_id: int,
+    without_captcha: bool = False,
+    automation: str = "include",
+    verdict: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
     """One campaign with by_department (its targets' departments, by name)."""
+    verdict = verdicts(data) if verdict is None else verdict
     departments = {e["id"]: e["department"] for e in data["employees"]}
     people = targets_of(data)[campaign_id]
     did: dict[str, set[int]] = {t: set() for t in TYPES}
     for event in data.get("campaign_events", []):
-        if event["campaign_id"] == campaign_id and not (without_captcha and event["with_captcha"]):
+        if event["campaign_id"] == campaign_id and counted(
+            event, without_captcha, automation, verdict
+        ):
             did[event["type"]].add(event["employee_id"])
     by_department = []
     for name in sorted({departments[p] for p in people}):
         members = {p for p in people if departments[p] == name}
         by_department.append({"department": name, **funnel(members, did)})
-    return {**campaign(data, campaign_id, without_captcha), "by_department": by_department}
+    one = campaign(data, campaign_id, without_captcha, verdict, automation)
+    return {**one, "by_department": by_department}
 
 
-def campaigns(data: Data, company_id: int, without_captcha: bool = False) -> list[dict[str, Any]]:
+def campaigns(
+    data: Data, company_id: int, without_captcha: bool = False, automation: str = "include"
+) -> list[dict[str, Any]]:
     """The company's campaigns in the list's order: launch_date, then id."""
     own = [c for c in data["campaigns"] if c["company_id"] == company_id]
     own.sort(key=lambda c: (c["launch_date"], c["id"]))
     verdict = verdicts(data)
-    return [campaign(data, c["id"], without_captcha, verdict) for c in own]
+    return [campaign(data, c["id"], without_captcha, verdict, automation) for c in own]
 
 
-def employee(data: Data, employee_id: int, today: dt.date) -> dict[str, Any]:
-    """One employee of the directory with their phishing and training blocks."""
+def employee(
+    data: Data,
+    employee_id: int,
+    today: dt.date,
+    automation: str = "include",
+    verdict: Mapping[int, str] | None = None,
+) -> dict[str, Any]:
+    """One employee of the directory with their phishing and training blocks (the events
+    ``automation`` leaves out count nowhere in them)."""
+    verdict = verdicts(data) if verdict is None else verdict
     person = next(e for e in data["employees"] if e["id"] == employee_id)
     teams = {t["id"]: t["name"] for t in data.get("teams", [])}
     groups = sorted(
@@ -137,7 +172,11 @@ def employee(data: Data, employee_id: int, today: dt.date) -> dict[str, Any]:
         for m in data.get("team_members", [])
         if m["employee_id"] == employee_id
     )
-    events = [e for e in data.get("campaign_events", []) if e["employee_id"] == employee_id]
+    events = [
+        e
+        for e in data.get("campaign_events", [])
+        if e["employee_id"] == employee_id and counted(e, False, automation, verdict)
+    ]
     targeted = [c for c, people in targets_of(data).items() if employee_id in people]
     phishing: dict[str, Any] = {"campaigns": len(targeted)}
     for kind in TYPES:
@@ -192,9 +231,12 @@ def courses(data: Data, company_id: int, today: dt.date) -> list[dict[str, Any]]
     return [course(data, c, today) for c in own]
 
 
-def employees(data: Data, company_id: int, today: dt.date) -> list[dict[str, Any]]:
+def employees(
+    data: Data, company_id: int, today: dt.date, automation: str = "include"
+) -> list[dict[str, Any]]:
     own = sorted(e["id"] for e in data["employees"] if e["company_id"] == company_id)
-    return [employee(data, e, today) for e in own]
+    verdict = verdicts(data)
+    return [employee(data, e, today, automation, verdict) for e in own]
 
 
 def person_matches(data: Data, person: dict[str, Any], lists: Mapping[str, list[str]]) -> bool:

@@ -8,7 +8,6 @@ records are in :mod:`.reports`.
 
 from __future__ import annotations
 
-from .. import changes
 from ..employees import PERSON_COLUMNS
 from . import reports
 from .objects import GROUPS, array
@@ -55,7 +54,7 @@ INSCRIPTION_ROW = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
     i.id, e.id AS victim_id, c.id AS course_id) r)"""
 
 INSCRIPTION_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
-    i.id, i.employee_id, i.course_id, {changes.COMPLETED_AT} AS completed_at) r)"""
+    i.id, i.employee_id, i.course_id, i.completed_at) r)"""
 EMPLOYEE_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT
     {", ".join(f"e.{c}" for c in PERSON_COLUMNS)}, {GROUPS} AS groups) r)"""
 
@@ -77,6 +76,7 @@ RECORDS: dict[str, str] = {
     "webhook": WEBHOOK,
     "webhook_delivery": WEBHOOK_DELIVERY,
     **reports.CAMPAIGNS,
-    "employee": reports.EMPLOYEE,
+    **reports.EMPLOYEES,
     "course": reports.COURSE,
+    **reports.STATS,
 }

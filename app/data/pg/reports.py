@@ -9,7 +9,8 @@ in the page's one statement, as on SQLite.
 
 from __future__ import annotations
 
-from .. import campaigns, courses, employees
+from .. import campaigns, courses, employees, stats
+from ..vocabulary import AUTOMATION_FILTERS
 from .aggregates import median_seconds_after, rate, rounded_mean
 from .objects import GROUPS, array, json_object, json_select
 
@@ -22,43 +23,52 @@ def _departments(captcha: str) -> str:
     return array(fields, f"FROM ({campaigns.department_figures(captcha)}) d", "d.department")
 
 
-def campaign_json(without_captcha: bool, by_department: bool) -> str:
+def campaign_json(without_captcha: bool, automation: str, by_department: bool) -> str:
     """The JSON of campaign ``c`` (SQLite's :func:`app.data.campaigns.campaign_json`),
     the figures computed once into ``s`` as there."""
-    captcha = campaigns.captcha_condition(without_captcha)
+    captcha, kept, counted = campaigns.conditions(without_captcha, automation)
     fields = [
         ("id", "c.id"),
         ("title", "c.title"),
         ("launch_date", "c.launch_date"),
         *campaigns.counts_and_rates("s", rate),
         *(
-            (name, median_seconds_after(campaigns.firsts(kind, captcha), "c.launch_date"))
+            (name, median_seconds_after(campaigns.firsts(kind, counted), "c.launch_date"))
             for kind, name in MEDIANS
         ),
         *campaigns.verdict_counts("s"),
-        *([("by_department", _departments(captcha))] if by_department else []),
+        *([("by_department", _departments(counted))] if by_department else []),
     ]
-    figures = campaigns.figures(captcha)
+    figures = campaigns.figures(captcha, kept)
     return f"(WITH s AS MATERIALIZED ({figures}) {json_select(fields, 'FROM s')})"
 
 
 # Every variant of the campaign's JSON, by its record's name.
-CAMPAIGNS = {
-    campaigns.record_name(without, departments): campaign_json(without, departments)
-    for without in (False, True)
-    for departments in (False, True)
-}
+CAMPAIGNS = {campaigns.record_name(*v): campaign_json(*v) for v in campaigns.VARIANTS}
 
-EMPLOYEE = json_object(
-    [
-        *((column, f"e.{column}") for column in employees.PERSON_COLUMNS),
-        ("groups", GROUPS),
-        ("phishing", json_object(employees.PHISHING, employees.PHISHING_FROM)),
-        ("training", json_object(employees.TRAINING, employees.TRAINING_FROM)),
-    ]
-)
+EMPLOYEES = {
+    employees.record_name(automation): json_object(
+        [
+            *((column, f"e.{column}") for column in employees.PERSON_COLUMNS),
+            ("groups", GROUPS),
+            ("phishing", json_object(employees.PHISHING, employees.phishing_from(automation))),
+            ("training", json_object(employees.TRAINING, employees.TRAINING_FROM)),
+        ]
+    )
+    for automation in AUTOMATION_FILTERS
+}
 
 COURSE = json_object(
     courses.course_fields(rate, rounded_mean),
     f"FROM ({courses.COVERAGE}) k, ({courses.RESULTS}) res",
 )
+
+# The stats' rows (app/data/stats.py), by record name: the grid's SQL is shared.
+STATS = {
+    record.name: json_object(
+        stats.phishing_fields(rate, group)
+        if endpoint == "phishing"
+        else stats.training_fields(rate, rounded_mean, group)
+    )
+    for (endpoint, group), record in stats.RECORDS.items()
+}

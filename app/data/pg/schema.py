@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncpg
 
 from ..automation import VERDICTS, Rules, rules_from_env
-from ..schema import SCHEMA_VERSION, DatabaseError
+from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .automation import classify
 
@@ -53,6 +53,13 @@ EVENTS_BY_TYPE = """CREATE INDEX IF NOT EXISTS campaign_events_by_type
 # Each event's verdict and its reasons, a JSON array as text (app/data/automation.py).
 VERDICT_COLUMN = f"verdict {TEXT} NOT NULL DEFAULT 'human' CHECK (verdict IN ({_one_of(VERDICTS)}))"
 REASONS_COLUMN = f"reasons {TEXT} NOT NULL DEFAULT '[]'"
+
+# --- Version 7: SQLite's unixepoch(instant) (whole seconds), which the stats' shared SQL
+# uses (the stored instants all end in Z), and the index of the company's teams. ---
+STATS_SUPPORT = """CREATE OR REPLACE FUNCTION unixepoch(instant text) RETURNS bigint
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS $$ SELECT extract(epoch FROM instant::timestamptz)::bigint $$;
+CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);"""
 
 SCHEMA = f"""
 CREATE TABLE meta (
@@ -145,7 +152,8 @@ CREATE TABLE inscriptions (
     course_id   BIGINT NOT NULL REFERENCES courses(id),
     {_day("start_date")} NOT NULL,
     {_day("due_date")},
-    status      {TEXT} NOT NULL CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)}))
+    status      {TEXT} NOT NULL CHECK (status IN ({_one_of(INSCRIPTION_STATUSES)})),
+    {_day("completed_at")}
 );
 CREATE TABLE section_results (
     inscription_id BIGINT NOT NULL REFERENCES inscriptions(id),
@@ -166,7 +174,8 @@ CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
 {REPORT_INDEXES}
-{EVENTS_BY_TYPE}"""
+{EVENTS_BY_TYPE}
+{STATS_SUPPORT}"""
 
 # The tenancy checks of SQLite's triggers: no row may point across companies, whoever
 # writes it. They fire on UPDATE too (an upsert may move a row).
@@ -291,7 +300,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 5 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 6 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -306,7 +315,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await conn.execute(SCHEMA + TRIGGERS)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
-            await migrate_6_to_7(conn)
+            await add_change_feeds(conn)
             return False
         if version not in (2, 3, 4, 5, 6):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
@@ -375,7 +384,20 @@ async def migrate_5_to_6(conn: asyncpg.Connection) -> None:
     await conn.execute(EVENTS_BY_TYPE)
 
 
-# ---- Schema step 6 -> 7: the change feeds of inscriptions and employees --------------
+# ---- Schema step 6 -> 7 (one step, two parts) ------------------------------------------
+async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
+    """Part 1: inscriptions get their completion date, derived for the stored ones
+    (SQLite's MIGRATE_6_TO_7), and the stats get SQLite's unixepoch. Part 2: the change
+    feeds (below), which place every row with its completion date."""
+    await conn.execute(f"ALTER TABLE inscriptions ADD COLUMN {_day('completed_at')}")
+    await conn.execute(DERIVE_COMPLETED_AT)
+    await conn.execute(STATS_SUPPORT)
+    await add_change_feeds(conn)
+
+
+# ---- end of part 1 ----------------------------------------------------------------------
+
+# ---- Schema step 6 -> 7, part 2: the change feeds of inscriptions and employees ------
 # (SQLite's block says how: an unplaced row has a NULL seq until the write's end).
 _PERSON = ("first_name", "last_name", "email", "department", "country")
 
@@ -460,7 +482,7 @@ CREATE INDEX IF NOT EXISTS employees_unplaced ON employees (id) WHERE seq IS NUL
     + _unplaced(
         "inscriptions_moved",
         "inscriptions",
-        ("employee_id", "course_id", "start_date", "due_date", "status"),
+        INSCRIPTION_CHANGES,
     )
     + _unplaced("employees_moved", "employees", _PERSON)
     + _moves(
@@ -513,13 +535,13 @@ async def place_changes(conn: asyncpg.Connection) -> None:
             await conn.execute(_PLACE.format(table), seq)
 
 
-async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
+async def add_change_feeds(conn: asyncpg.Connection) -> None:
     """The change feeds: their columns, indexes and triggers; every row takes a place."""
     await conn.execute(CHANGE_FEEDS)
     await place_changes(conn)
 
 
-# ---- end of schema step 6 -> 7 ---------------------------------------------------------
+# ---- end of part 2 ---------------------------------------------------------------------
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:

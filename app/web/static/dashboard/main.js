@@ -1,0 +1,146 @@
+// The page's frame: sign-in, the fragment router (#view/id?query), the automation switch
+// and the status line. Views live in views.js, API calls in api.js.
+
+import * as api from "./api.js";
+import { el, loading } from "./dom.js";
+import * as views from "./views.js";
+
+const VIEWS = { overview: views.overview, campaigns: views.campaigns, people: views.people,
+  heatmap: views.heatmap, training: views.training };
+// What each view reads, for keys that say their scopes (others see every view).
+const SCOPES = { overview: ["reports:read"], campaigns: ["reports:read"],
+  people: ["people:read"], heatmap: ["reports:read"], training: ["reports:read", "training:read"] };
+const AUTOMATION = "filter[automation]";
+const $ = (id) => document.getElementById(id);
+let renderCount = 0;
+
+function say(text) {
+  $("status").textContent = text;
+}
+
+function waiting(seconds) {
+  say(seconds ? `The API's rate limit was reached: trying again in ${seconds} s.` : "");
+}
+
+/** "#people/7?page=2" -> {name: "people", id: "7", query: {page: "2"}}. */
+function parseHash() {
+  const [path, search = ""] = location.hash.replace(/^#/, "").split("?");
+  const [name, id] = path.split("/");
+  return { name: VIEWS[name] ? name : "overview", id: id || null,
+    query: Object.fromEntries(new URLSearchParams(search)) };
+}
+
+function href(name, id, query = {}) {
+  const kept = Object.entries(query).filter(([, value]) => value !== "" && value !== undefined);
+  const search = new URLSearchParams(kept).toString();
+  return `#${name}${id ? `/${encodeURIComponent(id)}` : ""}${search ? `?${search}` : ""}`;
+}
+
+function automation() {
+  return $("automation").checked ? { [AUTOMATION]: "exclude_automated" } : {};
+}
+
+function context(query) {
+  return {
+    query,
+    href,
+    automation,
+    get: (path, params) => api.getJson(path, params, waiting),
+    go: (name, id, values) => { location.hash = href(name, id, values); },
+    csv: (path, params, filename) => {
+      const button = el("button", { type: "button", class: "csv" }, "Download CSV");
+      button.addEventListener("click", () =>
+        api.downloadCsv(path, params, filename, waiting).catch(failed));
+      return button;
+    },
+  };
+}
+
+function showSignIn(message) {
+  api.signOut();
+  for (const id of ["nav", "session", "view"]) $(id).hidden = true;
+  $("view").replaceChildren();
+  $("sign-in").hidden = false;
+  $("sign-in-error").textContent = message || "";
+  $("key").value = "";
+  $("key").focus();
+}
+
+function failed(error) {
+  if (error instanceof api.SignedOut) return showSignIn(error.message);
+  const refusesAutomation = error instanceof api.Refused && error.status === 400
+    && error.problem.errors && AUTOMATION in error.problem.errors;
+  if (refusesAutomation) {
+    const box = $("automation");
+    box.checked = false;
+    box.disabled = true;
+    say("Leaving out automated events is not available on this server.");
+    return render();
+  }
+  $("view").replaceChildren(el("p", { class: "error", role: "alert" }, error.message));
+}
+
+async function render() {
+  if (!api.savedKey()) return showSignIn();
+  const { name, id, query } = parseHash();
+  const count = ++renderCount;
+  $("sign-in").hidden = true;
+  for (const node of ["nav", "session", "view"]) $(node).hidden = false;
+  for (const link of $("nav").querySelectorAll("a")) {
+    if (link.dataset.view === name) link.setAttribute("aria-current", "page");
+    else link.removeAttribute("aria-current");
+  }
+  const view = $("view");
+  view.setAttribute("aria-busy", "true");
+  delete view.dataset.rendered;
+  view.replaceChildren(loading());
+  try {
+    const nodes = await VIEWS[name](context(query), id, query);
+    if (count !== renderCount) return;
+    view.replaceChildren(...[nodes].flat());
+    view.dataset.rendered = location.hash || "#overview"; // what the browser tests wait for
+    document.title = `${name[0].toUpperCase()}${name.slice(1)} · Reporting dashboard`;
+  } catch (error) {
+    if (count === renderCount) failed(error);
+  } finally {
+    view.removeAttribute("aria-busy");
+  }
+}
+
+/** The key's scopes, when the server says them: views the key may not read are hidden. */
+async function applyScopes() {
+  let scope;
+  try {
+    scope = (await api.getJson("/key", {}, waiting)).body.scope;
+  } catch (error) {
+    if (error instanceof api.SignedOut) throw error;
+    return; // no introspection on this server: every view stays
+  }
+  const held = new Set(String(scope || "").split(" "));
+  for (const link of $("nav").querySelectorAll("a")) {
+    link.hidden = !SCOPES[link.dataset.view].every((needed) => held.has(needed));
+  }
+}
+
+$("sign-in").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const key = $("key").value.trim();
+  if (!key) return;
+  api.signIn(key);
+  $("key").value = "";
+  try {
+    await applyScopes();
+    await render();
+    $("view").focus();
+  } catch (error) {
+    failed(error);
+  }
+});
+$("sign-out").addEventListener("click", () => {
+  showSignIn("Signed out.");
+  history.replaceState(null, "", location.pathname);
+});
+$("automation").addEventListener("change", render);
+window.addEventListener("hashchange", render);
+if (api.savedKey()) applyScopes().then(render, failed);
+else showSignIn();

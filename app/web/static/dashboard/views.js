@@ -1,0 +1,223 @@
+// The views, one function each: (ctx, id, query) -> nodes. ctx.get fetches one API answer,
+// ctx.csv makes a "Download CSV" button for a listing, ctx.href builds a view's fragment.
+// Every number shown is the API's, formatted only (rates as percentages).
+
+import { Refused } from "./api.js";
+import { PALETTE, funnel, heatColour, rateChart } from "./charts.js";
+import { date, el, filterForm, notAvailable, pager, percent, plain, section, table } from "./dom.js";
+
+const PER_PAGE = 50;
+const RATES = [["open_rate", "Open", PALETTE.open], ["click_rate", "Click", PALETTE.click],
+  ["report_rate", "Report", PALETTE.report], ["fail_rate", "Fail", PALETTE.fail]];
+
+const num = (heading, cell) => [heading, cell, { numeric: true }];
+const campaignLink = (ctx, c) => el("a", { href: ctx.href("campaigns", c.id) }, c.title);
+const personLink = (ctx, p) => el("a", { href: ctx.href("people", p.id) },
+  `${p.first_name} ${p.last_name}`);
+
+/** An optional endpoint (not yet on every server): null when it answers 404. */
+async function optional(ctx, path, params) {
+  try {
+    return await ctx.get(path, params);
+  } catch (error) {
+    if (error instanceof Refused && error.status === 404) return null;
+    throw error;
+  }
+}
+
+function campaignColumns(ctx) {
+  return [["Campaign", (c) => campaignLink(ctx, c)], ["Launched", (c) => date(c.launch_date)],
+    num("Targets", (c) => plain(c.targets)), num("Opened", (c) => plain(c.opened)),
+    num("Clicked", (c) => plain(c.clicked)), num("Reported", (c) => plain(c.reported)),
+    num("Failed", (c) => plain(c.failed)), num("Click rate", (c) => percent(c.click_rate)),
+    num("Fail rate", (c) => percent(c.fail_rate)),
+    num("Automated events", (c) => plain(c.automated_events))];
+}
+
+function trendTable(caption, rows, columns) {
+  return table(caption, [["Period", (r) => `${r.period_start} – ${r.period_end}`], ...columns], rows);
+}
+
+export async function overview(ctx) {
+  const trendParams = { interval: "month", ...ctx.automation() };
+  const [trend, training, first] = await Promise.all([
+    optional(ctx, "/stats/phishing", trendParams),
+    optional(ctx, "/stats/training", { interval: "month" }),
+    ctx.get("/campaigns", { per_page: 5, ...ctx.automation() }),
+  ]);
+  const pages = Number(first.headers.get("X-Total-Pages") || 1);
+  const latestParams = { per_page: 5, page: pages, ...ctx.automation() };
+  const latest = pages > 1 ? await ctx.get("/campaigns", latestParams) : first;
+  const trendSection = trend === null ? notAvailable("The monthly phishing trend") : [
+    rateChart("Rates by month (last 13 months)", trend.body.map((r) => r.period_start),
+      RATES.map(([field, label, colour]) => [label, trend.body.map((r) => r[field]), colour])),
+    trendTable("Phishing by month", trend.body, [num("Sends", (r) => plain(r.sends)),
+      ...RATES.map(([field, label]) => num(`${label} rate`, (r) => percent(r[field])))]),
+    ctx.csv("/stats/phishing", trendParams, "phishing-by-month.csv")];
+  const trainingSection = training === null ? notAvailable("Training completion on time") : [
+    rateChart("Completed on time by month", training.body.map((r) => r.period_start),
+      [["On time", training.body.map((r) => r.on_time_rate), PALETTE.report]]),
+    trendTable("Training by due month", training.body, [num("Due", (r) => plain(r.due)),
+      num("On time", (r) => plain(r.completed_on_time)), num("Late", (r) => plain(r.completed_late)),
+      num("Not completed", (r) => plain(r.not_completed)),
+      num("On-time rate", (r) => percent(r.on_time_rate))]),
+    ctx.csv("/stats/training", { interval: "month" }, "training-by-month.csv")];
+  const recent = latest.body.slice().reverse();
+  return [
+    section("Phishing trend", trendSection),
+    section("Latest campaigns",
+      el("div", { class: "funnels" }, recent.map((c) => funnel(c.title, c))),
+      table("Latest campaigns", campaignColumns(ctx), recent, "No campaigns yet."),
+      ctx.csv("/campaigns", latestParams, "latest-campaigns.csv")),
+    section("Training completed on time", trainingSection),
+  ];
+}
+
+export async function campaigns(ctx, id, query) {
+  if (id) return campaign(ctx, id);
+  const filters = { "filter[title]": query.title, "filter[from_launch_date]": query.from,
+    "filter[to_launch_date]": query.to, "filter[with_captcha]": query.captcha };
+  const params = { ...filters, ...ctx.automation(), page: query.page || 1, per_page: PER_PAGE };
+  const { body, headers } = await ctx.get("/campaigns", params);
+  return section("Campaigns",
+    filterForm("Campaign filters", [["title", "Title"], ["from", "Launched from", { type: "date" }],
+      ["to", "Launched until", { type: "date" }],
+      ["captcha", "Captcha-verified events", { choices: [["", "included"], ["false", "left out"]] }]],
+    query, (values) => ctx.go("campaigns", null, values)),
+    table("Campaigns", campaignColumns(ctx), body),
+    pager(headers, (page) => ctx.href("campaigns", null, { ...query, page })),
+    ctx.csv("/campaigns", params, "campaigns.csv"));
+}
+
+async function campaign(ctx, id) {
+  const { body: c } = await ctx.get(`/campaigns/${encodeURIComponent(id)}`, ctx.automation());
+  return [
+    section(c.title,
+      el("p", {}, `Launched ${date(c.launch_date)}; median time to first click `,
+        `${plain(c.median_seconds_to_first_click)} s, to first report `,
+        `${plain(c.median_seconds_to_first_report)} s; automated events `,
+        `${plain(c.automated_events)}, suspected ${plain(c.suspected_events)}.`),
+      funnel("Funnel", c)),
+    section("By department",
+      table("By department", [["Department", (d) => d.department],
+        num("Targets", (d) => plain(d.targets)), num("Opened", (d) => plain(d.opened)),
+        num("Clicked", (d) => plain(d.clicked)), num("Reported", (d) => plain(d.reported)),
+        num("Failed", (d) => plain(d.failed)),
+        ...RATES.map(([field, label]) => num(`${label} rate`, (d) => percent(d[field])))],
+      c.by_department),
+      el("p", { class: "note" }, "One campaign is answered in JSON only: no CSV for this table.")),
+  ];
+}
+
+export async function people(ctx, id, query) {
+  if (id) return person(ctx, id);
+  // Repeat offenders first: the directory opens on people who failed in 2 campaigns or more.
+  const minFailed = query.min_failed ?? "2";
+  const filters = { "filter[min_clicked]": query.min_clicked, "filter[min_failed]": minFailed,
+    "filter[department]": query.department };
+  const params = { ...filters, ...ctx.automation(), page: query.page || 1, per_page: PER_PAGE };
+  const { body, headers } = await ctx.get("/victimsapi", params);
+  return section("People",
+    filterForm("People filters", [["min_failed", "Failed in at least", { type: "number", min: 0 }],
+      ["min_clicked", "Clicked in at least", { type: "number", min: 0 }],
+      ["department", "Department"]],
+    { ...query, min_failed: minFailed }, (values) => ctx.go("people", null, values)),
+    table("People", [["Name", (p) => personLink(ctx, p)], ["Department", (p) => p.department],
+      ["Country", (p) => p.country], num("Campaigns", (p) => plain(p.phishing.campaigns)),
+      num("Clicked", (p) => plain(p.phishing.clicked)), num("Failed", (p) => plain(p.phishing.failed)),
+      num("Reported", (p) => plain(p.phishing.reported)),
+      num("Courses overdue", (p) => plain(p.training.overdue))], body),
+    pager(headers, (page) => ctx.href("people", null, { ...query, min_failed: minFailed, page })),
+    ctx.csv("/victimsapi", params, "people.csv"));
+}
+
+function facts(caption, pairs) {
+  return el("dl", { class: "facts", "aria-label": caption },
+    pairs.map(([term, value]) => [el("dt", {}, term), el("dd", {}, value)]));
+}
+
+async function person(ctx, id) {
+  const path = `/victimsapi/${encodeURIComponent(id)}`;
+  const params = { page: ctx.query.page || 1, per_page: PER_PAGE, ...ctx.automation() };
+  const [{ body: p }, { body: events, headers }] = await Promise.all([
+    ctx.get(path, ctx.automation()), ctx.get(`${path}/events`, params)]);
+  const { phishing, training } = p;
+  return [
+    section(`${p.first_name} ${p.last_name}`,
+      el("p", {}, `${p.email} · ${p.department} · ${p.country}`,
+        p.groups.length ? ` · ${p.groups.map((g) => g.name).join(", ")}` : ""),
+      el("div", { class: "blocks" },
+        facts("Phishing", [["Campaigns", plain(phishing.campaigns)], ["Opened", plain(phishing.opened)],
+          ["Clicked", plain(phishing.clicked)], ["Reported", plain(phishing.reported)],
+          ["Failed", plain(phishing.failed)], ["Last event", plain(phishing.last_event_at)]]),
+        facts("Training", [["Inscriptions", plain(training.inscriptions)],
+          ["Not started", plain(training.not_started)], ["In progress", plain(training.in_progress)],
+          ["Completed", plain(training.completed)], ["Overdue", plain(training.overdue)]]))),
+    section("Event history",
+      table("Event history", [["When", (e) => e.timestamp], ["Event", (e) => e.type],
+        ["Campaign", (e) => campaignLink(ctx, e.campaign)]], events, "No events."),
+      pager(headers, (page) => ctx.href("people", id, { page })),
+      ctx.csv(`${path}/events`, params, `events-${id}.csv`)),
+  ];
+}
+
+export async function heatmap(ctx, id, query) {
+  const rate = query.rate || "fail_rate";
+  const by = query.by || "department";
+  const interval = query.interval || "quarter";
+  const params = { interval, group_by: by, per_page: 500, ...ctx.automation() };
+  const form = filterForm("Heatmap settings", [
+    ["rate", "Rate", { choices: RATES.map(([field, label]) => [field, label]) }],
+    ["by", "By", { choices: [["department", "Department"], ["country", "Country"], ["team", "Team"]] }],
+    ["interval", "Period", { choices: [["quarter", "Quarter"], ["month", "Month"]] }]],
+  { rate, by, interval }, (values) => ctx.go("heatmap", null, values));
+  const answer = await optional(ctx, "/stats/phishing", params);
+  if (answer === null) return section("Heatmap", form, notAvailable("The heatmap (phishing by group)"));
+  const periods = [...new Set(answer.body.map((r) => r.period_start))];
+  const groups = [...new Set(answer.body.map((r) => r[by]))];
+  const cells = new Map(answer.body.map((r) => [`${r[by]}\u0000${r.period_start}`, r]));
+  const label = RATES.find(([field]) => field === rate)[1];
+  const grid = groups.length === 0 ? el("p", { class: "empty" }, "No sends in this window.")
+    : el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Heatmap" },
+      el("table", { class: "heat" },
+        el("caption", {}, `${label} rate by ${by} and ${interval}`),
+        el("thead", {}, el("tr", {}, el("th", { scope: "col" }, by),
+          periods.map((period) => el("th", { scope: "col" }, period)))),
+        el("tbody", {}, groups.map((group) => el("tr", {}, el("th", { scope: "row" }, group),
+          periods.map((period) => {
+            const row = cells.get(`${group}\u0000${period}`);
+            const value = row ? row[rate] : null;
+            const cell = el("td", { class: "num" }, percent(value));
+            if (value !== null && value !== undefined) {
+              const colour = heatColour(value);
+              cell.style.background = colour.background;
+              if (colour.dark) cell.classList.add("dark");
+            }
+            return cell;
+          }))))));
+  return section("Heatmap", form, grid, ctx.csv("/stats/phishing", params, "heatmap.csv"));
+}
+
+export async function training(ctx, id, query) {
+  const yesterday = new Date(Date.now() - 86400000).toISOString().slice(0, 10);
+  const courseParams = { page: 1, per_page: PER_PAGE };
+  const dueParams = { "filter[to_due_date]": yesterday, page: query.page || 1, per_page: PER_PAGE };
+  const [courses, due] = await Promise.all([
+    ctx.get("/courses", courseParams), ctx.get("/course-inscriptions", dueParams)]);
+  return [
+    section("Course coverage",
+      table("Course coverage", [["Course", (c) => c.title],
+        num("Inscriptions", (c) => plain(c.inscriptions)), num("Not started", (c) => plain(c.not_started)),
+        num("In progress", (c) => plain(c.in_progress)), num("Completed", (c) => plain(c.completed)),
+        num("Overdue", (c) => plain(c.overdue)), num("Completion rate", (c) => percent(c.completion_rate)),
+        num("Average result", (c) => (c.average_result === null ? "–" : c.average_result.toFixed(1)))], courses.body, "No courses."),
+      ctx.csv("/courses", courseParams, "courses.csv")),
+    section("Inscriptions due before today",
+      el("p", { class: "note" }, "Those not completed are overdue."),
+      table("Inscriptions due before today", [["Person", (i) => i.victim_name],
+        ["Department", (i) => i.victim_department], ["Course", (i) => i.course_title],
+        ["Due", (i) => plain(i.due_date)], ["Status", (i) => i.status]], due.body, "None."),
+      pager(due.headers, (page) => ctx.href("training", null, { page })),
+      ctx.csv("/course-inscriptions", dueParams, "inscriptions-due.csv")),
+  ];
+}

@@ -1,0 +1,501 @@
+"""The dashboard in a real browser: every view shows the API's own numbers, safely.
+
+Debian's chromium, driven by Playwright, opens /dashboard/ of a real server process over the
+sample data plus one employee whose names are markup. Each view's tables are compared,
+cell by cell, with the API's answers fetched here over HTTP; the endpoints a server may
+not have yet (/stats/..., /key, filter[automation]) must then show "not available". After
+each test: no console error and no Content-Security-Policy violation; no dialog ever.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+import pytest
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    ConsoleMessage,
+    Dialog,
+    Page,
+    sync_playwright,
+)
+
+from app.tools.loader import SAMPLE_FIXTURE, load_files
+
+from .support.browser import FLAGS, chromium
+from .support.factories import API, KEY_1
+from .support.servers import UNLIMITED, Launcher
+
+pytestmark = pytest.mark.system  # starts a server and a browser (make test-fast skips it)
+__all__ = ["chromium"]  # a pytest fixture: imported to be found, never called
+
+HOSTILE_FIRST = "<img src=x onerror=alert(1)>"
+HOSTILE_LAST = "<script>alert(2)</script>"
+HOSTILE = {
+    "employees": [
+        {
+            "id": 9001,
+            "company_id": 1,
+            "first_name": HOSTILE_FIRST,
+            "last_name": HOSTILE_LAST,
+            "email": "hostile@northwind.example",
+            "department": "<b>Operations</b>",
+            "country": "Spain",
+        }
+    ],
+    "campaign_events": [
+        {
+            "id": 900001,
+            "campaign_id": 1,
+            "employee_id": 9001,
+            "type": "click",
+            "timestamp": "2025-02-12T10:00:00Z",
+            "with_captcha": False,
+        }
+    ],
+}
+# Endpoints (and a parameter) other servers may lack: the page probes them and says so.
+OPTIONAL = ("/stats/phishing", "/stats/training", "/key")
+PER_PAGE = 50
+# Records the page's policy violations, from before its own scripts run.
+RECORD_VIOLATIONS = """
+window.cspViolations = [];
+document.addEventListener("securitypolicyviolation",
+  (event) => window.cspViolations.push(event.violatedDirective + " " + event.blockedURI));
+"""
+
+
+def percent(rate: float | None) -> str:
+    return "–" if rate is None else f"{rate * 100:.2f} %"
+
+
+def plain(value: Any) -> str:
+    return "–" if value is None else str(value)
+
+
+@dataclass
+class Api:
+    """The API of the server under test, read over HTTP with the sample key."""
+
+    base: str
+
+    def get(self, path: str, params: dict[str, Any] | None = None, key: str = KEY_1) -> Any:
+        status, body, _ = self.raw(path, params, key)
+        assert status == 200, (path, params, status, body)
+        return json.loads(body)
+
+    def raw(
+        self, path: str, params: dict[str, Any] | None = None, key: str = KEY_1
+    ) -> tuple[int, bytes, Any]:
+        query = f"?{urlencode(params)}" if params else ""
+        request = urllib.request.Request(f"{self.base}{API}{path}{query}")
+        request.add_header("X-API-KEY", key)
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.status, response.read(), response.headers
+        except urllib.error.HTTPError as error:
+            return error.code, error.read(), error.headers
+
+    def has(self, path: str) -> bool:
+        """Whether this server has an optional endpoint (404: not yet)."""
+        return self.raw(path)[0] != 404
+
+
+@dataclass
+class Session:
+    """One signed-in page and what it did: requests, console errors, dialogs."""
+
+    page: Page
+    context: BrowserContext
+    base: str
+    requests: list[Any] = field(default_factory=list)
+    answers: dict[str, int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    dialogs: list[str] = field(default_factory=list)
+
+    def open(self, fragment: str) -> None:
+        """Go to a view and wait until it is drawn."""
+        self.page.goto(f"{self.base}/dashboard/#{fragment}")
+        self.wait_for(f"#{fragment}")
+
+    def wait_for(self, fragment: str) -> None:
+        selector = f'#view[data-rendered="{fragment}"]'
+        self.page.locator(selector).wait_for()
+
+    def rows(self, caption: str) -> list[list[str]]:
+        """The body cells of the table with this caption, as text."""
+        table = self.page.get_by_role("table", name=caption, exact=True)
+        return table.locator("tbody tr").evaluate_all(
+            "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+        )
+
+    def watch(self) -> None:
+        """Record requests, answers, console errors and dialogs of this page."""
+
+        def console(message: ConsoleMessage) -> None:
+            if message.type == "error" and not self.expected(message):
+                self.errors.append(f"{message.text} at {message.location.get('url')}")
+
+        self.page.on("request", lambda request: self.requests.append(request))
+        self.page.on("response", lambda r: self.answers.__setitem__(r.url, r.status))
+        self.page.on("console", console)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.on("dialog", self.dismiss)
+
+    def dismiss(self, dialog: Dialog) -> None:
+        """A dialog must never open (markup in a name could run alert): record it."""
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def expected(self, message: ConsoleMessage) -> bool:
+        """Chromium logs every 4xx; a probe of an endpoint this server lacks is expected."""
+        url = message.location.get("url", "")
+        path = urlsplit(url).path.removeprefix(API)
+        refused = self.answers.get(url) == 404 and path in OPTIONAL
+        refused_filter = self.answers.get(url) == 400 and "filter%5Bautomation%5D" in url
+        return message.text.startswith("Failed to load resource") and (refused or refused_filter)
+
+
+def hostile_db(directory: Path) -> Path:
+    """The sample, plus an employee whose names and department are markup."""
+    extra = directory / "hostile.json"
+    extra.write_text(json.dumps(HOSTILE), encoding="utf-8")
+    db = directory / "dashboard.sqlite3"
+    load_files(db, [SAMPLE_FIXTURE, extra])
+    return db
+
+
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Launcher, Path]]:
+    directory: Path = tmp_path_factory.mktemp("dashboard")
+    with Launcher(directory) as launcher:
+        yield launcher, hostile_db(directory)
+
+
+@pytest.fixture(scope="module")
+def base(launcher: tuple[Launcher, Path]) -> str:
+    return launcher[0].serve(launcher[1], *UNLIMITED).base
+
+
+@pytest.fixture(scope="module")
+def api(base: str) -> Api:
+    return Api(base)
+
+
+@pytest.fixture(scope="module")
+def browser(chromium: str) -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium, args=FLAGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def new_session(browser: Browser) -> Iterator[Callable[[str], Session]]:
+    """Pages in fresh contexts (no storage, no cache), closed with the module."""
+    contexts: list[BrowserContext] = []
+
+    def make(base: str) -> Session:
+        context = browser.new_context(accept_downloads=True)
+        context.add_init_script(script=RECORD_VIOLATIONS)
+        contexts.append(context)
+        session = Session(context.new_page(), context, base)
+        session.watch()
+        session.page.goto(f"{base}/dashboard/")
+        return session
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def sign_in(session: Session, key: str = KEY_1) -> None:
+    session.page.get_by_label("API key").fill(key)
+    session.page.get_by_role("button", name="Sign in").click()
+
+
+@pytest.fixture(scope="module")
+def signed_in(new_session: Callable[[str], Session], base: str) -> Session:
+    session = new_session(base)
+    sign_in(session)
+    session.wait_for("#overview")
+    return session
+
+
+@pytest.fixture
+def session(signed_in: Session) -> Iterator[Session]:
+    """The shared signed-in page; after each test, nothing went wrong in it."""
+    yield signed_in
+    violations = signed_in.page.evaluate("() => window.cspViolations")
+    assert (signed_in.errors, violations, signed_in.dialogs) == ([], [], [])
+
+
+def campaign_row(c: dict[str, Any]) -> list[str]:
+    """A campaign as the campaign tables show it."""
+    return [
+        c["title"],
+        c["launch_date"][:10],
+        *(plain(c[k]) for k in ("targets", "opened", "clicked", "reported", "failed")),
+        percent(c["click_rate"]),
+        percent(c["fail_rate"]),
+        plain(c["automated_events"]),
+    ]
+
+
+def period(row: dict[str, Any]) -> str:
+    return f"{row['period_start']} – {row['period_end']}"
+
+
+def check_optional(session: Session, api: Api, path: str, caption: str, expected: Any) -> None:
+    """A table of an optional endpoint: the API's rows, or "not available" without it."""
+    if api.has(path):
+        assert session.rows(caption) == expected()
+    else:
+        assert session.page.get_by_role("table", name=caption, exact=True).count() == 0
+        assert session.page.get_by_text("is not available on this server").count() >= 1
+
+
+RATES = ("open_rate", "click_rate", "report_rate", "fail_rate")
+
+
+def test_overview_shows_the_api_numbers(session: Session, api: Api) -> None:
+    session.open("overview")
+    pages = api.raw("/campaigns", {"per_page": 5})[2]["X-Total-Pages"]
+    latest = api.get("/campaigns", {"per_page": 5, "page": pages})
+    assert latest and session.rows("Latest campaigns") == [campaign_row(c) for c in latest[::-1]]
+    check_optional(
+        session,
+        api,
+        "/stats/phishing",
+        "Phishing by month",
+        lambda: [
+            [period(r), plain(r["sends"]), *(percent(r[k]) for k in RATES)]
+            for r in api.get("/stats/phishing", {"interval": "month"})
+        ],
+    )
+    training_fields = ("due", "completed_on_time", "completed_late", "not_completed")
+    check_optional(
+        session,
+        api,
+        "/stats/training",
+        "Training by due month",
+        lambda: [
+            [period(r), *(plain(r[k]) for k in training_fields), percent(r["on_time_rate"])]
+            for r in api.get("/stats/training", {"interval": "month"})
+        ],
+    )
+
+
+def test_campaigns_list_filter_and_one_campaign(session: Session, api: Api) -> None:
+    session.open("campaigns")
+    listing = api.get("/campaigns", {"page": 1, "per_page": PER_PAGE})
+    assert session.rows("Campaigns") == [campaign_row(c) for c in listing]
+    title = listing[1]["title"]
+    session.page.get_by_label("Title").fill(title)
+    session.page.get_by_role("button", name="Apply").click()
+    session.wait_for(f"#campaigns?{urlencode({'title': title})}")
+    filtered = api.get("/campaigns", {"filter[title]": title, "page": 1, "per_page": PER_PAGE})
+    assert session.rows("Campaigns") == [campaign_row(c) for c in filtered]
+    session.page.get_by_role("link", name=title).click()
+    session.wait_for(f"#campaigns/{listing[1]['id']}")
+    report = api.get(f"/campaigns/{listing[1]['id']}")
+    assert session.rows("By department") == [
+        [
+            d["department"],
+            *(plain(d[k]) for k in ("targets", "opened", "clicked", "reported", "failed")),
+            *(percent(d[k]) for k in RATES),
+        ]
+        for d in report["by_department"]
+    ]
+    funnel = session.page.get_by_label("Funnel").locator(".count").all_text_contents()
+    fields = ("targets", "opened", "clicked", "reported", "failed")
+    assert funnel == [str(report[k]) for k in fields]
+
+
+def person_row(p: dict[str, Any]) -> list[str]:
+    phishing = p["phishing"]
+    return [
+        f"{p['first_name']} {p['last_name']}",
+        p["department"],
+        p["country"],
+        *(plain(phishing[k]) for k in ("campaigns", "clicked", "failed", "reported")),
+        plain(p["training"]["overdue"]),
+    ]
+
+
+def test_people_repeat_offenders_first_and_one_person(session: Session, api: Api) -> None:
+    session.open("people")
+    offenders = api.get("/victimsapi", {"filter[min_failed]": 2, "page": 1, "per_page": PER_PAGE})
+    assert offenders and session.rows("People") == [person_row(p) for p in offenders]
+    person = offenders[0]
+    session.open(f"people/{person['id']}")
+    record = api.get(f"/victimsapi/{person['id']}")
+    facts = session.page.locator("dl.facts dd").all_text_contents()
+    phishing = ("campaigns", "opened", "clicked", "reported", "failed", "last_event_at")
+    training = ("inscriptions", "not_started", "in_progress", "completed", "overdue")
+    assert facts == [plain(record["phishing"][k]) for k in phishing] + [
+        plain(record["training"][k]) for k in training
+    ]
+    events = api.get(f"/victimsapi/{person['id']}/events", {"page": 1, "per_page": PER_PAGE})
+    assert session.rows("Event history") == [
+        [e["timestamp"], e["type"], e["campaign"]["title"]] for e in events
+    ]
+
+
+def test_heatmap_cells_are_the_api_rates(session: Session, api: Api) -> None:
+    session.open("heatmap?rate=click_rate&by=department&interval=quarter")
+    if not api.has("/stats/phishing"):
+        assert session.page.get_by_text("is not available on this server").count() == 1
+        return
+    params = {"interval": "quarter", "group_by": "department", "per_page": 500}
+    rows = api.get("/stats/phishing", params)
+    periods = list(dict.fromkeys(r["period_start"] for r in rows))
+    cells = {(r["department"], r["period_start"]): percent(r["click_rate"]) for r in rows}
+    departments = list(dict.fromkeys(r["department"] for r in rows))
+    shown = session.page.locator("table.heat tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert shown == [[d, *(cells[d, p] for p in periods)] for d in departments]
+
+
+def test_training_coverage_and_inscriptions_due(session: Session, api: Api) -> None:
+    session.open("training")
+    courses = api.get("/courses", {"page": 1, "per_page": PER_PAGE})
+    counts = ("inscriptions", "not_started", "in_progress", "completed", "overdue")
+    assert session.rows("Course coverage") == [
+        [
+            c["title"],
+            *(plain(c[k]) for k in counts),
+            percent(c["completion_rate"]),
+            "–" if c["average_result"] is None else f"{c['average_result']:.1f}",
+        ]
+        for c in courses
+    ]
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).date().isoformat()
+    params = {"filter[to_due_date]": yesterday, "page": 1, "per_page": PER_PAGE}
+    due = api.get("/course-inscriptions", params)
+    assert due and session.rows("Inscriptions due before today") == [
+        [i["victim_name"], i["victim_department"], i["course_title"], i["due_date"], i["status"]]
+        for i in due
+    ]
+
+
+def test_markup_in_names_is_shown_as_text(session: Session) -> None:
+    session.open("people?min_failed=0")
+    name = f"{HOSTILE_FIRST} {HOSTILE_LAST}"
+    link = session.page.get_by_role("link", name=name, exact=True)
+    assert link.count() == 1
+    link.click()
+    session.wait_for("#people/9001")
+    assert session.page.get_by_role("heading", name=name, exact=True).count() == 1
+    assert session.page.get_by_text("<b>Operations</b>", exact=False).count() == 1
+    assert session.page.locator("#view img, #view script, #view b").count() == 0
+
+
+def test_csv_button_downloads_the_listings_csv(session: Session, api: Api) -> None:
+    session.open("campaigns?page=1")
+    with session.page.expect_download() as download:
+        session.page.get_by_role("button", name="Download CSV").click()
+    params = {"page": 1, "per_page": PER_PAGE, "format": "csv"}
+    status, csv, _ = api.raw("/campaigns", params)
+    assert status == 200 and csv.startswith(b"id,")
+    assert Path(download.value.path()).read_bytes() == csv
+    assert download.value.suggested_filename == "campaigns.csv"
+
+
+def test_a_revisited_listing_is_one_request_answered_304(session: Session) -> None:
+    session.open("training?page=1")
+    session.open("overview")
+    first = len(session.requests)
+    session.open("training?page=1")
+    courses = [r for r in session.requests[first:] if f"{API}/courses" in r.url]
+    assert len(courses) == 1
+    assert courses[0].headers.get("if-none-match", "").startswith('W/"')
+    assert courses[0].response().status == 304
+    assert session.rows("Course coverage")  # drawn from the remembered answer
+
+
+def test_automation_switch_or_not_available(session: Session, api: Api) -> None:
+    session.open("campaigns")
+    params = {"filter[automation]": "exclude_automated", "page": 1, "per_page": PER_PAGE}
+    status, body, _ = api.raw("/campaigns", params)
+    session.page.get_by_label("Leave out automated events").click()
+    if status == 400:
+        session.page.get_by_text("Leaving out automated events is not available").wait_for()
+        assert session.page.get_by_label("Leave out automated events").is_disabled()
+    else:
+        session.page.locator('#view[data-rendered="#campaigns"]').wait_for()
+        assert session.rows("Campaigns") == [campaign_row(c) for c in json.loads(body)]
+        session.page.get_by_label("Leave out automated events").uncheck()
+    session.wait_for("#campaigns")
+
+
+def test_the_key_stays_in_session_storage_only(session: Session) -> None:
+    for fragment in ("overview", "campaigns", "people", "heatmap", "training"):
+        session.open(fragment)
+    storage = session.page.evaluate("() => [JSON.stringify(localStorage), document.cookie]")
+    assert KEY_1 not in storage[0] and storage[1] == ""
+    assert session.context.cookies() == []
+    assert session.page.evaluate("() => Object.values(sessionStorage)") == [KEY_1]
+    assert session.requests and all(KEY_1 not in r.url for r in session.requests)
+    assert all(r.headers.get("x-api-key") in (None, KEY_1) for r in session.requests)
+
+
+def test_a_wrong_key_brings_the_form_back_with_the_api_message(
+    new_session: Callable[[str], Session], base: str, api: Api
+) -> None:
+    session = new_session(base)
+    sign_in(session, "rk_wrong_key")
+    detail = json.loads(api.raw("/campaigns", key="rk_wrong_key")[1])["detail"]
+    session.page.locator("#sign-in-error").get_by_text(detail, exact=True).wait_for()
+    assert session.page.locator("#sign-in").is_visible()
+    assert session.page.evaluate("() => sessionStorage.length") == 0
+
+
+def test_sign_out_forgets_the_key(new_session: Callable[[str], Session], base: str) -> None:
+    session = new_session(base)
+    sign_in(session)
+    session.wait_for("#overview")
+    session.page.get_by_role("button", name="Sign out").click()
+    assert session.page.locator("#sign-in").is_visible()
+    assert session.page.evaluate("() => sessionStorage.length") == 0
+    session.page.reload()
+    assert session.page.locator("#sign-in").is_visible()
+
+
+def test_a_429_waits_for_retry_after_and_says_so(
+    new_session: Callable[[str], Session], launcher: tuple[Launcher, Path]
+) -> None:
+    """One request a second: the training view's two requests at once meet a 429."""
+    tight = launcher[0].serve(launcher[1], "--rate-burst", "1", "--rate-per-second", "1")
+    session = new_session(tight.base)
+    session.page.goto(f"{tight.base}/dashboard/#training")
+    sign_in(session)
+    session.page.locator("#status").get_by_text("rate limit was reached").wait_for()
+    session.wait_for("#training")
+    statuses = [r.response().status for r in session.requests if API in r.url]
+    assert statuses.count(429) >= 1 and statuses.count(200) == 2
+    assert session.page.locator("#status").text_content() == ""
+
+
+def test_a_first_visit_transfers_less_than_300_kb(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    """Everything a first visit moves over the wire (gzipped files, API answers, headers)."""
+    session = new_session(base)
+    sign_in(session)
+    session.wait_for("#overview")
+    total = session.page.evaluate(
+        "() => performance.getEntries().reduce((sum, e) => sum + (e.transferSize || 0), 0)"
+    )
+    print(f"first visit: {total} bytes transferred")
+    assert 0 < total < 300_000
