@@ -148,7 +148,8 @@ def test_a_version_1_file_is_upgraded_once_by_two_processes_at_once(
     places = {i: n for n, i in enumerate(sorted(verdicts), start=1)}
     places |= {i: len(places) + n for n, i in enumerate(moved, start=1)}
     assert dict(query(old, "SELECT id, seq FROM campaign_events")) == places
-    top = len(verdicts) + len(moved)
+    # Then every inscription and employee takes its place in the change feeds.
+    top = len(verdicts) + len(moved) + len(sample()["inscriptions"]) + len(sample()["employees"])
     assert query(old, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(top),)]
 
 

@@ -528,11 +528,11 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             )
         conn.execute(META_DEFAULTS)
         conn.execute(FEED_MARK_START)
-        add_change_feeds(conn)  # schema step 6 -> 7, part 2 (a new file too)
         if version in (1, 2, 3, 4):  # version 5 has its verdicts: never decided again
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
+        add_change_feeds(conn)  # schema step 6 -> 7, part 2 (a new file too)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -208,9 +208,9 @@ CHANGE_TRIGGERS = {
 }
 _SQLITE_ONLY_TRIGGERS = ("section_results_removed", "team_members_removed")
 SINCE_VERSION_6 = (
-    *(f"DROP TRIGGER {name}" for name in (*CHANGE_TRIGGERS, *_SQLITE_ONLY_TRIGGERS)),
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in (*CHANGE_TRIGGERS, *_SQLITE_ONLY_TRIGGERS)),
     *(
-        f"DROP INDEX {t}_{kind}"
+        f"DROP INDEX IF EXISTS {t}_{kind}"
         for t in ("inscriptions", "employees")
         for kind in ("by_seq", "unplaced")
     ),
@@ -222,7 +222,7 @@ SINCE_VERSION_6 = (
     "DROP INDEX IF EXISTS teams_by_company",
 )
 PG_SINCE_VERSION_6 = (
-    *(f"DROP TRIGGER {name} ON {table}" for name, table in CHANGE_TRIGGERS.items()),
+    *(f"DROP TRIGGER IF EXISTS {name} ON {table}" for name, table in CHANGE_TRIGGERS.items()),
     "DROP TABLE webhook_deliveries, webhooks",
     "ALTER TABLE inscriptions DROP COLUMN seq, DROP COLUMN completed_at",
     "ALTER TABLE employees DROP COLUMN seq",
