@@ -290,6 +290,14 @@ async def test_what_moves_and_what_does_not(
             {"teams": [TEAMS[1] | {"name": "Navy"}], "employees": [EMPLOYEES[0], EMPLOYEES[2]]}
         )
         assert ids(await walk(client, EMPLOYEE_FEED)) == [11, 12, 10]  # nothing changed
+        # A completion date the load gives moves its inscription, alone too; again, nothing.
+        done = {n: BASE["inscriptions"][n - 1] | {"status": "completed"} for n in (3, 4)}
+        for n, day in ((3, "2026-01-20"), (4, "2026-01-20"), (3, "2026-01-21"), (3, "2026-01-21")):
+            done[n]["completed_at"] = day
+            world.write({"inscriptions": list(done.values())})
+        feed = await walk(client, INSCRIPTIONS)
+        assert ids(feed) == [5, 6, 1, 2, 4, 3]
+        assert feed[-1]["completed_at"] == "2026-01-21"
 
 
 async def test_records_filters_and_formats(
