@@ -150,4 +150,5 @@ def test_the_generator_appends_after_the_sample_without_collisions(
     export(sample_db, fixture)
     copy = tmp_path / "copy.sqlite3"
     run("load_fixtures.py", str(fixture), "--db", str(copy), "--no-progress")
-    assert dump_tables(copy, ROWS) == dump_tables(sample_db, ROWS)
+    # (The load gives the change sequence's places in its own order.)
+    assert dump_tables(copy, ROWS, ("seq",)) == dump_tables(sample_db, ROWS, ("seq",))

@@ -121,8 +121,11 @@ def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the tables (default: all of them), ordered by every column: comparable."""
+def dump_tables(
+    db: Path, tables: Iterable[str] | None = None, without: tuple[str, ...] = ()
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the tables (default: all of them), ordered by every column: comparable.
+    The columns ``without`` names are left out."""
     conn = sqlite3.connect(db)
     try:
         if tables is None:
@@ -130,9 +133,11 @@ def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list
             tables = [name for (name,) in listed]
         rows = {}
         for table in tables:
-            width = len(conn.execute(f"SELECT * FROM {table} LIMIT 0").description)
-            order = ", ".join(str(i) for i in range(1, width + 1))
-            rows[table] = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            described = conn.execute(f"SELECT * FROM {table} LIMIT 0").description
+            columns = ", ".join(d[0] for d in described if d[0] not in without)
+            rows[table] = conn.execute(
+                f"SELECT {columns} FROM {table} ORDER BY {columns}"
+            ).fetchall()
         return rows
     finally:
         conn.close()
