@@ -49,21 +49,35 @@ PAGING = {"page", "per_page", "format"}
 LIST_FILTERS = ("name", "last_name", "email", "department", "country", "teams", "courses")
 DATE_FILTERS = ("from_inscription_date", "to_inscription_date", "from_due_date", "to_due_date")
 PARAMETERS = {
-    f"{API}/campaigns/{{id}}/events": {"id", "filter[with_captcha]", "filter[type]"} | PAGING,
-    f"{API}/victimsapi/{{id}}/events": {"id"} | PAGING,
+    f"{API}/campaigns/{{id}}/events": {"id", "filter[with_captcha]", "filter[type]"}
+    | {"filter[automation]"}
+    | PAGING,
+    f"{API}/victimsapi/{{id}}/events": {"id", "filter[automation]"} | PAGING,
     f"{API}/course-inscriptions": {f"filter[{n}]" for n in LIST_FILTERS + DATE_FILTERS} | PAGING,
     f"{API}/events": {"filter[with_captcha]", "filter[type]", "filter[from_date]"}
-    | {"filter[to_date]", "limit", "cursor", "format"},
+    | {"filter[to_date]", "limit", "cursor", "format", "filter[automation]"},
     # The reports (contract.md 11, 12).
     f"{API}/campaigns": {"filter[title]", "filter[from_launch_date]", "filter[to_launch_date]"}
-    | {"filter[with_captcha]"}
+    | {"filter[with_captcha]", "filter[automation]"}
     | PAGING,
-    f"{API}/campaigns/{{id}}": {"id", "filter[with_captcha]", "format"},  # format: json only
+    f"{API}/campaigns/{{id}}": {
+        "id",
+        "filter[with_captcha]",
+        "filter[automation]",
+        "format",
+    },  # format: json only
     f"{API}/victimsapi": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
-    | {"filter[min_clicked]", "filter[min_failed]"}
+    | {"filter[min_clicked]", "filter[min_failed]", "filter[automation]"}
     | PAGING,
-    f"{API}/victimsapi/{{id}}": {"id", "format"},
+    f"{API}/victimsapi/{{id}}": {"id", "filter[automation]", "format"},
     f"{API}/courses": {"filter[title]"} | PAGING,
+    # The change feeds and the webhooks.
+    f"{API}/course-inscriptions/changes": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
+    | {"limit", "cursor", "format"},
+    f"{API}/victimsapi/changes": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
+    | {"limit", "cursor", "format"},
+    f"{API}/webhooks": PAGING,
+    f"{API}/webhooks/{{id}}/deliveries": {"id", "filter[status]"} | PAGING,
     # The stats.
     f"{API}/stats/phishing": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
     | {"interval", "group_by", "filter[from_date]", "filter[to_date]", "filter[with_captcha]"}
@@ -251,4 +265,5 @@ def test_every_check_finds_only_what_the_descriptions_state(
         assert checks == {"- ST202 Schema-valid request rejected"}, case
         assert any(why in case for why in WORDS), case
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Tested: 9" in done.stdout, done.stdout[-3000:]
+    operations = requests.get(f"{live_server}{SPEC_PATH}", timeout=10).json()["paths"]
+    assert f"Tested: {len(operations)}" in done.stdout, done.stdout[-3000:]
