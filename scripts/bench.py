@@ -38,12 +38,15 @@ import bench_floors  # noqa: E402
 import bench_load  # noqa: E402
 import bench_neighbour  # noqa: E402
 import bench_report  # noqa: E402
+import bench_webhooks  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
 
-from app.data import campaigns, courses, employees, partners, stats  # noqa: E402
+from app.data import campaigns, changes, courses, employees, partners, stats  # noqa: E402
 from app.data.api_keys import add_partner_company, create_key, create_partner, hash_key  # noqa: E402
+from app.data.changes import ChangeFilters  # noqa: E402
 from app.data.events import campaign_listing  # noqa: E402
+from app.data.feed import START  # noqa: E402
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
 from app.data.listings import Listing  # noqa: E402
 from app.data.schema import connect_writer, write_transaction  # noqa: E402
@@ -147,6 +150,21 @@ def report_scenarios() -> list[Scenario]:
     ]  # fmt: skip
 
 
+def change_scenarios() -> list[Scenario]:
+    """The change feeds' first answers of 100 from the start, against the same statement
+    run by the database alone; the target is 0.5 of its rate."""
+    everybody = ChangeFilters()
+    inscribed = changes.inscription_changes(COMPANY, everybody, START)
+    people = changes.employee_changes(COMPANY, everybody, START)
+    return [
+        Scenario("(t) inscription changes, 100 an answer",
+                 f"{API}/course-inscriptions/changes?limit=100", 32, "floor", 0.5,
+                 floor=Floor(inscribed, 100)),
+        Scenario("(u) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
+                 32, "floor", 0.5, floor=Floor(people, 100)),
+    ]  # fmt: skip
+
+
 def first_row(conn: sqlite3.Connection, sql: str, *params: object) -> tuple[object, ...]:
     """The first row of a query (the dataset must hold what the bench needs)."""
     row = conn.execute(sql, params).fetchone()
@@ -211,6 +229,7 @@ def make_scenarios(conn: sqlite3.Connection, partner: tuple[int, str]) -> list[S
         # The key's own facts (scopes, owner): authentication and no read beyond it.
         Scenario("(s) key introspection", f"{API}/key", 32, "ceiling", 0.5),
         *report_scenarios(),
+        *change_scenarios(),
         Scenario("(n) dashboard page, /dashboard/", "/dashboard/", 32, "ceiling", 0.4),
         *stats_scenarios(conn),
         rollup_scenario(*partner),
@@ -486,6 +505,7 @@ def main(argv: list[str] | None = None) -> int:
             keys = {c: company_key(db, args.seed, c) for c in (1, 2)}
             lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds, not args.smoke)
             lines += bench_load.report(db, args.seed, Path(tmp))
+            lines += bench_webhooks.report(db, Path(tmp))
             report += "\n".join(lines) + "\n"
     print(report)
     if not args.smoke:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import json
 import sys
 import tempfile
@@ -21,10 +22,31 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs
 from aiohttp import ClientSession, web
 
 from app.config import Config
+from app.data import webhooks
+from app.data.schema import connect_writer, write_transaction
 from app.main import create_app
 from app.tools.loader import SAMPLE_FIXTURE, load_files
+from app.tools.webhook_sender import LOGGED
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "app" / "web" / "examples.json"
+
+
+def add_example_subscription(db: Path) -> None:
+    """Company 1's subscription of the webhook examples, with two logged attempts (the
+    sample holds no subscription: the tool writes them, not the loader)."""
+    moment = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
+    sub = webhooks.Subscription.of(1, "https://soc.example.com/in", "fail,report", "SOC")
+    conn = connect_writer(db)
+    try:
+        with write_transaction(conn):
+            webhook_id, _ = webhooks.create(conn, sub, moment)
+            for attempt, status, code, error in ((1, "failed", None, "timeout"),
+                                                 (2, "succeeded", 200, None)):  # fmt: skip
+                at = webhooks.utc_text(moment + dt.timedelta(seconds=5 * attempt))
+                row = (webhook_id, "msg_671_1001", 1001, attempt, at, status, code, error)
+                conn.execute(LOGGED, row)
+    finally:
+        conn.close()
 
 
 def render(examples: dict[str, Any]) -> str:
@@ -64,6 +86,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as directory:
         db = Path(directory) / "sample.sqlite3"
         load_files(db, [SAMPLE_FIXTURE])
+        add_example_subscription(db)
         fresh = render(asyncio.run(answers(json.loads(text), db)))
     if fresh == text:
         print(f"{EXAMPLES.name}: every example is what the sample answers")

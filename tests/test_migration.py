@@ -154,7 +154,8 @@ def test_a_version_1_file_is_upgraded_once_by_two_processes_at_once(
     places = {i: n for n, i in enumerate(sorted(verdicts), start=1)}
     places |= {i: len(places) + n for n, i in enumerate(moved, start=1)}
     assert dict(query(old, "SELECT id, seq FROM campaign_events")) == places
-    top = len(verdicts) + len(moved)
+    # Then every inscription and employee takes its place in the change feeds.
+    top = len(verdicts) + len(moved) + len(sample()["inscriptions"]) + len(sample()["employees"])
     assert query(old, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(top),)]
 
 
@@ -393,3 +394,38 @@ async def test_a_version_6_postgresql_database_keeps_its_keys_with_every_scope(
         await conn.close()
     assert before and keys == expected_keys(before)
     assert all(row["name_key"] == row["name"].casefold() for row in names)
+
+
+PLACES = "SELECT count(*), count(seq), count(DISTINCT seq) FROM {}"
+
+
+def test_a_version_6_file_gets_the_change_feeds(sample_db: Path, tmp_path: Path) -> None:
+    """Every inscription and employee takes a place after the events; webhooks come."""
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
+    seq = int(query(old, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    events = query(old, "SELECT id, seq FROM campaign_events ORDER BY id")
+    assert upgrade_if_older(old)
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    placed = 0
+    for table in ("inscriptions", "employees"):
+        [(rows, with_seq, distinct)] = query(old, PLACES.format(table))
+        assert rows == with_seq == distinct
+        assert query(old, f"SELECT min(seq) FROM {table}")[0][0] > seq
+        placed += rows
+    assert int(query(old, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]) == seq + placed
+    assert query(old, "SELECT id, seq FROM campaign_events ORDER BY id") == events
+    assert query(old, "SELECT count(*) FROM webhooks") == [(0,)]
+
+
+async def test_a_version_6_postgresql_database_gets_the_change_feeds(pg_database: str) -> None:
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await to_version_6(conn)
+        assert await ensure_schema(conn)
+        for table in ("inscriptions", "employees"):
+            rows, with_seq, distinct = await conn.fetchrow(PLACES.format(table))
+            assert rows == with_seq == distinct > 0
+        assert await conn.fetchval("SELECT count(*) FROM webhooks") == 0
+    finally:
+        await conn.close()
+    assert await stored_version(pg_database) == str(SCHEMA_VERSION)

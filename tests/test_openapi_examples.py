@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
+from openapi_examples import add_example_subscription
 from openapi_schema_validator import OAS30Validator
 
+from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_PARTNER
 from .support.servers import run_python
 
@@ -44,8 +47,13 @@ async def test_every_operation_is_described(client: TestClient) -> None:
         assert op["description"] != op["summary"], path
 
 
-async def test_every_example_is_what_the_server_answers(client: TestClient) -> None:
-    """Each documented request, sent with company 1's key to the sample data: same body."""
+async def test_every_example_is_what_the_server_answers(
+    make_client: MakeClient, sample_db: Path
+) -> None:
+    """Each documented request, sent with company 1's key to the sample data (and the
+    examples' webhook subscription): same body."""
+    add_example_subscription(sample_db)
+    client = await make_client(db=str(sample_db))
     doc = await document(client)
     for path, op in operations(doc):
         ok = op["responses"]["200"]["content"]["application/json"]
@@ -74,7 +82,7 @@ async def test_path_ids_are_described(client: TestClient) -> None:
         for param in op["parameters"]:
             if param["in"] == "path":
                 assert "404" in param["description"], path
-                assert re.search(r"campaign|employee", param["description"]), path
+                assert re.search(r"campaign|employee|webhook", param["description"]), path
                 described += 1
     assert described >= 2
 

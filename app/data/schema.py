@@ -322,6 +322,12 @@ DERIVE_COMPLETED_AT = (
     " (SELECT max(r.completed_at) FROM section_results r"
     " WHERE r.inscription_id = inscriptions.id) END"
 )
+# An inscription a load gives without a date keeps its stored one until the derivation
+# (so an unchanged re-load changes no date and moves nothing in the change feed).
+KEPT_COMPLETION = (
+    "CASE WHEN s.completed_at_given = 1 THEN s.completed_at"
+    " ELSE (SELECT completed_at FROM {0} WHERE id = s.id) END"
+)
 MIGRATE_6_TO_7 = (
     # -- stats: inscriptions get their completion date, derived for the stored ones.
     "ALTER TABLE inscriptions ADD COLUMN completed_at TEXT",
@@ -341,6 +347,157 @@ MIGRATE_6_TO_7 = (
     "DROP TABLE api_keys",
     "ALTER TABLE api_keys_7 RENAME TO api_keys",
 )
+
+
+# -- hooks (same step 6 -> 7): the change feeds of inscriptions and employees ------
+# (app/data/changes.py). Every version before 7, a new file too, takes this block once.
+# A row whose ``seq`` is NULL has changed in the open write and is not placed yet; the
+# partial indexes find those at the end of the write (place_changes).
+_PERSON = ("first_name", "last_name", "email", "department", "country")
+INSCRIPTION_CHANGES = (
+    "employee_id",
+    "course_id",
+    "start_date",
+    "due_date",
+    "status",
+    "completed_at",
+)
+_DIFFERS = "OLD.{0} IS NOT NEW.{0}"
+
+
+def _moves(name: str, on: str, when: str, table: str, row: str) -> str:
+    """A trigger that leaves ``table``'s row ``row`` unplaced after a write ``on``."""
+    condition = f"\nWHEN {when}" if when else ""
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name}\nAFTER {on}{condition}\n"
+        f"BEGIN UPDATE {table} SET seq = NULL WHERE id IN ({row}) AND seq IS NOT NULL;\nEND;\n"
+    )
+
+
+# Webhook subscriptions (written by reporting-webhooks) and their delivery attempts: each
+# subscription's position in the event feed moves only after a 2xx (app/data/webhooks.py).
+WEBHOOK_TABLES = """
+CREATE TABLE IF NOT EXISTS webhooks (
+    id                   INTEGER PRIMARY KEY,
+    company_id           INTEGER NOT NULL REFERENCES companies(id),
+    label                TEXT NOT NULL,
+    url                  TEXT NOT NULL,
+    url_host             TEXT NOT NULL,
+    event_types          TEXT NOT NULL,
+    secret               TEXT NOT NULL,
+    old_secret           TEXT,
+    old_secret_until     TEXT,
+    status               TEXT NOT NULL CHECK (status IN ('enabled', 'disabled', 'failing')),
+    position_seq         INTEGER NOT NULL,
+    position_id          INTEGER NOT NULL,
+    created_at           TEXT NOT NULL,
+    last_success_at      TEXT,
+    last_failure_at      TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              INTEGER PRIMARY KEY,
+    webhook_id      INTEGER NOT NULL REFERENCES webhooks(id),
+    message_id      TEXT NOT NULL,
+    event_id        INTEGER NOT NULL,
+    attempt         INTEGER NOT NULL,
+    attempted_at    TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('succeeded', 'failed')),
+    response_status INTEGER,
+    error           TEXT
+);
+CREATE INDEX IF NOT EXISTS webhooks_by_company ON webhooks (company_id, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_webhook ON webhook_deliveries (webhook_id, id);
+"""
+
+CHANGE_FEEDS = WEBHOOK_TABLES + (
+    "CREATE INDEX IF NOT EXISTS inscriptions_by_seq ON inscriptions (company_id, seq, id);\n"
+    "CREATE INDEX IF NOT EXISTS employees_by_seq ON employees (company_id, seq, id);\n"
+    "CREATE INDEX IF NOT EXISTS inscriptions_unplaced ON inscriptions (id) WHERE seq IS NULL;\n"
+    "CREATE INDEX IF NOT EXISTS employees_unplaced ON employees (id) WHERE seq IS NULL;\n"
+    + _moves(
+        "inscriptions_moved",
+        "UPDATE ON inscriptions",
+        " OR ".join(_DIFFERS.format(c) for c in INSCRIPTION_CHANGES),
+        "inscriptions",
+        "NEW.id",
+    )
+    + _moves(
+        "section_results_added",
+        "INSERT ON section_results",
+        "",
+        "inscriptions",
+        "NEW.inscription_id",
+    )
+    + _moves(
+        "section_results_changed",
+        "UPDATE ON section_results",
+        " OR ".join(
+            _DIFFERS.format(c) for c in ("inscription_id", "completed_at", "result", "status")
+        ),
+        "inscriptions",
+        "NEW.inscription_id, OLD.inscription_id",
+    )
+    + _moves(
+        "section_results_removed",
+        "DELETE ON section_results",
+        "",
+        "inscriptions",
+        "OLD.inscription_id",
+    )
+    + _moves(
+        "employees_moved",
+        "UPDATE ON employees",
+        " OR ".join(_DIFFERS.format(c) for c in _PERSON),
+        "employees",
+        "NEW.id",
+    )
+    + _moves("team_members_added", "INSERT ON team_members", "", "employees", "NEW.employee_id")
+    + _moves("team_members_removed", "DELETE ON team_members", "", "employees", "OLD.employee_id")
+    + _moves(
+        "team_members_changed",
+        "UPDATE ON team_members",
+        "",
+        "employees",
+        "NEW.employee_id, OLD.employee_id",
+    )
+    + _moves(
+        "teams_renamed",
+        "UPDATE ON teams",
+        "OLD.name IS NOT NEW.name",
+        "employees",
+        "SELECT employee_id FROM team_members WHERE team_id = NEW.id",
+    )
+)
+
+# The unplaced rows of a table take the next places of the change sequence, in id order.
+_PLACE = (
+    "UPDATE {0} SET seq = ? + r.n FROM (SELECT id, row_number() OVER (ORDER BY id) AS n"
+    " FROM {0} INDEXED BY {0}_unplaced WHERE seq IS NULL) AS r WHERE r.id = {0}.id"
+)
+
+
+def add_change_feeds(conn: sqlite3.Connection) -> None:
+    """The step itself: the columns (unless an older file has them already), indexes and
+    triggers; every row then takes its first place."""
+    for table in ("inscriptions", "employees"):
+        if "seq" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN seq INTEGER")
+    for statement in _statements(CHANGE_FEEDS):
+        conn.execute(statement)
+    place_changes(conn)
+
+
+def place_changes(conn: sqlite3.Connection) -> None:
+    """Give the inscriptions and employees this write changed their places (last in the
+    change sequence, in id order): the change feeds' positions, made at write time."""
+    for table in ("inscriptions", "employees"):
+        seq = int(conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0])
+        moved = conn.execute(_PLACE.format(table), (seq,)).rowcount
+        if moved:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'change_seq'", (str(seq + moved),))
+
+
 # --- end of schema version 7 ---
 
 
@@ -413,6 +570,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
+        add_change_feeds(conn)  # schema step 6 -> 7, hooks block (a new file too)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
@@ -472,7 +630,9 @@ def data_token(conn: sqlite3.Connection) -> str:
 
 
 def bump_data_version(conn: sqlite3.Connection) -> None:
-    """Mark a committed change of data: new ETags from the next read on."""
+    """Mark a committed change of data: new ETags from the next read on; and the rows the
+    write changed take their places in the change feeds."""
+    place_changes(conn)
     conn.execute(
         "UPDATE meta SET value = CASE key WHEN 'data_version' THEN CAST(value AS INTEGER) + 1"
         " ELSE lower(hex(randomblob(16))) END WHERE key IN ('data_version', 'data_token')"

@@ -12,7 +12,7 @@ import argparse
 import asyncio
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -190,12 +190,19 @@ def format_table(keys: list[dict[str, Any]]) -> str:
 
 async def on_postgresql(url: str, name: str, *args: Any, **kwargs: Any) -> Any:
     """Run the PostgreSQL key function ``name`` in one transaction (the schema must exist)."""
+    return await in_pg_transaction(url, getattr(pg_keys, name), *args, **kwargs)
+
+
+async def in_pg_transaction(
+    url: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
+) -> T:
+    """Run ``fn(conn, *args)`` in one transaction on PostgreSQL (upgraded, schema checked)."""
     conn = await asyncpg.connect(url)
     try:
         await upgrade_if_older(conn)
         await check_schema(conn)
         async with conn.transaction():
-            return await getattr(pg_keys, name)(conn, *args, **kwargs)
+            return await fn(conn, *args, **kwargs)
     finally:
         await conn.close()
 

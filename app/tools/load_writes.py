@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..data.schema import DERIVE_COMPLETED_AT
+from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
 from .staging import EVENT_COLUMNS, INSCRIPTION_COLUMNS, PERSON
 
 BULK = 50_000  # rows into an empty table from which its indexes are built after the insert
@@ -144,7 +144,10 @@ MERGES: dict[str, str] = {
         "inscriptions",
         (*INSCRIPTION_COLUMNS, "company_id", "completed_at"),
         parents=_parents(("employee_id", "employees"), ("course_id", "courses")),
-        select={"company_id": "(SELECT company_id FROM main.employees WHERE id = s.employee_id)"},
+        select={
+            "company_id": "(SELECT company_id FROM main.employees WHERE id = s.employee_id)",
+            "completed_at": KEPT_COMPLETION.format("main.inscriptions"),
+        },
     ),
     "section_results": _upsert(
         "section_results",

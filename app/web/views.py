@@ -8,7 +8,18 @@ from collections.abc import Callable
 from aiohttp import web
 from marshmallow import Schema
 
-from ..data import campaigns, courses, employees, events, feed, inscriptions, partners, stats
+from ..data import (
+    campaigns,
+    changes,
+    courses,
+    employees,
+    events,
+    feed,
+    inscriptions,
+    partners,
+    stats,
+    webhooks,
+)
 from ..data.api_keys import unix_seconds
 from ..data.listings import Listing
 from ..data.schema import DatabaseError
@@ -22,7 +33,9 @@ from .params import (
     CampaignEventsQuery,
     CampaignQuery,
     CampaignsQuery,
+    ChangesQuery,
     CoursesQuery,
+    DeliveriesQuery,
     EmployeeEventsQuery,
     EmployeeQuery,
     EmployeesQuery,
@@ -31,6 +44,7 @@ from .params import (
     PartnerCompaniesQuery,
     PhishingStatsQuery,
     StatsQuery,
+    WebhooksQuery,
     stats_filters,
 )
 from .responder import (
@@ -45,14 +59,18 @@ from .schemas import (
     CampaignReportSchema,
     CampaignSummarySchema,
     CourseSchema,
+    DeliverySchema,
+    EmployeeChangeSchema,
     EmployeeEventSchema,
     EmployeeSchema,
     FeedEventSchema,
+    InscriptionChangeSchema,
     InscriptionSchema,
     KeySchema,
     PartnerCompanySchema,
     PhishingStatsSchema,
     TrainingStatsSchema,
+    WebhookSchema,
     stats_rows,
 )
 
@@ -66,6 +84,9 @@ EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
 PARTNER_COMPANIES_QUERY = PartnerCompaniesQuery()
+CHANGES_QUERY = ChangesQuery()
+WEBHOOKS_QUERY = WebhooksQuery()
+DELIVERIES_QUERY = DeliveriesQuery()
 PHISHING_STATS_QUERY = PhishingStatsQuery()
 TRAINING_STATS_QUERY = StatsQuery()
 
@@ -78,6 +99,10 @@ CAMPAIGNS = listing_offer(CampaignSummarySchema)
 EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
 PARTNER_COMPANIES = listing_offer(PartnerCompanySchema)
+INSCRIPTION_CHANGES = listing_offer(InscriptionChangeSchema)
+EMPLOYEE_CHANGES = listing_offer(EmployeeChangeSchema)
+WEBHOOKS = listing_offer(WebhookSchema)
+DELIVERIES = listing_offer(DeliverySchema)
 # The stats' rows carry the group's key only when grouped: an offer (CSV columns) each.
 STATS_OFFERS: dict[tuple[type[Schema], str | None], Offer] = {
     (schema, group): listing_offer(stats_rows(schema, group))
@@ -128,6 +153,36 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     cursor = await cursor_page(signer, company_id, query.scope, query.cursor, query.limit)
     listing = feed.feed_listing(company_id, query.filters, cursor.after)
     return await respond_window(request, listing, cursor, FEED_EVENTS)
+
+
+@documented(ChangesQuery, InscriptionChangeSchema, cursor=True)
+async def inscription_changes(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/course-inscriptions/changes: the inscriptions' change feed."""
+    return await _change_feed(request, "inscriptions", INSCRIPTION_CHANGES)
+
+
+@documented(ChangesQuery, EmployeeChangeSchema, cursor=True)
+async def employee_changes(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/victimsapi/changes: the employees' change feed."""
+    return await _change_feed(request, "employees", EMPLOYEE_CHANGES)
+
+
+CHANGE_LISTINGS = {
+    "inscriptions": changes.inscription_changes,
+    "employees": changes.employee_changes,
+}
+
+
+async def _change_feed(request: web.Request, name: str, offer: Offer) -> web.StreamResponse:
+    """A change feed read as the event feed is: by cursor, bound to company and filters."""
+    query = request.app[PARSERS].parse(CHANGES_QUERY, request)
+    company_id = request[CALLER].company_id
+    pool = request.app[POOL]
+    signer = CursorSigner(await pool.cursor_secret(), pool.feed_mark)
+    scope = query.filters.scope(name)
+    cursor = await cursor_page(signer, company_id, scope, query.cursor, query.limit)
+    listing = CHANGE_LISTINGS[name](company_id, query.filters, cursor.after)
+    return await respond_window(request, listing, cursor, offer)
 
 
 @documented(CampaignsQuery, CampaignSummarySchema)
@@ -205,6 +260,23 @@ async def key_introspection(request: web.Request) -> web.Response:
         "companies": sorted(key.companies),
     }
     return web.json_response(facts, headers={"Cache-Control": "no-store"})
+
+
+@documented(WebhooksQuery, WebhookSchema)
+async def webhook_list(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/webhooks: the company's webhook subscriptions."""
+    query = request.app[PARSERS].parse(WEBHOOKS_QUERY, request)
+    listing = webhooks.webhooks_listing(request[CALLER].company_id)
+    return await respond_page(request, listing, query.paging, WEBHOOKS)
+
+
+@documented(DeliveriesQuery, DeliverySchema, path_id="webhook")
+async def webhook_deliveries(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/webhooks/{id}/deliveries: its attempts, newest first."""
+    webhook_id, query = request.app[PARSERS].parse_with_id(DELIVERIES_QUERY, request)
+    company_id = request[CALLER].company_id
+    listing = webhooks.deliveries_listing(company_id, webhook_id, query.statuses)
+    return await respond_page(request, listing, query.paging, DELIVERIES)
 
 
 @documented(PhishingStatsQuery, PhishingStatsSchema)

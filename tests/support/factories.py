@@ -123,8 +123,11 @@ def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the tables (default: all of them), ordered by every column: comparable."""
+def dump_tables(
+    db: Path, tables: Iterable[str] | None = None, without: tuple[str, ...] = ()
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the tables (default: all of them), ordered by every column: comparable.
+    The columns ``without`` names are left out."""
     conn = sqlite3.connect(db)
     try:
         if tables is None:
@@ -132,9 +135,11 @@ def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list
             tables = [name for (name,) in listed]
         rows = {}
         for table in tables:
-            width = len(conn.execute(f"SELECT * FROM {table} LIMIT 0").description)
-            order = ", ".join(str(i) for i in range(1, width + 1))
-            rows[table] = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            described = conn.execute(f"SELECT * FROM {table} LIMIT 0").description
+            columns = ", ".join(d[0] for d in described if d[0] not in without)
+            rows[table] = conn.execute(
+                f"SELECT {columns} FROM {table} ORDER BY {columns}"
+            ).fetchall()
         return rows
     finally:
         conn.close()
@@ -196,8 +201,38 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
 
 
 # What schema version 7 added (inscriptions' completion dates, the teams' index,
-# PostgreSQL's unixepoch; partners, scoped keys, folded company names): dropped again by
-# the tests that make an older database.
+# PostgreSQL's unixepoch; partners, scoped keys, folded company names; the change feeds'
+# triggers, places and the webhook tables): dropped again by the tests that make an older
+# database. The hooks' block goes first: its triggers read the completion date.
+# -- hooks' block: the triggers by table (SQLite has one more for deletions).
+CHANGE_TRIGGERS = {
+    "inscriptions_moved": "inscriptions",
+    "section_results_added": "section_results",
+    "section_results_changed": "section_results",
+    "employees_moved": "employees",
+    "team_members_added": "team_members",
+    "team_members_changed": "team_members",
+    "teams_renamed": "teams",
+}
+_SQLITE_ONLY_TRIGGERS = ("section_results_removed", "team_members_removed")
+HOOKS_SINCE_VERSION_6 = (
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in (*CHANGE_TRIGGERS, *_SQLITE_ONLY_TRIGGERS)),
+    *(
+        f"DROP INDEX IF EXISTS {t}_{kind}"
+        for t in ("inscriptions", "employees")
+        for kind in ("by_seq", "unplaced")
+    ),
+    "ALTER TABLE inscriptions DROP COLUMN seq",
+    "ALTER TABLE employees DROP COLUMN seq",
+    "DROP TABLE webhook_deliveries",
+    "DROP TABLE webhooks",
+)
+PG_HOOKS_SINCE_VERSION_6 = (
+    *(f"DROP TRIGGER IF EXISTS {name} ON {table}" for name, table in CHANGE_TRIGGERS.items()),
+    "DROP TABLE webhook_deliveries, webhooks",
+    "ALTER TABLE inscriptions DROP COLUMN seq",
+    "ALTER TABLE employees DROP COLUMN seq",
+)
 # -- stats' block
 STATS_SINCE_VERSION_6 = (
     "ALTER TABLE inscriptions DROP COLUMN completed_at",
@@ -226,8 +261,9 @@ PG_KEYS_SINCE_VERSION_6 = (
     "DROP TABLE partner_companies, partners",
     "ALTER TABLE companies DROP COLUMN name_key",
 )
-SINCE_VERSION_6 = (*STATS_SINCE_VERSION_6, *KEYS_SINCE_VERSION_6)
+SINCE_VERSION_6 = (*HOOKS_SINCE_VERSION_6, *STATS_SINCE_VERSION_6, *KEYS_SINCE_VERSION_6)
 PG_SINCE_VERSION_6 = (
+    *PG_HOOKS_SINCE_VERSION_6,
     *STATS_SINCE_VERSION_6,
     "DROP FUNCTION unixepoch(text)",
     *PG_KEYS_SINCE_VERSION_6,
