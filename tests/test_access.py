@@ -341,7 +341,9 @@ async def test_the_rollup_is_the_partner_s_only(
     client = await make_client()
     async with await get(client, ROLLUP, KEY_1) as response:
         body = await assert_problem(response, 403)
+        challenge = response.headers["WWW-Authenticate"]
     assert "partner" in body["detail"]
+    assert challenge == 'APIKey header="X-API-KEY", error="insufficient_scope"'
     only_2 = await partner_key(store, capsys, [2], "--scope", "reports:read")
     async with await get(client, ROLLUP, only_2) as response:
         assert [row["id"] for row in await response.json()] == [2]

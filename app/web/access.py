@@ -71,9 +71,13 @@ def require_scope(request: web.Request, key: ActiveKey) -> None:
 
 
 def require_partner(key: ActiveKey) -> int:
-    """The key's partner; 403 for a company key (the partners' API is not its)."""
+    """The key's partner; 403 for a company key (the partners' API is not its): RFC 6750's
+    insufficient_scope without a scope, since no scope opens that API to a company key."""
     if key.partner_id is None:
-        raise Forbidden("Only a partner's API key reads the partners' API.")
+        raise Forbidden(
+            "Only a partner's API key reads the partners' API.",
+            headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope"'},
+        )
     return key.partner_id
 
 

@@ -132,7 +132,8 @@ HEADERS = {
     "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
     "WWW-Authenticate": _header(
         f"On a 401 `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1); "
-        'on a 403 for a scope, with `error="insufficient_scope", scope="..."` (RFC 6750 3.1).'
+        'on a 403, with `error="insufficient_scope", scope="..."` (RFC 6750 3.1), without '
+        "`scope` for a company's key on the partners' API."
     )
     | {"required": True},
 }
