@@ -486,17 +486,9 @@ def main(argv: list[str] | None = None) -> int:
             lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds, not args.smoke)
             lines += bench_load.report(db, args.seed, Path(tmp))
             report += "\n".join(lines) + "\n"
-    print(report)
-    if not args.smoke:
-        out = ROOT / "bench-data" / "last-bench.md"
-        out.parent.mkdir(exist_ok=True)
-        out.write_text(report, encoding="utf-8")
-        print(f"(written to {out.relative_to(ROOT)})")
-    from bench_page import publish  # a full run without errors: the docs page's table too
+    from bench_page import keep  # a full run without errors: the docs page's table too
 
-    page = ROOT / "docs" / "performance.md"
-    if publish(page, report, smoke=args.smoke, rows=args.rows, clean=clean):
-        print(f"(and into {page.relative_to(ROOT)})")
+    keep(ROOT, report, name="bench", smoke=args.smoke, rows=args.rows, clean=clean)
     return 0 if clean else 1
 
 

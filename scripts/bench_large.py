@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench  # noqa: E402
 import benchlib as lib  # noqa: E402
+from bench_page import keep  # noqa: E402
 
 from app.tools.loader import load_files  # noqa: E402
 
@@ -310,18 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         large = Side("large", large_db, bench.company_key(large_db, args.seed))
         budget = 0.3 if args.smoke else args.duration
         report = run(standard, large, budget, letters, work)
-    print(report)
     clean = not standard.problems and not large.problems
-    if not args.smoke:
-        out = ROOT / "bench-data" / "last-bench-large.md"
-        out.parent.mkdir(exist_ok=True)
-        out.write_text(report, encoding="utf-8")
-        print(f"(written to {out.relative_to(ROOT)})")
-    from bench_page import publish
-
-    page = ROOT / "docs" / "performance.md"
-    if publish(page, report, smoke=args.smoke, rows=args.rows, clean=clean, name="bench-large"):
-        print(f"(and into {page.relative_to(ROOT)})")
+    keep(ROOT, report, name="bench-large", smoke=args.smoke, rows=args.rows, clean=clean)
     return 0 if clean else 1
 
 

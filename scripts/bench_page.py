@@ -41,3 +41,17 @@ def publish(
         return False
     write_between_markers(page, report, name)
     return True
+
+
+def keep(root: Path, report: str, *, name: str, smoke: bool, rows: str, clean: bool) -> None:
+    """Print the report, keep it in bench-data/last-NAME.md (but the smoke run's) and, by
+    :func:`publish`'s rule, on the docs page."""
+    print(report)
+    if not smoke:
+        out = root / "bench-data" / f"last-{name}.md"
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(report, encoding="utf-8")
+        print(f"(written to {out.relative_to(root)})")
+    page = root / "docs" / "performance.md"
+    if publish(page, report, smoke=smoke, rows=rows, clean=clean, name=name):
+        print(f"(and into {page.relative_to(root)})")
