@@ -73,8 +73,9 @@ def median_ms(times: list[float]) -> float:
 
 def spread(times: list[float]) -> str:
     """The median and the range of ``times`` (seconds) as one cell."""
-    low, high = min(times) * 1000, max(times) * 1000
-    return f"{bench.bench_report.ms(median_ms(times))} ({low:.3g}-{high:.3g}, {len(times)}×)"
+    ends = (min(times) * 1000, max(times) * 1000)
+    low, high = (f"{v:.3g}" if v < 100 else f"{v:,.0f}" for v in ends)
+    return f"{bench.bench_report.ms(median_ms(times))} ({low}-{high}, {len(times)}×)"
 
 
 def timed_get(conn: http.client.HTTPConnection, path: str, key: str) -> tuple[int, float]:
