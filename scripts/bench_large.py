@@ -280,8 +280,11 @@ def run(standard: Side, large: Side, budget: float, letters: str, work: Path) ->
     rows = scenarios(standard.db, large.db, letters)
     info = lib.machine()
     with servers(sides, work):
-        for s in rows:
+        for s in rows:  # each row's figures on stderr as it ends: a stopped run keeps them
             measure_row(sides, s, budget)
+            print(f"{s.label}: " + ", ".join(f"{side.name} {spread(side.times[-1])}"
+                  f" (first {side.first[-1] * 1000:,.1f} ms)" for side in sides),
+                  file=sys.stderr, flush=True)  # fmt: skip
     measure_loads(sides, work)
     info["load"] += ", {:.2f} {:.2f} {:.2f} at the end".format(*os.getloadavg())
     lines = [f"Sets: standard `{standard.db}`, large `{large.db}`.", "", "Machine:"]
