@@ -7,8 +7,10 @@ SERVE_STAMP := $(VENV)/.installed-serve
 DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
+BENCH_LARGE_DB := bench-data/bench-large.sqlite3
 
 .PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql \
+	bench-data-large bench-large \
 	chromium vendor-charts screenshots
 
 $(BIN)/python:
@@ -94,12 +96,22 @@ chromium:
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "chromium is missing and could not be installed: apt-get install chromium"
 
+BENCH_SIZES := --companies 2 --employees 20000 --campaigns 100 --events-per-campaign 3980 \
+	--big-campaign 100000 --mid-campaign 10000 --courses 40 --inscriptions 100000 --sections 5 \
+	--seed 1
+
 ## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
 bench-data: $(SERVE_STAMP)
 	@mkdir -p bench-data; test -f $(BENCH_DB) || $(BIN)/reporting-generate --db $(BENCH_DB) \
-	  --companies 2 --employees 20000 --campaigns 100 --events-per-campaign 3980 \
-	  --big-campaign 100000 --mid-campaign 10000 --courses 40 --inscriptions 100000 \
-	  --sections 5 --seed 1
+	  $(BENCH_SIZES)
+
+# Ten times the standard set in people, events, targets and inscriptions (the same 100
+# campaigns and 40 courses): about 3 GB, written to a .partial file renamed when complete.
+## make bench-data-large: the large set (200,000 employees, 5,000,400 events, 1,000,000 inscriptions)
+bench-data-large: $(SERVE_STAMP)
+	@mkdir -p bench-data; test -f $(BENCH_LARGE_DB) || { rm -f $(BENCH_LARGE_DB).partial* && \
+	  $(BIN)/reporting-generate --db $(BENCH_LARGE_DB).partial $(BENCH_SIZES) --scale 10 && \
+	  mv $(BENCH_LARGE_DB).partial $(BENCH_LARGE_DB); }
 
 # Every scenario runs on PostgreSQL too when its server is installed (a throwaway cluster).
 WITH_PG = $$(ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && echo --postgresql auto)
@@ -108,9 +120,14 @@ WITH_PG = $$(ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && echo --postg
 bench: $(SERVE_STAMP) wrk redis postgresql bench-data
 	$(BIN)/python scripts/bench.py --db $(BENCH_DB) $(WITH_PG)
 
-## make bench-smoke: the same benchmark for a few seconds on a tiny dataset (CI runs it)
+## make bench-large: every report, stats, page and stream row on the standard and the large set
+bench-large: $(SERVE_STAMP) bench-data bench-data-large
+	$(BIN)/python scripts/bench_large.py --db $(BENCH_DB) --large $(BENCH_LARGE_DB)
+
+## make bench-smoke: the same benchmarks for a few seconds on tiny datasets (CI runs it)
 bench-smoke: $(SERVE_STAMP) wrk redis postgresql
 	$(BIN)/python scripts/bench.py --smoke $(WITH_PG)
+	$(BIN)/python scripts/bench_large.py --smoke
 
 # The dashboard's chart library (uPlot, MIT), vendored at a pinned version so that
 # `make run` needs no Node: npm pack fetches the published tarball (integrity-checked

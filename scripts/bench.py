@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import hashlib
 import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -60,6 +62,7 @@ SMOKE_SIZES = ["--companies", "2", "--employees", "200", "--campaigns", "4"]
 SMOKE_SIZES += ["--events-per-campaign", "100", "--big-campaign", "2000", "--mid-campaign", "500"]
 SMOKE_SIZES += ["--courses", "4", "--inscriptions", "1000", "--sections", "3"]
 FEED_LIMIT = 1000  # events an answer when the feed is followed from start to end
+FLOOR_RUNS = 3  # measurements of each floor, around its row's runs (their median is used)
 
 
 @dataclass
@@ -82,11 +85,24 @@ class Scenario:
     redis_cpu_s: float = 0.0  # and Redis's, when the limits live there
     floor: Floor | None = None  # what the database builds for the floor
     key: str = ""  # the row's own API key (the partner's), else company 1's
-    floor_s: float = 0.0
+    floor_s: float = 0.0  # the median of floor_runs
     floor_json: str = ""
     strict_s: float = 0.0  # the same array, records joined (bench_floors.whole_array(joined=True))
+    # The reference's measurements, interleaved with the server's runs: the floor's
+    # seconds, or the ceiling's req/s (the ceiling's own row).
+    reference_runs: list[float] = field(default_factory=list)
+    strict_runs: list[float] = field(default_factory=list)
     result: lib.WrkResult | None = None
     problems: list[str] = field(default_factory=list)
+
+    def add_floor(self, seconds: float, strict: float = 0.0) -> None:
+        """One more measurement of the floor (and of the strict floor, 0 if none): the
+        figures used are the medians."""
+        self.reference_runs.append(seconds)
+        self.floor_s = statistics.median(self.reference_runs)
+        if strict:
+            self.strict_runs.append(strict)
+            self.strict_s = statistics.median(self.strict_runs)
 
     def ratio(self, ceiling_rps: float) -> float:
         """The ratio the target is about (see the module docstring)."""
@@ -188,9 +204,11 @@ CAMPAIGN_SIZE = """SELECT count(*) FROM campaign_events ev JOIN campaigns c
     ON c.id = ev.campaign_id WHERE c.id = ? AND c.company_id = ?"""
 
 
-def make_scenarios(conn: sqlite3.Connection, partner: tuple[int, str]) -> list[Scenario]:
+def make_scenarios(
+    conn: sqlite3.Connection, partner: tuple[int, str] | None = None
+) -> list[Scenario]:
     """The scenarios, their parameters picked from the data of company 1; ``partner``
-    (its id and a key) reads every company, for the rollup."""
+    (its id and a key) reads every company, for the rollup (without it, no rollup row)."""
     (department,) = first_row(conn, TOP_DEPARTMENT, COMPANY)
     (country,) = first_row(conn, TOP_COUNTRY, COMPANY, department)
     dates = [row[0] for row in conn.execute(START_DATES, (COMPANY, department, country))]
@@ -232,7 +250,7 @@ def make_scenarios(conn: sqlite3.Connection, partner: tuple[int, str]) -> list[S
         *change_scenarios(),
         Scenario("(n) dashboard page, /dashboard/", "/dashboard/", 32, "ceiling", 0.4),
         *stats_scenarios(conn),
-        rollup_scenario(*partner),
+        *([rollup_scenario(*partner)] if partner else []),
     ]  # fmt: skip
 
 
@@ -312,12 +330,18 @@ class Setup:
 
 
 def drive(
-    port: int, s: Scenario, headers: dict[str, str], timing: Timing, meters: list[list[int]]
+    port: int,
+    s: Scenario,
+    headers: dict[str, str],
+    timing: Timing,
+    meters: list[list[int]],
+    between: Callable[[], None] = lambda: None,
 ) -> dict[str, str]:
     """Check one response, warm up counting every status, then the timed wrk run.
 
     ``meters`` are the process trees whose CPU time is read around the timed run: the
-    server's first, then (if any) Redis's.
+    server's first, then (if any) Redis's. ``between`` runs after the warm-up, just
+    before the timed run (a measurement of the floor).
     """
     status, got, body = lib.get(port, s.path, headers)
     if status != s.status:
@@ -332,6 +356,7 @@ def drive(
     url = f"http://127.0.0.1:{port}{s.path}"
     seen = lib.run_wrk(url, headers, s.conns, timing.warmup, count_statuses=True).statuses
     s.problems += [f"{n} responses {code}" for code, n in seen.items() if code != s.status]
+    between()
     before = [lib.cpu_seconds(pids) for pids in meters]
     s.result = lib.run_wrk(url, headers, s.conns, timing.seconds)
     spent = [lib.cpu_seconds(pids) - b for pids, b in zip(meters, before, strict=True)]
@@ -340,6 +365,31 @@ def drive(
     if s.result.errors or not s.result.requests:
         s.problems.append(f"timed run: {bench_report.describe_errors(s.result)}")
     return got
+
+
+@dataclass
+class Ceiling(Scenario):
+    """The bare app's row: measured before each setup and after the last, its row the run
+    of median req/s, every run's req/s kept as its spread."""
+
+    runs: list[tuple[lib.WrkResult, float]] = field(default_factory=list)  # with CPU/req
+
+    def measure(self, work: Path, timing: Timing) -> None:
+        """One more run of the bare app, started for it and stopped after it."""
+        (work / "ceiling.py").write_text(lib.CEILING_APP)
+        port = lib.free_port()
+        args = [sys.executable, str(work / "ceiling.py"), str(port)]
+        server = lib.Process(args, port, work / "ceiling.log", ROOT)
+        try:
+            server.wait_ready("/")
+            drive(port, self, {}, timing, [[server.pid]])
+        finally:
+            server.stop()
+        assert self.result is not None
+        self.reference_runs.append(self.result.rps)
+        self.runs.append((self.result, self.cpu_s))
+        by_rate = sorted(self.runs, key=lambda run: run[0].rps)
+        self.result, self.cpu_s = by_rate[(len(by_rate) - 1) // 2]
 
 
 def run(
@@ -356,7 +406,7 @@ def run(
     was free of errors. With ``pg_url`` every scenario runs on PostgreSQL too."""
     info = lib.machine()
     timing = Timing(seconds, warmup=1 if smoke else 2, floor_budget=0.2 if smoke else 1.5)
-    ceiling = Scenario("ceiling: bare aiohttp app, constant JSON", "/", conns, "-", 0)
+    ceiling = Ceiling("ceiling: bare aiohttp app, constant JSON", "/", conns, "-", 0)
     setups = [Setup("1 process", 1, []), Setup("2 workers + Redis", 2, [])]
     setups += [Setup("PostgreSQL, 1 process", 1, [], pg_url)] if pg_url else []
     with sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) as conn:
@@ -369,26 +419,21 @@ def run(
                 s.conns = conns if s.conns > 1 else s.conns
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
-        (work / "ceiling.py").write_text(lib.CEILING_APP)
-        port = lib.free_port()
-        args = [sys.executable, str(work / "ceiling.py"), str(port)]
-        server = lib.Process(args, port, work / "ceiling.log", ROOT)
-        try:
-            server.wait_ready("/")
-            drive(port, ceiling, {}, timing, [[server.pid]])
-        finally:
-            server.stop()
+        ceiling.measure(work, timing)
         measure_app(work, db, key, setups[0], timing, None)
         for setup in setups[2:]:
+            ceiling.measure(work, timing)
             measure_app(work, db, key, setup, timing, None)
         redis = lib.start_redis(work)
         if redis is None:
             ceiling.problems.append("redis-server is missing: `make redis` installs it")
         else:
             try:
+                ceiling.measure(work, timing)
                 measure_app(work, db, key, setups[1], timing, redis)
             finally:
                 redis.stop()
+        ceiling.measure(work, timing)
     info["load"] += ", {:.2f} {:.2f} {:.2f} at the end".format(*os.getloadavg())
     done = [setup for setup in setups if setup.followed is not None]
     report = bench_report.render(info, ceiling, done, seconds, FEED_LIMIT)
@@ -402,15 +447,13 @@ def measure_app(
 ) -> None:
     """Run every scenario, then follow the feed; keep the figures in ``setup``.
 
-    Each floor is timed just before its row, while the server idles, so that the two
-    sides of a ratio see the machine in the same state. With several workers the RSS
-    figures are the largest worker's.
+    Each floor is timed FLOOR_RUNS times while the server idles, interleaved with its
+    row's runs (before the warm-up, before the timed run, after it), so that the two sides
+    of a ratio see the machine in the same state; the ratio takes their median. With
+    several workers the RSS figures are the largest worker's.
     """
     port = lib.free_port()
-    args = [sys.executable, "-m", "app", "--db", db, "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--rate-burst", "1000000000", "--rate-per-second", "1000000000"]
-    args += ["--max-connections-per-address", "100000"]  # wrk is one client address
-    args += ["--bootstrap", "false", "--workers", str(setup.workers)]
+    args = [*lib.server_args(db, port), "--workers", str(setup.workers)]
     if redis is not None:
         args += ["--redis-url", f"redis://127.0.0.1:{redis.port}/0"]
     if setup.database_url:
@@ -431,16 +474,18 @@ def measure_app(
         setup.rss_start = largest("VmRSS")
         etag = ""
         for s in setup.scenarios:
-            floors.measure(s, timing.floor_budget)
+            floor = functools.partial(floors.measure, s, timing.floor_budget / FLOOR_RUNS)
+            floor()
             extra = {"If-None-Match": etag} if s.status == 304 else {}
             if s.watch_rss:
                 s.rss_idle = largest("VmRSS")
                 for pid in serving:
                     lib.reset_peak_rss(pid)
             own = {"X-API-KEY": s.key} if s.key else {}
-            got = drive(port, s, {**headers, **own, **extra}, timing, meters)
+            got = drive(port, s, {**headers, **own, **extra}, timing, meters, between=floor)
             if s.watch_rss:
                 s.rss_peak = largest("VmHWM")
+            floor()
             etag = etag or got.get("etag", "")
         setup.followed = feed.measure(port, key, floors, COMPANY, FEED_LIMIT)
     finally:
@@ -507,17 +552,9 @@ def main(argv: list[str] | None = None) -> int:
             lines += bench_load.report(db, args.seed, Path(tmp))
             lines += bench_webhooks.report(db, Path(tmp))
             report += "\n".join(lines) + "\n"
-    print(report)
-    if not args.smoke:
-        out = ROOT / "bench-data" / "last-bench.md"
-        out.parent.mkdir(exist_ok=True)
-        out.write_text(report, encoding="utf-8")
-        print(f"(written to {out.relative_to(ROOT)})")
-    from bench_page import publish  # a full run without errors: the docs page's table too
+    from bench_page import keep  # a full run without errors: the docs page's table too
 
-    page = ROOT / "docs" / "performance.md"
-    if publish(page, report, smoke=args.smoke, rows=args.rows, clean=clean):
-        print(f"(and into {page.relative_to(ROOT)})")
+    keep(ROOT, report, name="bench", smoke=args.smoke, rows=args.rows, clean=clean)
     return 0 if clean else 1
 
 

@@ -12,6 +12,7 @@ import csv
 import http.client
 import io
 import json
+import statistics
 import time
 from dataclasses import dataclass, field
 
@@ -37,7 +38,11 @@ class FeedFigures:
     run: FeedRun
     total: int  # events the company's feed holds
     floor_events: int
-    floor_s: float
+    floor_runs: list[float]  # seconds of each read, around the walks
+
+    @property
+    def floor_s(self) -> float:
+        return statistics.median(self.floor_runs)
 
     def ratio(self) -> float:
         """The server's events/s over the floor's."""
@@ -45,13 +50,15 @@ class FeedFigures:
 
 
 def measure(port: int, key: str, floors: Floors, company: int, limit: int) -> FeedFigures:
-    """The floor (while the server idles), then the walk over HTTP; both medians of 3."""
-    floor_events, floor_s = floors.feed(company, rounds=3)
+    """The floor (while the server idles) 3 times, the walk over HTTP (median of 3), the
+    floor twice more: the floor's median of 5."""
+    floor_events, before = floors.feed(company, rounds=3)
     run = median_follow(port, key, limit, rounds=3)
+    _, after = floors.feed(company, rounds=2)
     total = floors.feed_total(company)
     if run.events != total:
         run.problems.append(f"the walk gave {run.events:,} events, the feed holds {total:,}")
-    return FeedFigures(run, total, floor_events, floor_s)
+    return FeedFigures(run, total, floor_events, before + after)
 
 
 def follow_feed(port: int, key: str, limit: int) -> FeedRun:

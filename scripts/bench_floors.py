@@ -83,10 +83,11 @@ class Floors(Protocol):
     name: str
 
     def measure(self, s: Scenario, budget: float) -> None:
-        """Time the scenario's floor (if it has one); keep the seconds and the array."""
+        """Time the scenario's floor (if it has one) once more; keep the seconds and the
+        array."""
 
-    def feed(self, company: int, rounds: int) -> tuple[int, float]:
-        """The company's whole feed read in one statement: (events, median seconds)."""
+    def feed(self, company: int, rounds: int) -> tuple[int, list[float]]:
+        """The company's whole feed read in one statement: (events, seconds of each round)."""
 
     def feed_total(self, company: int) -> int:
         """How many events the company's feed holds."""
@@ -111,12 +112,12 @@ class SqliteFloors:
         limit = s.floor.limit is not None
         listing = s.floor.listing
         sqls = [whole_array(listing, limit), whole_array(listing, limit, joined=True)]
-        (s.floor_s, s.floor_json), (seconds, text) = lib.floor_seconds(
+        (seconds, s.floor_json), (strict, text) = lib.floor_seconds(
             self._conn, sqls, s.floor.params, budget
         )
-        s.strict_s = seconds if text == s.floor_json else 0.0  # same bytes only
+        s.add_floor(seconds, strict if text == s.floor_json else 0.0)  # same bytes only
 
-    def feed(self, company: int, rounds: int) -> tuple[int, float]:
+    def feed(self, company: int, rounds: int) -> tuple[int, list[float]]:
         listing = feed_listing(company, FeedFilters(), START)
         sql, params = listing.select_keyed(), (*listing.params, -1)  # LIMIT -1: no limit
         count = len(self._conn.execute(sql, params).fetchall())  # warms the cache
@@ -125,7 +126,7 @@ class SqliteFloors:
             started = time.perf_counter()
             self._conn.execute(sql, params).fetchall()
             times.append(time.perf_counter() - started)
-        return count, statistics.median(times)
+        return count, times
 
     def feed_total(self, company: int) -> int:
         listing = feed_listing(company, FeedFilters(), START)
@@ -152,7 +153,8 @@ class PgFloors:
     def measure(self, s: Scenario, budget: float) -> None:
         if s.floor is not None:
             statement = pg_whole_array(s.floor.listing, s.floor.limit is not None)
-            s.floor_s, s.floor_json = self._run(self._time(statement, s.floor.params, budget))
+            seconds, s.floor_json = self._run(self._time(statement, s.floor.params, budget))
+            s.add_floor(seconds)
 
     async def _time(self, statement: str, params: list[object], budget: float) -> tuple[float, str]:
         text = str(await self._conn.fetchval(statement, *params))  # warms the cache
@@ -166,7 +168,7 @@ class PgFloors:
             times.append(time.perf_counter() - t0)
         return statistics.median(times), text
 
-    def feed(self, company: int, rounds: int) -> tuple[int, float]:
+    def feed(self, company: int, rounds: int) -> tuple[int, list[float]]:
         listing = feed_listing(company, FeedFilters(), START)
         statement, params = pg_sql.select_keyed(listing), (*listing.params, None)  # no limit
         count = len(self._run(self._conn.fetch(statement, *params)))  # warms the cache
@@ -175,7 +177,7 @@ class PgFloors:
             started = time.perf_counter()
             self._run(self._conn.fetch(statement, *params))
             times.append(time.perf_counter() - started)
-        return count, statistics.median(times)
+        return count, times
 
     def feed_total(self, company: int) -> int:
         listing = feed_listing(company, FeedFilters(), START)

@@ -11,7 +11,6 @@ within a small factor (on 2 cores, the heavy pages also take CPU the others need
 from __future__ import annotations
 
 import sqlite3
-import sys
 import threading
 from pathlib import Path
 
@@ -52,10 +51,7 @@ def report(
     """
     path = f"{API}/campaigns/{other_campaign(db, 2)}"
     port = lib.free_port()
-    args = [sys.executable, "-m", "app", "--db", db, "--host", "127.0.0.1", "--port", str(port)]
-    args += ["--rate-burst", "1000000000", "--rate-per-second", "1000000000"]
-    args += ["--max-connections-per-address", "100000", "--bootstrap", "false"]
-    server = lib.Process(args, port, work / "server-neighbour.log", root)
+    server = lib.Process(lib.server_args(db, port), port, work / "server-neighbour.log", root)
     try:
         server.wait_ready("/readyz")
         alone = latencies(port, path, keys[2], seconds)

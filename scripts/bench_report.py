@@ -33,6 +33,12 @@ def describe_errors(r: lib.WrkResult) -> str:
     return ", ".join(parts) or "0"
 
 
+def floor_cell(s: Scenario) -> str:
+    """The floor's median time and the range of its measurements."""
+    runs = s.reference_runs
+    return f"{ms(s.floor_s * 1000)} ({min(runs) * 1000:.3g}-{max(runs) * 1000:.3g})"
+
+
 def render(
     info: dict[str, str], ceiling: Scenario, setups: list[Setup], seconds: float, feed_limit: int
 ) -> str:
@@ -52,14 +58,16 @@ def render(
         cells += [reference, ratio, target, verdict, describe_errors(r)]
         lines.append("| " + " | ".join(cells) + " |")
 
-    row(ceiling, "bare app", "-", "-", "-", "-")
+    runs = ceiling.reference_runs
+    spread = f"{len(runs)} runs: {min(runs):,.0f}-{max(runs):,.0f}/s, median of them"
+    row(ceiling, "bare app", spread, "-", "-", "-")
     for index in range(len(setups[0].scenarios)):
         for setup in setups:
             s = setup.scenarios[index]
             if s.reference == "ceiling":
                 reference = f"ceiling {top:,.0f}/s"
             else:
-                reference = f"floor {ms(s.floor_s * 1000)} = {1 / s.floor_s:,.0f}/s"
+                reference = f"floor {floor_cell(s)} = {1 / s.floor_s:,.0f}/s"
             sign = "≤" if s.by_latency else "≥"
             verdict = "ok" if s.met(top) else "MISSED"
             row(s, setup.label, reference, f"{s.ratio(top):.2f}", f"{sign} {s.target}", verdict)
@@ -72,6 +80,8 @@ def render(
                      f" events, {run.pages} requests, {run.seconds:.2f} s) | {setup.label} | 1"
                      f" | {run.pages / run.seconds:,.0f} | | | |"
                      f" floor {followed.floor_events / followed.floor_s:,.0f} events/s"
+                     f" ({followed.floor_events / max(followed.floor_runs):,.0f}-"
+                     f"{followed.floor_events / min(followed.floor_runs):,.0f})"
                      f" | {ratio:.2f} | ≥ {FEED_TARGET} | {verdict}"
                      f" | {len(run.problems)} |")  # fmt: skip
     for setup in (setup for setup in setups if setup.workers > 1):
@@ -79,7 +89,7 @@ def render(
         cpu_ratio = a.cpu_s / a.floor_s
         lines.append(
             f"| (a) CPU per request ÷ floor time | {setup.label} | | | {ms(a.cpu_s * 1000)} | | "
-            f"| floor {ms(a.floor_s * 1000)} | {cpu_ratio:.2f} | ≤ {CPU_TARGET}"
+            f"| floor {floor_cell(a)} | {cpu_ratio:.2f} | ≤ {CPU_TARGET}"
             f" | {'ok' if cpu_ratio <= CPU_TARGET else 'MISSED'} | |"
         )
     for setup in setups:
@@ -95,6 +105,11 @@ def render(
         f"Each row: one wrk thread (`wrk -t1 -cN -d{seconds:g}s --latency`) after a warm-up"
         " that counts every status; ratios come from this same run. The server writes its"
         " access log (the default), as users run it.",
+        "References: each floor is measured 3 times around its row (before the warm-up,"
+        " before the timed run, after it), the ceiling before each setup and after the last;"
+        " the ratios use the median, the range of the measurements stands in brackets (ms,"
+        " or req/s for the ceiling). The feed's floor: 5 reads, 3 before the walks and 2"
+        " after.",
         "(a), (b): req/s × floor time, i.e. the share of the database's own rate the whole service"
         " reaches. (c), (d): p50 ÷ floor time at 1 connection, a lone big response against"
         " the database building it once (more connections would only queue on 2 cores)."

@@ -176,6 +176,14 @@ class Process:
         self._log.close()
 
 
+def server_args(db: str, port: int) -> list[str]:
+    """The server as the benchmark starts it: on 127.0.0.1, the rate limit raised (every
+    request of the load passes) and the per-address limit too (wrk is one address)."""
+    args = [sys.executable, "-m", "app", "--db", db, "--host", "127.0.0.1", "--port", str(port)]
+    args += ["--rate-burst", "1000000000", "--rate-per-second", "1000000000"]
+    return [*args, "--max-connections-per-address", "100000", "--bootstrap", "false"]
+
+
 def get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
     """One GET on 127.0.0.1: status, lower-cased headers, body (3xx-5xx raise nothing)."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)

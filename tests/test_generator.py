@@ -132,6 +132,36 @@ def test_command_line_counts_follow_the_flags(tmp_path: Path) -> None:
     assert sections == [(course, "1,2,3,4") for course in (1, 2, 3, 4)]
 
 
+@pytest.mark.system
+def test_scale_multiplies_people_events_and_inscriptions_only(tmp_path: Path) -> None:
+    """--scale 3: three times the employees, events (campaigns 1 and 2 included), targets
+    and inscriptions; the same campaigns, courses and sections (make bench-data-large)."""
+    path = tmp_path / "x3.sqlite3"
+    done = run_script("--db", str(path), *FLAGS, "--scale", "3", *SEED_3)
+    assert done.returncode == 0, done.stderr
+
+    def per_company(table: str) -> dict[int, int]:
+        return dict(query(path, f"SELECT company_id, count(*) FROM {table} GROUP BY 1"))
+
+    assert per_company("employees") == {1: 90, 2: 90}
+    assert per_company("inscriptions") == {1: 75, 2: 75}
+    assert per_company("campaigns") == {1: 2, 2: 2}
+    assert per_company("courses") == {1: 2, 2: 2}
+    assert query(path, "SELECT count(*) FROM course_sections") == [(16,)]
+    events = dict(query(path, "SELECT campaign_id, count(*) FROM campaign_events GROUP BY 1"))
+    assert events == {1: 120, 2: 75, 3: 45, 4: 45}
+    targets = query(path, "SELECT count(*) FROM campaign_targets GROUP BY campaign_id")
+    assert all(0.4 * 90 - 1 <= n <= 0.8 * 90 for (n,) in targets)  # 40% to 80% of 90
+
+
+@pytest.mark.system
+def test_a_scale_below_one_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "none.sqlite3"
+    done = run_script("--db", str(path), *FLAGS, "--scale", "0", *SEED_3)
+    assert done.returncode == 1
+    assert done.stderr.strip().endswith("--scale is a whole factor of at least 1")
+
+
 def test_values_keep_the_loader_invariants(tiny_db: Path) -> None:
     employees = query(tiny_db, "SELECT * FROM employees")
     for row in employees:

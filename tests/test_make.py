@@ -60,7 +60,9 @@ def installs(plan: str) -> list[str]:
 
 @pytest.mark.system
 @needs_make
-@pytest.mark.parametrize("target", ["run", "load", "keys", "bench-smoke"])
+@pytest.mark.parametrize(
+    "target", ["run", "load", "keys", "bench-smoke", "bench-large", "bench-data-large"]
+)
 def test_serving_targets_install_only_the_package(target: str) -> None:
     plan = installs(make("--dry-run", "--always-make", target))
     assert plan and all(line.rstrip().endswith("-e .") for line in plan), plan

@@ -345,21 +345,24 @@ def bench_page() -> ModuleType:
     return module
 
 
-def test_the_benchmark_writes_only_between_the_markers(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["bench", "bench-large"])
+def test_the_benchmark_writes_only_between_the_markers(tmp_path: Path, name: str) -> None:
     """A table written into a copy of the performance page replaces what stood between the
-    markers, and every other byte of the page stays."""
+    markers of its benchmark (make bench, make bench-large), and every other byte of the
+    page stays."""
     writer = bench_page()
+    start, end = writer.markers(name)
     original = read(ROOT / "docs" / "performance.md")
-    head, rest = original.split(writer.START + "\n")
-    old_table, tail = rest.split(writer.END)
+    head, rest = original.split(start + "\n")
+    old_table, tail = rest.split(end)
     assert old_table.strip()
     page = tmp_path / "performance.md"
     page.write_text(original, encoding="utf-8")
     table = "| scenario | req/s |\n|---|---|\n| (z) a fake row | 1 |\n"
-    writer.write_between_markers(page, table)
-    assert read(page) == f"{head}{writer.START}\n\n{table}\n{writer.END}{tail}"
-    writer.write_between_markers(page, "| again |\n")  # the markers stay, so it repeats
-    assert read(page) == f"{head}{writer.START}\n\n| again |\n\n{writer.END}{tail}"
+    writer.write_between_markers(page, table, name)
+    assert read(page) == f"{head}{start}\n\n{table}\n{end}{tail}"
+    writer.write_between_markers(page, "| again |\n", name)  # the markers stay: it repeats
+    assert read(page) == f"{head}{start}\n\n| again |\n\n{end}{tail}"
     assert read(ROOT / "docs" / "performance.md") == original
 
 
@@ -388,10 +391,11 @@ def test_a_smoke_a_partial_or_a_failed_run_leaves_the_page_alone(
 
 
 def test_the_benchmark_publishes_through_that_rule() -> None:
-    """bench.py hands its own flags to the rule above, whatever the run."""
-    source = read(ROOT / "scripts" / "bench.py")
-    assert "smoke=args.smoke, rows=args.rows, clean=clean)" in source
-    assert source.count("write_between_markers") == 0
+    """bench.py and bench_large.py hand their own flags to the rule above, whatever the run."""
+    for script in ("bench.py", "bench_large.py"):
+        source = read(ROOT / "scripts" / script)
+        assert "smoke=args.smoke, rows=args.rows, clean=clean" in source
+        assert source.count("write_between_markers") == 0
 
 
 @pytest.mark.system

@@ -19,7 +19,7 @@ import tempfile
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -78,6 +78,20 @@ class Sizes:
     sections: int = 5
     big_campaign: int = 0  # events of campaign 1 (company 1) when > 0
     mid_campaign: int = 0  # events of campaign 2 (company 1) when > 0
+
+    def scaled(self, factor: int) -> Sizes:
+        """The same set ``factor`` times larger in people, events (so targets, which follow
+        people) and inscriptions; campaigns, courses and sections stay as they are."""
+        if factor < 1:
+            raise GenerateError("--scale is a whole factor of at least 1")
+        return replace(
+            self,
+            employees=self.employees * factor,
+            events_per_campaign=self.events_per_campaign * factor,
+            inscriptions=self.inscriptions * factor,
+            big_campaign=self.big_campaign * factor,
+            mid_campaign=self.mid_campaign * factor,
+        )
 
 
 @dataclass(frozen=True)
@@ -543,6 +557,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--mid-campaign", type=int, default=0, help="events of campaign 2 (company 1), if > 0"
     )
+    parser.add_argument(
+        "--scale",
+        type=int,
+        default=1,
+        help="multiply the employees, the events (--big-campaign and --mid-campaign too) and"
+        " the inscriptions by this whole factor; campaigns, courses and sections stay",
+    )
     parser.add_argument("--seed", type=int, required=True, help="same seed, same data")
     parser.add_argument(
         "--append",
@@ -572,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sections=args.sections,
         big_campaign=args.big_campaign,
         mid_campaign=args.mid_campaign,
-    )
+    ).scaled(args.scale)
     started, progress = time.perf_counter(), not args.no_progress
     if args.db:
         companies, counts = generate_companies(args.db, sizes, args.seed, progress, args.append)
