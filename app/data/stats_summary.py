@@ -1,0 +1,476 @@
+"""The stats' summaries: /stats/phishing and /stats/training read them, the writers keep them.
+
+Every writer calls :func:`refresh` in its own transaction, just before it bumps the data
+version, naming what it loaded (:class:`Touched`); the events whose verdicts changed are
+found by the change sequence (every event a write gives or reclassifies takes a place
+above the one before it). The summaries are kept exact and incremental:
+
+- a snapshot of what each send, inscription and employee contributed (``stats_sends``,
+  ``stats_inscriptions``, ``stats_groups``): a refresh takes the old contribution of what
+  it touched away and adds the new one, so only the touched rows are read;
+- the answers' rows, per company, interval (``span``), period, grouping, group value (and, for the
+  phishing, value of ``filter[automation]``): every figure additive, plus ``campaigns``
+  and ``people`` (distinct: kept exact by counting each member's sends per row in
+  ``stats_members``) and the medians (recomputed for the rows whose histogram of seconds,
+  ``stats_seconds``, changed).
+
+The statements are the same text on both stores (``?`` parameters; PostgreSQL numbers
+them); :mod:`app.data.pg.stats_summary` runs them there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .automation import kept_events
+from .vocabulary import AUTOMATION_FILTERS
+
+GROUPINGS = ("", "department", "country", "team")  # '' : not grouped
+KINDS = (("click", "c"), ("report", "r"))  # the medians' event types, their columns' letter
+VARIANTS = range(len(AUTOMATION_FILTERS))  # column suffix n: AUTOMATION_FILTERS[n]
+
+
+@dataclass(frozen=True)
+class Touched:
+    """What a write may have changed, each a SELECT ('' for nothing): campaigns (ids:
+    every send of theirs), employees (ids: their groups, sends and inscriptions), sends
+    (campaign_id, employee_id) and inscriptions (ids). Events whose place in the change
+    sequence is above the one before the write count as touched sends."""
+
+    campaigns: str = ""
+    employees: str = ""
+    sends: str = ""
+    inscriptions: str = ""
+
+
+EVERYTHING = Touched(
+    campaigns="SELECT id FROM campaigns",
+    employees="SELECT id FROM employees",
+    inscriptions="SELECT id FROM inscriptions",
+)
+
+# --- The tables (SQLite's; PostgreSQL's twin in pg/stats_summary.py). ---
+_PER_VARIANT = ", ".join(f"{x}{n} {{int}}" for x in "ofcr" for n in VARIANTS)
+_SECONDS = ", ".join(f"{k}{n} {{int}} NOT NULL" for _, k in KINDS for n in VARIANTS)
+_KEY = "company_id {int} NOT NULL, span {text} NOT NULL, period_start {text} NOT NULL," \
+    " gk {text} NOT NULL, gv {text} NOT NULL"  # fmt: skip
+TABLES = f"""
+CREATE TABLE IF NOT EXISTS stats_groups (
+    employee_id {{int}} NOT NULL, gk {{text}} NOT NULL, gv {{text}} NOT NULL,
+    PRIMARY KEY (employee_id, gk, gv)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_sends (
+    campaign_id {{int}} NOT NULL, employee_id {{int}} NOT NULL, company_id {{int}} NOT NULL,
+    launch_date {{text}} NOT NULL, {_PER_VARIANT},
+    PRIMARY KEY (campaign_id, employee_id)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_inscriptions (
+    id {{int}} PRIMARY KEY, company_id {{int}} NOT NULL, employee_id {{int}} NOT NULL,
+    start_date {{text}} NOT NULL, due_date {{text}}, outcome {{int}} NOT NULL,
+    total {{real}}, n {{int}} NOT NULL);
+CREATE TABLE IF NOT EXISTS stats_phishing (
+    {_KEY}, automation {{text}} NOT NULL,
+    campaigns {{int}} NOT NULL, sends {{int}} NOT NULL, people {{int}} NOT NULL,
+    opened {{int}} NOT NULL, clicked {{int}} NOT NULL, reported {{int}} NOT NULL,
+    failed {{int}} NOT NULL, median_click {{int}}, median_report {{int}},
+    PRIMARY KEY (company_id, span, automation, gk, period_start, gv)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_members (
+    {_KEY}, kind {{text}} NOT NULL, member {{int}} NOT NULL, n {{int}} NOT NULL,
+    PRIMARY KEY (company_id, span, gk, period_start, gv, kind, member)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_seconds (
+    {_KEY}, seconds {{int}} NOT NULL, {_SECONDS},
+    PRIMARY KEY (company_id, span, gk, period_start, gv, seconds)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_training (
+    {_KEY}, due {{int}} NOT NULL, completed_on_time {{int}} NOT NULL,
+    completed_late {{int}} NOT NULL, not_completed {{int}} NOT NULL,
+    no_due_date {{int}} NOT NULL, started {{int}} NOT NULL, total {{real}}, n {{int}} NOT NULL,
+    PRIMARY KEY (company_id, span, gk, period_start, gv)){{without_rowid}};
+"""
+SQLITE_TABLES = TABLES.format(
+    int="INTEGER", text="TEXT", real="REAL", without_rowid=" WITHOUT ROWID"
+)
+# The stats' figures, in every table that keeps them: refresh empties them first on a
+# rebuild (EVERYTHING), as an upgrade does.
+SUMMARIES = (
+    "stats_groups", "stats_sends", "stats_inscriptions", "stats_phishing", "stats_members",
+    "stats_seconds", "stats_training",
+)  # fmt: skip
+
+# --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
+_SCRATCH = (
+    "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
+    "sumstats_keys", "sumstats_md", "sumstats_mk", "sumstats_med",
+)  # fmt: skip
+_CREATE_SCRATCH = (
+    "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
+    " PRIMARY KEY (campaign_id, employee_id))",
+    "CREATE TEMP TABLE sumstats_i (id {int} PRIMARY KEY)",
+    "CREATE TEMP TABLE sumstats_e (id {int} PRIMARY KEY)",
+    "CREATE TEMP TABLE sumstats_days (day {text}, span {text}, period_start {text},"
+    " PRIMARY KEY (day, span))",
+)
+
+
+TOUCH = "INSERT INTO sumstats_t"  # the statement that takes the sequence
+
+
+def _touch(touched: Touched) -> list[str]:
+    """The statements filling sumstats_t, _i and _e (after the change sequence's sends,
+    which take ``?``: the sequence before the write)."""
+    sends = ["SELECT campaign_id, employee_id FROM campaign_events WHERE seq > ?"]
+    if touched.sends:
+        sends.append(touched.sends)
+    if touched.campaigns:
+        sends.append(
+            "SELECT t.campaign_id, t.employee_id FROM campaign_targets t"
+            f" WHERE t.campaign_id IN ({touched.campaigns})"
+        )
+    if touched.employees:
+        sends.append(
+            "SELECT t.campaign_id, t.employee_id FROM campaign_targets t"
+            f" WHERE t.employee_id IN ({touched.employees})"
+        )
+    inscriptions = [touched.inscriptions] if touched.inscriptions else []
+    if touched.employees:
+        inscriptions.append(
+            f"SELECT i.id FROM inscriptions i WHERE i.employee_id IN ({touched.employees})"
+        )
+    employees = [
+        "SELECT employee_id FROM sumstats_t",
+        "SELECT employee_id FROM inscriptions WHERE id IN (SELECT id FROM sumstats_i)",
+    ]
+    if touched.employees:
+        employees.append(touched.employees)
+    statements = [
+        f"{TOUCH} SELECT DISTINCT g.campaign_id, g.employee_id FROM"
+        f" ({' UNION '.join(sends)}) x JOIN campaign_targets g"
+        " ON g.campaign_id = x.campaign_id AND g.employee_id = x.employee_id"
+        " WHERE true ON CONFLICT DO NOTHING",
+    ]
+    if inscriptions:
+        statements.append(
+            f"INSERT INTO sumstats_i SELECT DISTINCT * FROM ({' UNION '.join(inscriptions)}) x"
+            " WHERE true ON CONFLICT DO NOTHING"
+        )
+    statements.append(
+        f"INSERT INTO sumstats_e SELECT DISTINCT * FROM ({' UNION '.join(employees)}) x"
+        " WHERE true ON CONFLICT DO NOTHING"
+    )
+    return statements
+
+
+# --- The snapshots' rows as the raw rows give them now. ---
+def _kept(n: int) -> str:
+    return kept_events(AUTOMATION_FILTERS[n]) or "1 = 1"
+
+
+def _seconds(instant: str, launch: str) -> str:
+    """Whole seconds from ``launch`` to ``instant``, 0 when it came first (the raw
+    path's rule, app/data/stats.py); NULL stays NULL."""
+    return (
+        f"CASE WHEN {instant} IS NULL THEN NULL WHEN {instant} < {launch} THEN 0"
+        f" ELSE unixepoch({instant}) - unixepoch({launch}) END"
+    )
+
+
+def _send_columns() -> str:
+    """The per-variant figures of a send from its events ``ev`` (grouped)."""
+    parts = []
+    for n in VARIANTS:
+        parts.append(f"max(CASE WHEN ev.type = 'open' AND {_kept(n)} THEN 1 ELSE 0 END) AS o{n}")
+    for n in VARIANTS:
+        parts.append(f"max(CASE WHEN ev.type = 'fail' AND {_kept(n)} THEN 1 ELSE 0 END) AS f{n}")
+    for kind, letter in KINDS:
+        for n in VARIANTS:
+            parts.append(
+                f"min(CASE WHEN ev.type = '{kind}' AND {_kept(n)} THEN ev.timestamp END)"
+                f" AS {letter}{n}"
+            )
+    return ", ".join(parts)
+
+
+def _events_of_touched() -> str:
+    """The touched sends' events, one seek of the type index per send and type."""
+    return " UNION ALL ".join(
+        "SELECT ev.campaign_id, ev.employee_id, ev.type, ev.timestamp, ev.verdict"
+        " FROM sumstats_t t JOIN campaign_events ev ON ev.campaign_id = t.campaign_id"
+        f" AND ev.type = '{kind}' AND ev.employee_id = t.employee_id"
+        for kind in ("open", "click", "report", "fail")
+    )
+
+
+_SEND_SNAPSHOT = f"""INSERT INTO stats_sends SELECT t.campaign_id, t.employee_id, c.company_id,
+    c.launch_date, {", ".join(f"coalesce(ev.{x}{n}, 0)" for x in "of" for n in VARIANTS)},
+    {", ".join(_seconds(f"ev.{k}{n}", "c.launch_date") for _, k in KINDS for n in VARIANTS)}
+    FROM sumstats_t t JOIN campaigns c ON c.id = t.campaign_id
+    LEFT JOIN (SELECT campaign_id, employee_id, {_send_columns()}
+        FROM ({_events_of_touched()}) ev GROUP BY campaign_id, employee_id) ev
+    ON ev.campaign_id = t.campaign_id AND ev.employee_id = t.employee_id"""
+_DONE = "i.status = 'completed'"
+_INSCRIPTION_SNAPSHOT = f"""INSERT INTO stats_inscriptions SELECT i.id, i.company_id,
+    i.employee_id, i.start_date, i.due_date,
+    CASE WHEN {_DONE} AND (i.completed_at IS NULL OR i.completed_at <= i.due_date) THEN 1
+        WHEN {_DONE} AND i.completed_at > i.due_date THEN 2 ELSE 0 END,
+    (SELECT sum(r.result) FROM section_results r WHERE r.inscription_id = i.id),
+    (SELECT count(r.result) FROM section_results r WHERE r.inscription_id = i.id)
+    FROM sumstats_i s JOIN inscriptions i ON i.id = s.id"""
+# An employee's group values: '' (the ungrouped rows), department, country, and each
+# distinct name of their teams (an employee in two teams counts in both).
+_GROUPS_SNAPSHOT = """INSERT INTO stats_groups SELECT e.id, '', '' FROM sumstats_e s
+    JOIN employees e ON e.id = s.id
+    UNION SELECT e.id, 'department', e.department FROM sumstats_e s JOIN employees e ON e.id = s.id
+    UNION SELECT e.id, 'country', e.country FROM sumstats_e s JOIN employees e ON e.id = s.id
+    UNION SELECT tm.employee_id, 'team', t.name FROM sumstats_e s
+    JOIN team_members tm ON tm.employee_id = s.id JOIN teams t ON t.id = tm.team_id"""
+
+
+# The contributions of the touched rows, with their sign: taken before the snapshots are
+# written again (-1), then after (+1).
+def _contributions(sign: int) -> list[str]:
+    return [
+        f"""INSERT INTO sumstats_dp SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_t t
+        JOIN stats_sends s ON s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id
+        JOIN stats_groups g ON g.employee_id = s.employee_id""",
+        f"""INSERT INTO sumstats_di SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_i t
+        JOIN stats_inscriptions s ON s.id = t.id
+        JOIN stats_groups g ON g.employee_id = s.employee_id""",
+    ]
+
+
+_CREATE_DELTAS = (
+    "CREATE TEMP TABLE sumstats_dp AS SELECT 0 AS sign, s.*, g.gk, g.gv FROM stats_sends s"
+    " CROSS JOIN stats_groups g WHERE 1 = 0",
+    "CREATE TEMP TABLE sumstats_di AS SELECT 0 AS sign, s.*, g.gk, g.gv"
+    " FROM stats_inscriptions s CROSS JOIN stats_groups g WHERE 1 = 0",
+)
+_SNAPSHOTS = (
+    "DELETE FROM stats_sends WHERE EXISTS (SELECT 1 FROM sumstats_t t"
+    " WHERE t.campaign_id = stats_sends.campaign_id AND t.employee_id = stats_sends.employee_id)",
+    "DELETE FROM stats_inscriptions WHERE id IN (SELECT id FROM sumstats_i)",
+    "DELETE FROM stats_groups WHERE employee_id IN (SELECT id FROM sumstats_e)",
+    _SEND_SNAPSHOT,
+    _INSCRIPTION_SNAPSHOT,
+    _GROUPS_SNAPSHOT,
+)
+
+# --- The deltas applied to the answers' rows. ---
+DAYS_OF = (
+    "SELECT DISTINCT substr(launch_date, 1, 10) FROM sumstats_dp"
+    " UNION SELECT due_date FROM sumstats_di WHERE due_date IS NOT NULL"
+    " UNION SELECT start_date FROM sumstats_di"
+)
+_ON_P = "JOIN sumstats_days m ON m.day = substr(d.launch_date, 1, 10)"
+_P_KEY = "d.company_id, m.span, m.period_start, d.gk, d.gv"
+_KEY_COLUMNS = "company_id, span, period_start, gk, gv"
+_VARIANT_TABLE = " UNION ALL ".join(
+    f"SELECT {n} AS n, '{name}' AS automation" for n, name in enumerate(AUTOMATION_FILTERS)
+)
+
+
+# The rows a touched send's contribution falls in: their medians are found again. Of n
+# values the median is the ((n + 1) / 2)-th smallest: the first whose running count
+# reaches n / 2.
+_KEYS = f"""CREATE TEMP TABLE sumstats_keys AS SELECT DISTINCT {_P_KEY} FROM sumstats_dp d
+    {_ON_P}"""
+_IN_KEYS = (
+    "(company_id, span, gk, period_start, gv) IN"
+    " (SELECT company_id, span, gk, period_start, gv FROM sumstats_keys)"
+)
+
+
+def _pick(prefix: str) -> str:
+    """The column ``{prefix}{n}`` of the variant ``v.n``."""
+    cases = " ".join(f"WHEN {n} THEN d.{prefix}{n}" for n in VARIANTS)
+    return f"CASE v.n {cases} END"
+
+
+def _added(columns: Iterable[str], table: str) -> str:
+    return ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
+
+
+_COUNTS = ("sends", "opened", "clicked", "reported", "failed")
+_PHISHING_DELTA = f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends,
+    people, opened, clicked, reported, failed)
+    SELECT {_P_KEY}, v.automation, 0, sum(d.sign), 0, sum(d.sign * {_pick("o")}),
+    sum(CASE WHEN {_pick("c")} IS NOT NULL THEN d.sign ELSE 0 END),
+    sum(CASE WHEN {_pick("r")} IS NOT NULL THEN d.sign ELSE 0 END), sum(d.sign * {_pick("f")})
+    FROM sumstats_dp d {_ON_P} CROSS JOIN ({_VARIANT_TABLE}) v
+    GROUP BY {_P_KEY}, v.automation
+    ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
+    {_added(_COUNTS, "stats_phishing")}"""
+# campaigns and people: each member's sends per row; a row's count moves when a member's
+# goes from none to some or back.
+_MEMBER_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_KEY_COLUMNS}, kind, member,
+    sum(sign) AS d FROM (
+        SELECT {_P_KEY}, 'campaign' AS kind, d.campaign_id AS member, d.sign
+        FROM sumstats_dp d {_ON_P}
+        UNION ALL SELECT {_P_KEY}, 'person', d.employee_id, d.sign FROM sumstats_dp d {_ON_P}
+    ) x GROUP BY {_KEY_COLUMNS}, kind, member"""
+_MEMBER_KEY = "company_id, span, gk, period_start, gv, kind, member"
+_MEMBER_MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT x.company_id, x.span,
+    x.period_start, x.gk, x.gv,
+    sum(CASE WHEN x.kind = 'campaign' THEN x.moved ELSE 0 END) AS campaigns,
+    sum(CASE WHEN x.kind = 'person' THEN x.moved ELSE 0 END) AS people
+    FROM (SELECT md.*, CASE WHEN coalesce(m.n, 0) + md.d > 0 THEN 1 ELSE 0 END
+        - CASE WHEN coalesce(m.n, 0) > 0 THEN 1 ELSE 0 END AS moved
+        FROM sumstats_md md LEFT JOIN stats_members m ON m.company_id = md.company_id
+        AND m.span = md.span AND m.gk = md.gk AND m.period_start = md.period_start
+        AND m.gv = md.gv AND m.kind = md.kind AND m.member = md.member) x
+    GROUP BY x.company_id, x.span, x.period_start, x.gk, x.gv"""
+_MEMBERS = (
+    f"""INSERT INTO stats_members ({_MEMBER_KEY}, n) SELECT {_MEMBER_KEY}, d FROM sumstats_md
+    WHERE d <> 0 ON CONFLICT ({_MEMBER_KEY}) DO UPDATE SET n = stats_members.n + excluded.n""",
+    f"DELETE FROM stats_members WHERE ({_MEMBER_KEY}) IN (SELECT {_MEMBER_KEY} FROM sumstats_md)"
+    " AND n = 0",
+    f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends, people,
+    opened, clicked, reported, failed)
+    SELECT k.company_id, k.span, k.period_start, k.gk, k.gv, v.automation, k.campaigns, 0,
+    k.people, 0, 0, 0, 0 FROM sumstats_mk k CROSS JOIN ({_VARIANT_TABLE}) v
+    WHERE k.campaigns <> 0 OR k.people <> 0
+    ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
+    {_added(("campaigns", "people"), "stats_phishing")}""",
+)
+# The medians: each send's seconds to its first click and report, counted per value.
+_SECONDS_COLUMNS = [f"{k}{n}" for _, k in KINDS for n in VARIANTS]
+_SECONDS_DELTA = f"""INSERT INTO stats_seconds ({_KEY_COLUMNS}, seconds,
+    {", ".join(_SECONDS_COLUMNS)})
+    SELECT company_id, span, period_start, gk, gv, seconds,
+    {", ".join(f"sum({c})" for c in _SECONDS_COLUMNS)} FROM ({
+    " UNION ALL ".join(
+        f"SELECT {_P_KEY}, d.{column} AS seconds, "
+        + ", ".join(f"d.sign AS {c}" if c == column else f"0 AS {c}" for c in _SECONDS_COLUMNS)
+        + f" FROM sumstats_dp d {_ON_P} WHERE d.{column} IS NOT NULL"
+        for column in _SECONDS_COLUMNS
+    )
+}) x GROUP BY company_id, span, period_start, gk, gv, seconds
+    ON CONFLICT (company_id, span, gk, period_start, gv, seconds) DO UPDATE SET
+    {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
+_SECONDS_EMPTY = f"DELETE FROM stats_seconds WHERE {_IN_KEYS} AND " + " AND ".join(
+    f"{c} = 0" for c in _SECONDS_COLUMNS
+)
+_HISTOGRAMS = " UNION ALL ".join(
+    f"SELECT s.company_id, s.span, s.period_start, s.gk, s.gv, '{k}' AS kind, {n} AS n,"
+    f" s.seconds, s.{k}{n} AS c FROM sumstats_keys k JOIN stats_seconds s"
+    " ON s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk"
+    f" AND s.period_start = k.period_start AND s.gv = k.gv WHERE s.{k}{n} > 0"
+    for _, k in KINDS
+    for n in VARIANTS
+)
+_PARTITION = "h.company_id, h.span, h.period_start, h.gk, h.gv, h.kind, h.n"
+_MEDIANS = f"""CREATE TEMP TABLE sumstats_med AS SELECT company_id, span, period_start, gk,
+    gv, kind, n, min(seconds) AS m FROM (
+        SELECT h.*, sum(h.c) OVER (PARTITION BY {_PARTITION} ORDER BY h.seconds) AS running,
+        sum(h.c) OVER (PARTITION BY {_PARTITION}) AS total FROM ({_HISTOGRAMS}) h
+    ) x WHERE 2 * running >= total GROUP BY company_id, span, period_start, gk, gv, kind, n"""
+
+
+def _median(letter: str) -> str:
+    return (
+        f"(SELECT m.m FROM sumstats_med m WHERE m.company_id = stats_phishing.company_id"
+        " AND m.span = stats_phishing.span AND m.gk = stats_phishing.gk"
+        " AND m.period_start = stats_phishing.period_start AND m.gv = stats_phishing.gv"
+        f" AND m.kind = '{letter}' AND m.n = (CASE stats_phishing.automation "
+        + " ".join(f"WHEN '{name}' THEN {n}" for n, name in enumerate(AUTOMATION_FILTERS))
+        + " END))"
+    )
+
+
+_SET_MEDIANS = f"""UPDATE stats_phishing SET median_click = {_median("c")},
+    median_report = {_median("r")} WHERE {_IN_KEYS}"""
+_I_KEY_DUE = "d.company_id, m.span, m.period_start, d.gk, d.gv"
+_TRAINING_COUNTS = (
+    "due", "completed_on_time", "completed_late", "not_completed", "no_due_date", "started",
+    "total", "n",
+)  # fmt: skip
+_TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TRAINING_COUNTS)})
+    SELECT company_id, span, period_start, gk, gv,
+    {", ".join(f"sum({c})" for c in _TRAINING_COUNTS)} FROM (
+        SELECT {_I_KEY_DUE}, d.sign AS due,
+        CASE WHEN d.outcome = 1 THEN d.sign ELSE 0 END AS completed_on_time,
+        CASE WHEN d.outcome = 2 THEN d.sign ELSE 0 END AS completed_late,
+        CASE WHEN d.outcome = 0 THEN d.sign ELSE 0 END AS not_completed,
+        0 AS no_due_date, 0 AS started, d.sign * d.total AS total, d.sign * d.n AS n
+        FROM sumstats_di d JOIN sumstats_days m ON m.day = d.due_date
+        UNION ALL SELECT {_I_KEY_DUE}, 0, 0, 0, 0,
+        CASE WHEN d.due_date IS NULL THEN d.sign ELSE 0 END, d.sign, NULL, 0
+        FROM sumstats_di d JOIN sumstats_days m ON m.day = d.start_date
+    ) x GROUP BY company_id, span, period_start, gk, gv
+    ON CONFLICT (company_id, span, gk, period_start, gv) DO UPDATE SET
+    {
+    ", ".join(
+        f"{c} = stats_training.{c} + excluded.{c}"
+        if c != "total"
+        else "total = CASE WHEN stats_training.n + excluded.n = 0 THEN NULL"
+        " ELSE coalesce(stats_training.total, 0) + coalesce(excluded.total, 0) END"
+        for c in _TRAINING_COUNTS
+    )
+}"""
+
+APPLY = (
+    _KEYS,
+    _PHISHING_DELTA,
+    _MEMBER_DELTA,
+    _MEMBER_MOVES,
+    *_MEMBERS,
+    _SECONDS_DELTA,
+    _SECONDS_EMPTY,
+    _MEDIANS,
+    _SET_MEDIANS,
+    f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
+    _TRAINING_DELTA,
+    "DELETE FROM stats_training WHERE due = 0 AND started = 0",
+)
+
+
+def day_periods(days: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(day, interval, period start) of each day for every interval: the buckets' rule of
+    app/data/stats.py, applied by Python for both stores."""
+    from .stats import INTERVALS, period_start  # stats reads listings, which read the schema
+
+    found = []
+    for text in days:
+        day = dt.date.fromisoformat(text)
+        found += [(text, i, period_start(day, i).isoformat()) for i in INTERVALS]
+    return found
+
+
+def scratch(int_type: str, text_type: str) -> list[str]:
+    """The temporary tables' statements for a store's types."""
+    return [s.format(int=int_type, text=text_type) for s in _CREATE_SCRATCH]
+
+
+def drops() -> list[str]:
+    return [f"DROP TABLE IF EXISTS {name}" for name in _SCRATCH]
+
+
+def before_days(touched: Touched) -> list[str]:
+    """The statements that find what is touched, take its old contribution away from the
+    snapshots and write them again (the first takes ``?``: the sequence before the write);
+    a rebuild (EVERYTHING) empties the summaries first."""
+    empty = [f"DELETE FROM {t}" for t in SUMMARIES] if touched == EVERYTHING else []
+    return [
+        *empty,
+        *_touch(touched),
+        *_CREATE_DELTAS,
+        *_contributions(-1),
+        *_SNAPSHOTS,
+        *_contributions(1),
+    ]
+
+
+def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
+    """Bring the stats' summaries up to date with the write in progress (inside its
+    transaction): what ``touched`` names and the events above ``seq``."""
+    try:
+        for statement in scratch("INTEGER", "TEXT"):
+            conn.execute(statement)
+        for statement in before_days(touched):
+            conn.execute(statement, (seq,) if statement.startswith(TOUCH) else ())
+        days = [d for (d,) in conn.execute(DAYS_OF)]
+        conn.executemany("INSERT INTO sumstats_days VALUES (?, ?, ?)", day_periods(days))
+        for statement in APPLY:
+            conn.execute(statement)
+    finally:
+        for statement in drops():
+            conn.execute(statement)
