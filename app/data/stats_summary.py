@@ -87,9 +87,21 @@ CREATE TABLE IF NOT EXISTS stats_training (
     no_due_date {{int}} NOT NULL, started {{int}} NOT NULL, total {{real}}, n {{int}} NOT NULL,
     PRIMARY KEY (company_id, span, gk, period_start, gv)){{without_rowid}};
 """
-SQLITE_TABLES = TABLES.format(
-    int="INTEGER", text="TEXT", real="REAL", without_rowid=" WITHOUT ROWID"
+# An event that moves to another send (a load gave its id another campaign or employee)
+# leaves its old send behind: a trigger notes that send for the next refresh.
+MOVED = (
+    "CREATE TABLE IF NOT EXISTS stats_moved_sends (campaign_id {int} NOT NULL,"
+    " employee_id {int} NOT NULL, PRIMARY KEY (campaign_id, employee_id));"
 )
+SQLITE_TABLES = (TABLES + MOVED).format(
+    int="INTEGER", text="TEXT", real="REAL", without_rowid=" WITHOUT ROWID"
+) + """
+CREATE TRIGGER IF NOT EXISTS stats_event_moved AFTER UPDATE OF campaign_id, employee_id
+ON campaign_events WHEN OLD.campaign_id <> NEW.campaign_id OR OLD.employee_id <> NEW.employee_id
+BEGIN
+    INSERT OR IGNORE INTO stats_moved_sends VALUES (OLD.campaign_id, OLD.employee_id);
+END;
+"""
 # The stats' figures, in every table that keeps them: refresh empties them first on a
 # rebuild (EVERYTHING), as an upgrade does.
 SUMMARIES = (
@@ -118,7 +130,10 @@ TOUCH = "INSERT INTO sumstats_t"  # the statement that takes the sequence
 def _touch(touched: Touched) -> list[str]:
     """The statements filling sumstats_t, _i and _e (after the change sequence's sends,
     which take ``?``: the sequence before the write)."""
-    sends = ["SELECT campaign_id, employee_id FROM campaign_events WHERE seq > ?"]
+    sends = [
+        "SELECT campaign_id, employee_id FROM campaign_events WHERE seq > ?",
+        "SELECT campaign_id, employee_id FROM stats_moved_sends",
+    ]
     if touched.sends:
         sends.append(touched.sends)
     if touched.campaigns:
@@ -245,13 +260,14 @@ _CREATE_DELTAS = (
     " FROM stats_inscriptions s CROSS JOIN stats_groups g WHERE 1 = 0",
 )
 _SNAPSHOTS = (
-    "DELETE FROM stats_sends WHERE EXISTS (SELECT 1 FROM sumstats_t t"
-    " WHERE t.campaign_id = stats_sends.campaign_id AND t.employee_id = stats_sends.employee_id)",
+    "DELETE FROM stats_sends WHERE (campaign_id, employee_id) IN"
+    " (SELECT campaign_id, employee_id FROM sumstats_t)",
     "DELETE FROM stats_inscriptions WHERE id IN (SELECT id FROM sumstats_i)",
     "DELETE FROM stats_groups WHERE employee_id IN (SELECT id FROM sumstats_e)",
     _SEND_SNAPSHOT,
     _INSCRIPTION_SNAPSHOT,
     _GROUPS_SNAPSHOT,
+    "DELETE FROM stats_moved_sends",
 )
 
 # --- The deltas applied to the answers' rows. ---
