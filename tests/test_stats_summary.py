@@ -270,7 +270,7 @@ def test_the_upgrade_and_the_sample_s_summaries_are_exact(sample_db: Path, tmp_p
 def test_random_loads_keep_every_summary_exact(sample_db: Path, tmp_path: Path) -> None:
     rng = random.Random(20261126)
     known = known_ids(sample_db)
-    for n in range(8):
+    for n in range(6):
         load_files(sample_db, [write(tmp_path, n, batch(rng, n, known))])
         check(sample_db, tmp_path)
 

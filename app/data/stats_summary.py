@@ -99,7 +99,9 @@ SQLITE_TABLES = (TABLES + MOVED).format(
 CREATE TRIGGER IF NOT EXISTS stats_event_moved AFTER UPDATE OF campaign_id, employee_id
 ON campaign_events WHEN OLD.campaign_id <> NEW.campaign_id OR OLD.employee_id <> NEW.employee_id
 BEGIN
-    INSERT OR IGNORE INTO stats_moved_sends VALUES (OLD.campaign_id, OLD.employee_id);
+    INSERT INTO stats_moved_sends SELECT OLD.campaign_id, OLD.employee_id
+    WHERE NOT EXISTS (SELECT 1 FROM stats_moved_sends m
+        WHERE m.campaign_id = OLD.campaign_id AND m.employee_id = OLD.employee_id);
 END;
 """
 # The stats' figures, in every table that keeps them: refresh empties them first on a
@@ -432,6 +434,7 @@ APPLY = (
     _SECONDS_DELTA,
     _SECONDS_EMPTY,
     _MEDIANS,
+    "CREATE INDEX sumstats_med_key ON sumstats_med (company_id, span, gk, period_start, gv, kind, n)",
     _SET_MEDIANS,
     f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
     _TRAINING_DELTA,
