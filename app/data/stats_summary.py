@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import datetime as dt
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from typing import Any
 
 from .automation import kept_events
 from .vocabulary import AUTOMATION_FILTERS
@@ -93,9 +95,9 @@ MOVED = (
     "CREATE TABLE IF NOT EXISTS stats_moved_sends (campaign_id {int} NOT NULL,"
     " employee_id {int} NOT NULL, PRIMARY KEY (campaign_id, employee_id));"
 )
-SQLITE_TABLES = (TABLES + MOVED).format(
-    int="INTEGER", text="TEXT", real="REAL", without_rowid=" WITHOUT ROWID"
-) + """
+SQLITE_TABLES = (
+    (TABLES + MOVED).format(int="INTEGER", text="TEXT", real="REAL", without_rowid=" WITHOUT ROWID")
+    + """
 CREATE TRIGGER IF NOT EXISTS stats_event_moved AFTER UPDATE OF campaign_id, employee_id
 ON campaign_events WHEN OLD.campaign_id <> NEW.campaign_id OR OLD.employee_id <> NEW.employee_id
 BEGIN
@@ -104,6 +106,7 @@ BEGIN
         WHERE m.campaign_id = OLD.campaign_id AND m.employee_id = OLD.employee_id);
 END;
 """
+)
 # The stats' figures, in every table that keeps them: refresh empties them first on a
 # rebuild (EVERYTHING), as an upgrade does.
 SUMMARIES = (
@@ -114,7 +117,7 @@ SUMMARIES = (
 # --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
 _SCRATCH = (
     "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
-    "sumstats_keys", "sumstats_md", "sumstats_mk", "sumstats_med",
+    "sumstats_keys", "sumstats_pd", "sumstats_md", "sumstats_mk",
 )  # fmt: skip
 _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
@@ -278,7 +281,6 @@ DAYS_OF = (
     " UNION SELECT due_date FROM sumstats_di WHERE due_date IS NOT NULL"
     " UNION SELECT start_date FROM sumstats_di"
 )
-_ON_P = "JOIN sumstats_days m ON m.day = substr(d.launch_date, 1, 10)"
 _P_KEY = "d.company_id, m.span, m.period_start, d.gk, d.gv"
 _KEY_COLUMNS = "company_id, span, period_start, gk, gv"
 _VARIANT_TABLE = " UNION ALL ".join(
@@ -289,8 +291,8 @@ _VARIANT_TABLE = " UNION ALL ".join(
 # The rows a touched send's contribution falls in: their medians are found again. Of n
 # values the median is the ((n + 1) / 2)-th smallest: the first whose running count
 # reaches n / 2.
-_KEYS = f"""CREATE TEMP TABLE sumstats_keys AS SELECT DISTINCT {_P_KEY} FROM sumstats_dp d
-    {_ON_P}"""
+_KEYS = f"""CREATE TEMP TABLE sumstats_keys AS SELECT DISTINCT {_P_KEY} FROM sumstats_pd d
+    JOIN sumstats_days m ON m.day = d.day"""
 _IN_KEYS = (
     "(company_id, span, gk, period_start, gv) IN"
     " (SELECT company_id, span, gk, period_start, gv FROM sumstats_keys)"
@@ -308,23 +310,36 @@ def _added(columns: Iterable[str], table: str) -> str:
 
 
 _COUNTS = ("sends", "opened", "clicked", "reported", "failed")
+# The touched sends' contributions per launch day first: a campaign's sends share theirs.
+_DAY = "substr(d.launch_date, 1, 10)"
+_BY_DAY = f"""CREATE TEMP TABLE sumstats_pd AS SELECT d.company_id, {_DAY} AS day, d.gk, d.gv,
+    sum(d.sign) AS sends, {
+    ", ".join(f"sum(d.sign * d.{x}{n}) AS {x}{n}" for x in "of" for n in VARIANTS)
+}, {
+    ", ".join(
+        f"sum(CASE WHEN d.{k}{n} IS NOT NULL THEN d.sign ELSE 0 END) AS {k}{n}"
+        for _, k in KINDS
+        for n in VARIANTS
+    )
+} FROM sumstats_dp d GROUP BY d.company_id, {_DAY}, d.gk, d.gv"""
 _PHISHING_DELTA = f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends,
     people, opened, clicked, reported, failed)
-    SELECT {_P_KEY}, v.automation, 0, sum(d.sign), 0, sum(d.sign * {_pick("o")}),
-    sum(CASE WHEN {_pick("c")} IS NOT NULL THEN d.sign ELSE 0 END),
-    sum(CASE WHEN {_pick("r")} IS NOT NULL THEN d.sign ELSE 0 END), sum(d.sign * {_pick("f")})
-    FROM sumstats_dp d {_ON_P} CROSS JOIN ({_VARIANT_TABLE}) v
-    GROUP BY {_P_KEY}, v.automation
+    SELECT {_P_KEY}, v.automation, 0, sum(d.sends), 0, sum({_pick("o")}), sum({_pick("c")}),
+    sum({_pick("r")}), sum({_pick("f")})
+    FROM sumstats_pd d JOIN sumstats_days m ON m.day = d.day CROSS JOIN ({_VARIANT_TABLE}) v
+    WHERE true GROUP BY {_P_KEY}, v.automation
     ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
     {_added(_COUNTS, "stats_phishing")}"""
 # campaigns and people: each member's sends per row; a row's count moves when a member's
 # goes from none to some or back.
-_MEMBER_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_KEY_COLUMNS}, kind, member,
-    sum(sign) AS d FROM (
-        SELECT {_P_KEY}, 'campaign' AS kind, d.campaign_id AS member, d.sign
-        FROM sumstats_dp d {_ON_P}
-        UNION ALL SELECT {_P_KEY}, 'person', d.employee_id, d.sign FROM sumstats_dp d {_ON_P}
-    ) x GROUP BY {_KEY_COLUMNS}, kind, member"""
+_MEMBER_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_P_KEY}, d.kind, d.member,
+    sum(d.sign) AS d FROM (
+        SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, 'campaign' AS kind,
+        d.campaign_id AS member, sum(d.sign) AS sign FROM sumstats_dp d
+        GROUP BY d.company_id, {_DAY}, d.gk, d.gv, d.campaign_id
+        UNION ALL SELECT d.company_id, {_DAY}, d.gk, d.gv, 'person', d.employee_id, d.sign
+        FROM sumstats_dp d
+    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.kind, d.member"""
 _MEMBER_KEY = "company_id, span, gk, period_start, gv, kind, member"
 _MEMBER_MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT x.company_id, x.span,
     x.period_start, x.gk, x.gv,
@@ -353,67 +368,80 @@ _MEMBERS = (
 _SECONDS_COLUMNS = [f"{k}{n}" for _, k in KINDS for n in VARIANTS]
 _SECONDS_DELTA = f"""INSERT INTO stats_seconds ({_KEY_COLUMNS}, seconds,
     {", ".join(_SECONDS_COLUMNS)})
-    SELECT company_id, span, period_start, gk, gv, seconds,
-    {", ".join(f"sum({c})" for c in _SECONDS_COLUMNS)} FROM ({
+    SELECT {_P_KEY}, d.seconds, {", ".join(f"sum(d.{c})" for c in _SECONDS_COLUMNS)} FROM (
+        SELECT company_id, day, gk, gv, seconds, {
+    ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
+}
+        FROM ({
     " UNION ALL ".join(
-        f"SELECT {_P_KEY}, d.{column} AS seconds, "
+        f"SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, d.{column} AS seconds, "
         + ", ".join(f"d.sign AS {c}" if c == column else f"0 AS {c}" for c in _SECONDS_COLUMNS)
-        + f" FROM sumstats_dp d {_ON_P} WHERE d.{column} IS NOT NULL"
+        + f" FROM sumstats_dp d WHERE d.{column} IS NOT NULL"
         for column in _SECONDS_COLUMNS
     )
-}) x GROUP BY company_id, span, period_start, gk, gv, seconds
+}) x GROUP BY company_id, day, gk, gv, seconds
+    ) d JOIN sumstats_days m ON m.day = d.day WHERE true GROUP BY {_P_KEY}, d.seconds
     ON CONFLICT (company_id, span, gk, period_start, gv, seconds) DO UPDATE SET
     {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
 _SECONDS_EMPTY = f"DELETE FROM stats_seconds WHERE {_IN_KEYS} AND " + " AND ".join(
     f"{c} = 0" for c in _SECONDS_COLUMNS
 )
-_HISTOGRAMS = " UNION ALL ".join(
-    f"SELECT s.company_id, s.span, s.period_start, s.gk, s.gv, '{k}' AS kind, {n} AS n,"
-    f" s.seconds, s.{k}{n} AS c FROM sumstats_keys k JOIN stats_seconds s"
-    " ON s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk"
-    f" AND s.period_start = k.period_start AND s.gv = k.gv WHERE s.{k}{n} > 0"
-    for _, k in KINDS
-    for n in VARIANTS
+# The touched rows' histograms, in order: each row's medians are found by walking them
+# (:func:`medians`), for both stores.
+HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds,
+    {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)} FROM sumstats_keys k JOIN stats_seconds s
+    ON s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk
+    AND s.period_start = k.period_start AND s.gv = k.gv
+    ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds"""
+NO_MEDIANS = f"UPDATE stats_phishing SET median_click = NULL, median_report = NULL WHERE {_IN_KEYS}"
+SET_MEDIANS = (
+    "UPDATE stats_phishing SET median_click = ?, median_report = ? WHERE company_id = ?"
+    " AND span = ? AND gk = ? AND period_start = ? AND gv = ? AND automation = ?"
 )
-_PARTITION = "h.company_id, h.span, h.period_start, h.gk, h.gv, h.kind, h.n"
-_MEDIANS = f"""CREATE TEMP TABLE sumstats_med AS SELECT company_id, span, period_start, gk,
-    gv, kind, n, min(seconds) AS m FROM (
-        SELECT h.*, sum(h.c) OVER (PARTITION BY {_PARTITION} ORDER BY h.seconds) AS running,
-        sum(h.c) OVER (PARTITION BY {_PARTITION}) AS total FROM ({_HISTOGRAMS}) h
-    ) x WHERE 2 * running >= total GROUP BY company_id, span, period_start, gk, gv, kind, n"""
 
 
-def _median(letter: str) -> str:
-    return (
-        f"(SELECT m.m FROM sumstats_med m WHERE m.company_id = stats_phishing.company_id"
-        " AND m.span = stats_phishing.span AND m.gk = stats_phishing.gk"
-        " AND m.period_start = stats_phishing.period_start AND m.gv = stats_phishing.gv"
-        f" AND m.kind = '{letter}' AND m.n = (CASE stats_phishing.automation "
-        + " ".join(f"WHEN '{name}' THEN {n}" for n, name in enumerate(AUTOMATION_FILTERS))
-        + " END))"
-    )
+def _lower_median(values: list[tuple[int, int]]) -> int | None:
+    """Of n values (each ``(value, how many)``, in order) the ((n + 1) / 2)-th smallest."""
+    rank = (sum(n for _, n in values) + 1) // 2
+    for value, n in values:
+        rank -= n
+        if rank <= 0:
+            return value
+    return None
 
 
-_SET_MEDIANS = f"""UPDATE stats_phishing SET median_click = {_median("c")},
-    median_report = {_median("r")} WHERE {_IN_KEYS}"""
+def medians(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:
+    """The parameters of SET_MEDIANS for the rows of HISTOGRAMS (a row without values of
+    a kind keeps the NULL that NO_MEDIANS gave it)."""
+    for key, found in groupby(rows, key=lambda row: tuple(row[:5])):
+        histogram = list(found)
+        for n, automation in enumerate(AUTOMATION_FILTERS):
+            click, report = (
+                _lower_median([(r[5], r[6 + at]) for r in histogram if r[6 + at]])
+                for at in (n, len(VARIANTS) + n)
+            )
+            if click is not None or report is not None:
+                yield click, report, *key, automation
+
+
 _I_KEY_DUE = "d.company_id, m.span, m.period_start, d.gk, d.gv"
 _TRAINING_COUNTS = (
     "due", "completed_on_time", "completed_late", "not_completed", "no_due_date", "started",
     "total", "n",
 )  # fmt: skip
 _TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TRAINING_COUNTS)})
-    SELECT company_id, span, period_start, gk, gv,
-    {", ".join(f"sum({c})" for c in _TRAINING_COUNTS)} FROM (
-        SELECT {_I_KEY_DUE}, d.sign AS due,
-        CASE WHEN d.outcome = 1 THEN d.sign ELSE 0 END AS completed_on_time,
-        CASE WHEN d.outcome = 2 THEN d.sign ELSE 0 END AS completed_late,
-        CASE WHEN d.outcome = 0 THEN d.sign ELSE 0 END AS not_completed,
-        0 AS no_due_date, 0 AS started, d.sign * d.total AS total, d.sign * d.n AS n
-        FROM sumstats_di d JOIN sumstats_days m ON m.day = d.due_date
-        UNION ALL SELECT {_I_KEY_DUE}, 0, 0, 0, 0,
-        CASE WHEN d.due_date IS NULL THEN d.sign ELSE 0 END, d.sign, NULL, 0
-        FROM sumstats_di d JOIN sumstats_days m ON m.day = d.start_date
-    ) x GROUP BY company_id, span, period_start, gk, gv
+    SELECT {_P_KEY}, {", ".join(f"sum(d.{c})" for c in _TRAINING_COUNTS)} FROM (
+        SELECT d.company_id, d.due_date AS day, d.gk, d.gv, sum(d.sign) AS due,
+        sum(CASE WHEN d.outcome = 1 THEN d.sign ELSE 0 END) AS completed_on_time,
+        sum(CASE WHEN d.outcome = 2 THEN d.sign ELSE 0 END) AS completed_late,
+        sum(CASE WHEN d.outcome = 0 THEN d.sign ELSE 0 END) AS not_completed,
+        0 AS no_due_date, 0 AS started, sum(d.sign * d.total) AS total, sum(d.sign * d.n) AS n
+        FROM sumstats_di d WHERE d.due_date IS NOT NULL
+        GROUP BY d.company_id, d.due_date, d.gk, d.gv
+        UNION ALL SELECT d.company_id, d.start_date, d.gk, d.gv, 0, 0, 0, 0,
+        sum(CASE WHEN d.due_date IS NULL THEN d.sign ELSE 0 END), sum(d.sign), NULL, 0
+        FROM sumstats_di d GROUP BY d.company_id, d.start_date, d.gk, d.gv
+    ) d JOIN sumstats_days m ON m.day = d.day WHERE true GROUP BY {_P_KEY}
     ON CONFLICT (company_id, span, gk, period_start, gv) DO UPDATE SET
     {
     ", ".join(
@@ -426,6 +454,7 @@ _TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TR
 }"""
 
 APPLY = (
+    _BY_DAY,
     _KEYS,
     _PHISHING_DELTA,
     _MEMBER_DELTA,
@@ -433,9 +462,7 @@ APPLY = (
     *_MEMBERS,
     _SECONDS_DELTA,
     _SECONDS_EMPTY,
-    _MEDIANS,
-    "CREATE INDEX sumstats_med_key ON sumstats_med (company_id, span, gk, period_start, gv, kind, n)",
-    _SET_MEDIANS,
+    NO_MEDIANS,
     f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
     _TRAINING_DELTA,
     "DELETE FROM stats_training WHERE due = 0 AND started = 0",
@@ -490,6 +517,7 @@ def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
         conn.executemany("INSERT INTO sumstats_days VALUES (?, ?, ?)", day_periods(days))
         for statement in APPLY:
             conn.execute(statement)
+        conn.executemany(SET_MEDIANS, medians(conn.execute(HISTOGRAMS)))
     finally:
         for statement in drops():
             conn.execute(statement)

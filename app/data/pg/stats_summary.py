@@ -8,21 +8,24 @@ import asyncpg
 from ..stats_summary import (
     APPLY,
     DAYS_OF,
+    HISTOGRAMS,
     MOVED,
+    SET_MEDIANS,
     TABLES,
     TOUCH,
     Touched,
     before_days,
     day_periods,
     drops,
+    medians,
     scratch,
 )
 from .sql import numbered
 
 _TEXT = 'TEXT COLLATE "C"'  # the schema's text (pg/schema.py): groups sort by code point
-PG_TABLES = (TABLES + MOVED).format(
-    int="BIGINT", text=_TEXT, real="NUMERIC", without_rowid=""
-) + """
+PG_TABLES = (
+    (TABLES + MOVED).format(int="BIGINT", text=_TEXT, real="NUMERIC", without_rowid="")
+    + """
 CREATE OR REPLACE FUNCTION stats_event_moved() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO stats_moved_sends VALUES (OLD.campaign_id, OLD.employee_id)
@@ -34,6 +37,7 @@ ON campaign_events FOR EACH ROW
 WHEN (OLD.campaign_id <> NEW.campaign_id OR OLD.employee_id <> NEW.employee_id)
 EXECUTE FUNCTION stats_event_moved();
 """
+)
 
 
 async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
@@ -50,5 +54,7 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
     await conn.executemany("INSERT INTO sumstats_days VALUES ($1, $2, $3)", day_periods(days))
     for statement in APPLY:
         await conn.execute(statement)
+    found = medians(await conn.fetch(HISTOGRAMS))
+    await conn.executemany(numbered(SET_MEDIANS), list(found))
     for statement in drops():
         await conn.execute(statement)
