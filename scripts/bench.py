@@ -27,6 +27,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -221,10 +222,14 @@ def stats_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
     window = stats.buckets(first, end, "month", stats.MAX_BUCKETS)
     query = f"filter%5Bfrom_date%5D={first}&filter%5Bto_date%5D={end}"
 
-    def listing(make: Callable[..., Listing], group_by: str | None = None) -> Listing:
-        return make(COMPANY, stats.StatsFilters(window, group_by))
+    def listing(make: Callable[..., Listing], group_by: str | None = None, **kw: Any) -> Listing:
+        return make(COMPANY, stats.StatsFilters(window, group_by, **kw))
 
     by_department = listing(stats.phishing_listing, "department")
+    # The slower path (docs/data.md): a person filter, filter[with_captcha]=false.
+    (department,) = first_row(conn, TOP_DEPARTMENT, COMPANY)
+    person = {"lists": {"department": [str(department).casefold()]}}
+    one_person = f"{query}&{urlencode({'filter[department]': department}, safe='[]')}"
     return [
         Scenario("(o) stats/phishing, 13 months", f"{API}/stats/phishing?{query}", 1, "floor",
                  0.7, floor=Floor(listing(stats.phishing_listing))),
@@ -233,6 +238,15 @@ def stats_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
                  floor=Floor(by_department, 100)),
         Scenario("(q) stats/training, 13 months", f"{API}/stats/training?{query}", 1, "floor",
                  0.7, floor=Floor(listing(stats.training_listing))),
+        Scenario("(u) stats/phishing, 13 months, a person filter (raw rows)",
+                 f"{API}/stats/phishing?{one_person}", 1, "floor", 0.7,
+                 floor=Floor(listing(stats.phishing_listing, **person))),
+        Scenario("(v) stats/phishing, 13 months, filter[with_captcha]=false (raw rows)",
+                 f"{API}/stats/phishing?{query}&filter%5Bwith_captcha%5D=false", 1, "floor", 0.7,
+                 floor=Floor(listing(stats.phishing_listing, without_captcha=True))),
+        Scenario("(w) stats/training, 13 months, a person filter (raw rows)",
+                 f"{API}/stats/training?{one_person}", 1, "floor", 0.7,
+                 floor=Floor(listing(stats.training_listing, **person))),
     ]  # fmt: skip
 
 
