@@ -22,7 +22,8 @@ import asyncpg
 
 from app.data import stats_summary
 from app.data.automation import EXCLUDED, Rules
-from app.data.schema import write_transaction
+from app.data.pg.schema import ensure_schema as ensure_pg
+from app.data.schema import SCHEMA_VERSION, upgrade_if_older, write_transaction
 from app.data.stats import INTERVALS
 from app.data.vocabulary import AUTOMATION_FILTERS
 from app.tools.loader import load_files
@@ -263,7 +264,7 @@ def write(tmp_path: Path, n: int, records: dict[str, Any]) -> Path:
     return path
 
 
-def test_the_upgrade_and_the_sample_s_summaries_are_exact(sample_db: Path, tmp_path: Path) -> None:
+def test_the_sample_s_summaries_are_exact(sample_db: Path, tmp_path: Path) -> None:
     check(sample_db, tmp_path)
 
 
@@ -301,5 +302,47 @@ async def test_postgresql_keeps_the_same_summaries(
                 theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
                 assert summaries(lite, table) == summaries(None, table, theirs), table
             lite.close()
+    finally:
+        await pg.close()
+
+
+# What version 8 added: the summaries, the table of moved sends and its trigger.
+SINCE_VERSION_8 = (
+    *(f"DROP TABLE {table}" for table in (*stats_summary.SUMMARIES, "stats_moved_sends")),
+    "DROP TRIGGER stats_event_moved",
+)
+
+
+def test_a_version_7_file_is_upgraded_with_its_summaries(sample_db: Path, tmp_path: Path) -> None:
+    old = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    conn.execute("VACUUM INTO ?", (str(old),))
+    conn.close()
+    conn = sqlite3.connect(old, isolation_level=None)
+    for statement in SINCE_VERSION_8:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    assert upgrade_if_older(old)
+    assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    check(old, tmp_path)
+    lite = sqlite3.connect(sample_db)
+    for table in stats_summary.SUMMARIES:
+        assert summaries(sqlite3.connect(old), table) == summaries(lite, table), table
+
+
+async def test_a_version_7_postgresql_database_is_upgraded_with_its_summaries(
+    sample_db: Path, pg_database: str
+) -> None:
+    pg = await asyncpg.connect(pg_database)
+    try:
+        await pg.execute(";".join((*SINCE_VERSION_8[:-1], "DROP TRIGGER stats_event_moved"
+                                   " ON campaign_events")))  # fmt: skip
+        await pg.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+        assert await ensure_pg(pg)
+        lite = sqlite3.connect(sample_db)
+        for table in stats_summary.SUMMARIES:
+            theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
+            assert summaries(lite, table) == summaries(None, table, theirs), table
     finally:
         await pg.close()
