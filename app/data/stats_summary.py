@@ -30,7 +30,6 @@ from typing import Any
 from .automation import kept_events
 from .vocabulary import AUTOMATION_FILTERS
 
-GROUPINGS = ("", "department", "country", "team")  # '' : not grouped
 KINDS = (("click", "c"), ("report", "r"))  # the medians' event types, their columns' letter
 VARIANTS = range(len(AUTOMATION_FILTERS))  # column suffix n: AUTOMATION_FILTERS[n]
 
