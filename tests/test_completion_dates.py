@@ -9,7 +9,6 @@ same way; the inscription records the API sends are unchanged.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,15 @@ from app.tools.pg_loader import load_pg
 from app.web.schemas import InscriptionSchema
 
 from .support import stats as oracle
-from .support.factories import API, PG_SINCE_VERSION_6, SINCE_VERSION_6, get, query, sample
+from .support.factories import (
+    API,
+    PG_SINCE_VERSION_6,
+    SINCE_VERSION_6,
+    get,
+    older_copy,
+    query,
+    sample,
+)
 
 DATES = "SELECT id, completed_at FROM inscriptions ORDER BY id"
 
@@ -114,15 +121,7 @@ def test_an_export_keeps_the_dates(sample_db: Path, tmp_path: Path) -> None:
 
 
 def test_a_version_6_file_gets_its_dates(sample_db: Path, tmp_path: Path) -> None:
-    old = tmp_path / "v6.sqlite3"
-    conn = sqlite3.connect(sample_db, isolation_level=None)
-    conn.execute("VACUUM INTO ?", (str(old),))
-    conn.close()
-    conn = sqlite3.connect(old, isolation_level=None)
-    for statement in SINCE_VERSION_6:
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
-    conn.close()
+    old = older_copy(sample_db, tmp_path / "v6.sqlite3", SINCE_VERSION_6, 6)
     assert upgrade_if_older(old)
     assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert query(old, DATES) == expected_dates(sample())

@@ -29,6 +29,7 @@ from app.data.vocabulary import AUTOMATION_FILTERS
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 from app.tools.reclassify import reclassify
+from tests.support.factories import older_copy
 from tests.support.stats import bucket_of
 
 DEPARTMENTS = ("Zeta", "alpha", "Ärzte", "HR")
@@ -137,14 +138,13 @@ def expected_phishing(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
         "SELECT t.campaign_id, t.employee_id, c.company_id, c.launch_date"
         " FROM campaign_targets t JOIN campaigns c ON c.id = t.campaign_id"
     ):
-        day = dt.date.fromisoformat(launch[:10])
         for automation in AUTOMATION_FILTERS:
             kept = [e for e in events[cid, pid] if e[2] not in EXCLUDED[automation]]
             firsts = {k: min((at for kind, at, _ in kept if kind == k), default=None)
                       for k in ("open", "click", "report", "fail")}  # fmt: skip
             for interval in INTERVALS:
                 for gk, gv in member_of[pid]:
-                    key = (company, interval, str(bucket_of(day, interval)[0]), gk, gv, automation)
+                    key = (*period(company, interval, launch[:10], gk, gv), automation)
                     row = rows.setdefault(key, defaultdict(list))
                     row["campaigns"].append(cid)
                     row["people"].append(pid)
@@ -160,6 +160,11 @@ def expected_phishing(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
          lower_median(r["clicked"]), lower_median(r["reported"]))
         for key, r in rows.items()
     }  # fmt: skip
+
+
+def period(company: int, interval: str, day: str, gk: str, gv: str) -> tuple[Any, ...]:
+    """A summary row's key: the bucket of ``interval`` holding ``day``."""
+    return company, interval, str(bucket_of(dt.date.fromisoformat(day), interval)[0]), gk, gv
 
 
 def expected_training(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
@@ -178,13 +183,7 @@ def expected_training(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
         for interval in INTERVALS:
             for gk, gv in member_of[pid]:
                 if due is not None:
-                    row = rows[
-                        company,
-                        interval,
-                        str(bucket_of(dt.date.fromisoformat(due), interval)[0]),
-                        gk,
-                        gv,
-                    ]
+                    row = rows[period(company, interval, due, gk, gv)]
                     done = status == "completed"
                     on_time = done and (done_at is None or done_at <= due)
                     row[0] += 1
@@ -193,13 +192,7 @@ def expected_training(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
                     row[3] += not done
                     row[6] += sum(results[iid])
                     row[7] += len(results[iid])
-                row = rows[
-                    company,
-                    interval,
-                    str(bucket_of(dt.date.fromisoformat(start), interval)[0]),
-                    gk,
-                    gv,
-                ]
+                row = rows[period(company, interval, start, gk, gv)]
                 row[4] += due is None
                 row[5] += 1
     return {
@@ -314,15 +307,7 @@ SINCE_VERSION_8 = (
 
 
 def test_a_version_7_file_is_upgraded_with_its_summaries(sample_db: Path, tmp_path: Path) -> None:
-    old = tmp_path / "old.sqlite3"
-    conn = sqlite3.connect(sample_db, isolation_level=None)
-    conn.execute("VACUUM INTO ?", (str(old),))
-    conn.close()
-    conn = sqlite3.connect(old, isolation_level=None)
-    for statement in SINCE_VERSION_8:
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 7")
-    conn.close()
+    old = older_copy(sample_db, tmp_path / "v7.sqlite3", SINCE_VERSION_8, 7)
     assert upgrade_if_older(old)
     assert sqlite3.connect(old).execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     check(old, tmp_path)

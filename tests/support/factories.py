@@ -195,6 +195,20 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
 
 # What schema version 7 added (inscriptions' completion dates, the teams' index;
 # PostgreSQL's unixepoch): dropped again by the tests that make an older database.
+def older_copy(db: Path, target: Path, undo: Iterable[str], version: int) -> Path:
+    """A consistent copy of ``db`` (VACUUM INTO) taken back to schema ``version`` by the
+    statements ``undo``."""
+    conn = sqlite3.connect(db, isolation_level=None)
+    conn.execute("VACUUM INTO ?", (str(target),))
+    conn.close()
+    conn = sqlite3.connect(target, isolation_level=None)
+    for statement in undo:
+        conn.execute(statement)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    return target
+
+
 SINCE_VERSION_6 = (
     "ALTER TABLE inscriptions DROP COLUMN completed_at",
     "DROP INDEX IF EXISTS teams_by_company",
