@@ -116,7 +116,7 @@ SUMMARIES = (
 # --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
 _SCRATCH = (
     "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
-    "sumstats_keys", "sumstats_pd", "sumstats_md", "sumstats_mk",
+    "sumstats_keys", "sumstats_pd", "sumstats_md", "sumstats_mk", "sumstats_sd",
 )  # fmt: skip
 _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
@@ -353,8 +353,6 @@ _MEMBER_MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT x.company_id, x.span,
 _MEMBERS = (
     f"""INSERT INTO stats_members ({_MEMBER_KEY}, n) SELECT {_MEMBER_KEY}, d FROM sumstats_md
     WHERE d <> 0 ON CONFLICT ({_MEMBER_KEY}) DO UPDATE SET n = stats_members.n + excluded.n""",
-    f"DELETE FROM stats_members WHERE ({_MEMBER_KEY}) IN (SELECT {_MEMBER_KEY} FROM sumstats_md)"
-    " AND n = 0",
     f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends, people,
     opened, clicked, reported, failed)
     SELECT k.company_id, k.span, k.period_start, k.gk, k.gv, v.automation, k.campaigns, 0,
@@ -365,9 +363,9 @@ _MEMBERS = (
 )
 # The medians: each send's seconds to its first click and report, counted per value.
 _SECONDS_COLUMNS = [f"{k}{n}" for _, k in KINDS for n in VARIANTS]
-_SECONDS_DELTA = f"""INSERT INTO stats_seconds ({_KEY_COLUMNS}, seconds,
-    {", ".join(_SECONDS_COLUMNS)})
-    SELECT {_P_KEY}, d.seconds, {", ".join(f"sum(d.{c})" for c in _SECONDS_COLUMNS)} FROM (
+_SECONDS_DELTA = f"""CREATE TEMP TABLE sumstats_sd AS SELECT {_P_KEY}, d.seconds, {
+    ", ".join(f"sum(d.{c}) AS {c}" for c in _SECONDS_COLUMNS)
+} FROM (
         SELECT company_id, day, gk, gv, seconds, {
     ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
 }
@@ -379,12 +377,36 @@ _SECONDS_DELTA = f"""INSERT INTO stats_seconds ({_KEY_COLUMNS}, seconds,
         for column in _SECONDS_COLUMNS
     )
 }) x GROUP BY company_id, day, gk, gv, seconds
-    ) d JOIN sumstats_days m ON m.day = d.day WHERE true GROUP BY {_P_KEY}, d.seconds
-    ON CONFLICT (company_id, span, gk, period_start, gv, seconds) DO UPDATE SET
-    {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
-_SECONDS_EMPTY = f"DELETE FROM stats_seconds WHERE {_IN_KEYS} AND " + " AND ".join(
-    f"{c} = 0" for c in _SECONDS_COLUMNS
-)
+    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.seconds"""
+_SECONDS_KEY = "company_id, span, gk, period_start, gv, seconds"
+_SECONDS_ADDED = f"""INSERT INTO stats_seconds ({_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)})
+    SELECT {_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_sd WHERE true
+    ON CONFLICT ({_SECONDS_KEY}) DO UPDATE SET {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
+
+
+def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
+    """The keys of ``table``'s rows that ``delta`` (a temporary table) touched and left
+    ``empty``, and the statement deleting one: each a seek by key (SQLite finds no index
+    for a row value IN a list of many columns)."""
+    columns = key.split(", ")
+    on = " AND ".join(f"x.{c} = d.{c}" for c in columns)
+    where = " AND ".join(f"{c} = ?" for c in columns)
+    return (
+        f"SELECT {', '.join(f'x.{c}' for c in columns)} FROM {delta} d JOIN {table} x ON {on}"
+        f" WHERE {empty.format(x='x.')}",
+        f"DELETE FROM {table} WHERE {where}",
+    )
+
+
+# The rows a refresh left empty (SELECT, then DELETE each): members without sends,
+# histogram values without sends.
+EMPTIED = (
+    _emptied("stats_members", "sumstats_md", _MEMBER_KEY, "{x}n = 0"),
+    _emptied(
+        "stats_seconds", "sumstats_sd", _SECONDS_KEY,
+        " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
+    ),
+)  # fmt: skip
 # The touched rows' histograms, in order: each row's medians are found by walking them
 # (:func:`medians`), for both stores.
 HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds,
@@ -460,7 +482,7 @@ APPLY = (
     _MEMBER_MOVES,
     *_MEMBERS,
     _SECONDS_DELTA,
-    _SECONDS_EMPTY,
+    _SECONDS_ADDED,
     NO_MEDIANS,
     f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
     _TRAINING_DELTA,
@@ -517,6 +539,8 @@ def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
         for statement in APPLY:
             conn.execute(statement)
         conn.executemany(SET_MEDIANS, medians(conn.execute(HISTOGRAMS)))
+        for found, delete in EMPTIED:
+            conn.executemany(delete, conn.execute(found).fetchall())
     finally:
         for statement in drops():
             conn.execute(statement)

@@ -8,6 +8,7 @@ import asyncpg
 from ..stats_summary import (
     APPLY,
     DAYS_OF,
+    EMPTIED,
     HISTOGRAMS,
     MOVED,
     SET_MEDIANS,
@@ -56,5 +57,7 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
         await conn.execute(statement)
     found = medians(await conn.fetch(HISTOGRAMS))
     await conn.executemany(numbered(SET_MEDIANS), list(found))
+    for select, delete in EMPTIED:
+        await conn.executemany(numbered(delete), [tuple(r) for r in await conn.fetch(select)])
     for statement in drops():
         await conn.execute(statement)
