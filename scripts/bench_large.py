@@ -42,8 +42,8 @@ from bench_page import keep  # noqa: E402
 from app.tools.cli import ToolError  # noqa: E402
 from app.tools.loader import load_files  # noqa: E402
 
-ROWS = "abcdklghijopq"  # reports (g-j), stats (o-q), pages (a, b) and streams (c, d, k, l)
-REPORTS, PAGES, STREAMS = "ghijopq", "abghjopq", "cd"
+ROWS = "abcdklghijopqwxy"  # reports (g-j), stats (o-q, w-y), pages (a, b), streams (c, d, k, l)
+REPORTS, PAGES, STREAMS = "ghijopqwxy", "abghjopqwxy", "cd"
 TARGET_MS = 15.0  # a report or stats row on the large set
 TARGET_GROWTH = 2.0  # a report or stats row: large time over standard time
 TARGET_FIRST = 3.0  # a page on the large set: its first request over the next ones

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
+from .stats_summary import EVERYTHING, SQLITE_TABLES, refresh
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -500,6 +501,19 @@ def place_changes(conn: sqlite3.Connection) -> None:
 
 # --- end of schema version 7 ---
 
+# --- From schema version 7 to 8: the stats' summaries, kept by the writers
+# (app/data/stats_summary.py): the tables (made with the others), filled from the stored
+# rows once the verdicts are decided. ---
+SUMMARY_TABLES = SQLITE_TABLES
+
+
+def fill_summaries(conn: sqlite3.Connection) -> None:
+    seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
+    refresh(conn, int(seq), EVERYTHING)
+
+
+# --- end of 7 to 8 ---
+
 
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
@@ -524,14 +538,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 6 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 7 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -556,7 +570,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
-        for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
+        for statement in _statements(SCHEMA + TENANCY_TRIGGERS + SUMMARY_TABLES):
             conn.execute(statement)
         if version == 1:
             # An event implies its employee was a target (contract.md 10).
@@ -571,6 +585,8 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
         add_change_feeds(conn)  # schema step 6 -> 7, hooks block (a new file too)
+        if version in (1, 2, 3, 4, 5, 6, 7):
+            fill_summaries(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -33,6 +33,8 @@ from ..data.schema import (
     connect_writer,
     write_transaction,
 )
+from ..data.stats_summary import Touched
+from ..data.stats_summary import refresh as refresh_stats
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
@@ -228,12 +230,22 @@ def generate_companies(
             )
             new = f"SELECT id FROM main.campaigns WHERE id > {origin.campaigns}"
             classify(conn, rules, new, origin.change_seq)
+            refresh_stats(conn, origin.change_seq, made(origin))
             bump_data_version(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return companies, counts
     finally:
         meter.close()
         conn.close()
+
+
+def made(origin: Origin) -> Touched:
+    """What a generation gave, for the stats' summaries: every row past ``origin``."""
+    return Touched(
+        campaigns=f"SELECT id FROM campaigns WHERE id > {origin.campaigns}",
+        employees=f"SELECT id FROM employees WHERE id > {origin.employees}",
+        inscriptions=f"SELECT id FROM inscriptions WHERE id > {origin.inscriptions}",
+    )
 
 
 def refuse_data(conn: sqlite3.Connection) -> None:

@@ -32,6 +32,8 @@ from ..data.schema import (
     scratch_transaction,
     write_transaction,
 )
+from ..data.stats_summary import Touched
+from ..data.stats_summary import refresh as refresh_stats
 from .cli import add_store_arguments, cause_of, command, plural
 from .fixture_format import TABLES
 from .fixture_reader import Item
@@ -148,6 +150,7 @@ def _check_and_write(
     refuse_if_problems(conn)
     if counts["campaign_events"] or counts["campaign_targets"]:
         classify(conn, rules, TOUCHED, seq)
+    refresh_stats(conn, seq, LOADED)
     bump_data_version(conn)
     return counts
 
@@ -156,6 +159,19 @@ def _check_and_write(
 TOUCHED = (
     "SELECT campaign_id FROM temp.stage_campaign_events WHERE valid"
     " UNION SELECT campaign_id FROM temp.stage_campaign_targets WHERE valid"
+)
+
+
+# What the stats' summaries take again (app/data/stats_summary.py): the rows it gave.
+LOADED = Touched(
+    campaigns="SELECT id FROM temp.stage_campaigns WHERE valid",
+    employees="SELECT id FROM temp.stage_employees WHERE valid"
+    " UNION SELECT employee_id FROM temp.stage_team_members WHERE valid"
+    " UNION SELECT m.employee_id FROM temp.stage_teams s"
+    " JOIN main.team_members m ON m.team_id = s.id WHERE s.valid",
+    sends="SELECT campaign_id, employee_id FROM temp.stage_campaign_targets WHERE valid",
+    inscriptions="SELECT id FROM temp.stage_inscriptions WHERE valid"
+    " UNION SELECT inscription_id FROM temp.stage_section_results WHERE valid",
 )
 
 

@@ -26,7 +26,9 @@ import asyncpg
 from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, ensure_schema
+from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
+from ..data.stats_summary import Touched
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
 from .load_checks import duplicate
@@ -274,6 +276,7 @@ async def write(
             await conn.execute(DERIVED_COMPLETIONS)
         if counts["campaign_events"] or counts["campaign_targets"]:
             await classify(conn, rules, TOUCHED, seq)
+        await refresh_stats(conn, seq, LOADED)
         await bump_data_version(conn)
     return counts
 
@@ -282,6 +285,17 @@ async def write(
 TOUCHED = (
     "SELECT campaign_id FROM stage_campaign_events"
     " UNION SELECT campaign_id FROM stage_campaign_targets"
+)
+
+
+# What the stats' summaries take again (the SQLite loader's LOADED): the rows it gave.
+LOADED = Touched(
+    campaigns="SELECT id FROM stage_campaigns",
+    employees="SELECT id FROM stage_employees UNION SELECT employee_id FROM stage_team_members"
+    " UNION SELECT m.employee_id FROM stage_teams s JOIN team_members m ON m.team_id = s.id",
+    sends="SELECT campaign_id, employee_id FROM stage_campaign_targets",
+    inscriptions="SELECT id FROM stage_inscriptions"
+    " UNION SELECT inscription_id FROM stage_section_results",
 )
 
 

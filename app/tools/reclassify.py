@@ -20,7 +20,10 @@ from ..data.automation import Rules, classify, rules_from_env
 from ..data.pg.automation import classify as classify_pg
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import ensure_schema as ensure_pg
+from ..data.pg.stats_summary import refresh as refresh_stats_pg
 from ..data.schema import bump_data_version, connect_writer, write_transaction
+from ..data.stats_summary import Touched
+from ..data.stats_summary import refresh as refresh_stats
 from .cli import ToolError, add_store_arguments, command, plural
 from .keytool import existing
 
@@ -46,6 +49,7 @@ def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
                 raise ToolError(f"unknown company {company}")
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             moved = classify(conn, rules, scope(company), int(seq))
+            refresh_stats(conn, int(seq), Touched())
             if moved:
                 bump_data_version(conn)
             return moved
@@ -66,6 +70,7 @@ async def reclassify_pg(url: str, company: int | None, rules: Rules) -> Moved:
                 raise ToolError(f"unknown company {company}")
             seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
             moved = await classify_pg(conn, rules, scope(company), seq)
+            await refresh_stats_pg(conn, seq, Touched())
             if moved:
                 await bump_pg(conn)
             return moved

@@ -270,17 +270,23 @@ PG_SINCE_VERSION_6 = (
 )
 
 
-def version_6_copy(sample_db: Path, target: Path) -> Path:
-    """A copy of the sample file made version 6 again (what version 7 added, dropped)."""
-    conn = sqlite3.connect(sample_db, isolation_level=None)
+def older_copy(db: Path, target: Path, undo: Iterable[str], version: int) -> Path:
+    """A consistent copy of ``db`` (VACUUM INTO) taken back to schema ``version`` by the
+    statements ``undo``."""
+    conn = sqlite3.connect(db, isolation_level=None)
     conn.execute("VACUUM INTO ?", (str(target),))
     conn.close()
     conn = sqlite3.connect(target, isolation_level=None)
-    for statement in SINCE_VERSION_6:
+    for statement in undo:
         conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
+    conn.execute(f"PRAGMA user_version = {version}")
     conn.close()
     return target
+
+
+def version_6_copy(sample_db: Path, target: Path) -> Path:
+    """A copy of the sample file made version 6 again (what version 7 added, dropped)."""
+    return older_copy(sample_db, target, SINCE_VERSION_6, 6)
 
 
 async def to_version_6(conn: Any) -> None:

@@ -14,8 +14,10 @@ import asyncpg
 from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
+from ..stats_summary import EVERYTHING
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .automation import classify
+from .stats_summary import PG_TABLES, refresh
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
 CHANNEL = "reporting_data"
@@ -338,12 +340,12 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7)
+            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7 + PG_TABLES)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             await add_change_feeds(conn)
             return False
-        if version not in (2, 3, 4, 5, 6):
+        if version not in (2, 3, 4, 5, 6, 7):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -353,7 +355,9 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_4_to_5(conn, rules or rules_from_env())
         if version in (2, 3, 4, 5):
             await migrate_5_to_6(conn)
-        await migrate_6_to_7(conn)
+        if version in (2, 3, 4, 5, 6):
+            await migrate_6_to_7(conn)
+        await migrate_7_to_8(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -575,6 +579,17 @@ async def add_change_feeds(conn: asyncpg.Connection) -> None:
 
 
 # --- end of 6 to 7 ---
+
+
+# --- From schema version 7 to 8 ---
+async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
+    """The stats' summaries (SQLite's SUMMARY_TABLES), filled from the stored rows."""
+    await conn.execute(PG_TABLES)
+    seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
+    await refresh(conn, seq, EVERYTHING)
+
+
+# --- end of 7 to 8 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:

@@ -1,0 +1,63 @@
+"""PostgreSQL's stats summaries: SQLite's tables and statements (app/data/stats_summary.py),
+run by PostgreSQL's writers in their transaction."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from ..stats_summary import (
+    APPLY,
+    DAYS_OF,
+    EMPTIED,
+    HISTOGRAMS,
+    MOVED,
+    SET_MEDIANS,
+    TABLES,
+    TOUCH,
+    Touched,
+    before_days,
+    day_periods,
+    drops,
+    medians,
+    scratch,
+)
+from .sql import numbered
+
+_TEXT = 'TEXT COLLATE "C"'  # the schema's text (pg/schema.py): groups sort by code point
+PG_TABLES = (
+    (TABLES + MOVED).format(int="BIGINT", text=_TEXT, real="NUMERIC", without_rowid="")
+    + """
+CREATE OR REPLACE FUNCTION stats_event_moved() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    INSERT INTO stats_moved_sends VALUES (OLD.campaign_id, OLD.employee_id)
+    ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER stats_event_moved AFTER UPDATE OF campaign_id, employee_id
+ON campaign_events FOR EACH ROW
+WHEN (OLD.campaign_id <> NEW.campaign_id OR OLD.employee_id <> NEW.employee_id)
+EXECUTE FUNCTION stats_event_moved();
+"""
+)
+
+
+async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
+    """Bring the stats' summaries up to date with the write in progress (inside its
+    transaction): what ``touched`` names and the events above ``seq``."""
+    for statement in scratch("BIGINT", _TEXT):
+        await conn.execute(statement)
+    for statement in before_days(touched):
+        if statement.startswith(TOUCH):
+            await conn.execute(numbered(statement), seq)
+        else:
+            await conn.execute(statement)
+    days = [day for (day,) in await conn.fetch(DAYS_OF)]
+    await conn.executemany("INSERT INTO sumstats_days VALUES ($1, $2, $3)", day_periods(days))
+    for statement in APPLY:
+        await conn.execute(statement)
+    found = medians(await conn.fetch(HISTOGRAMS))
+    await conn.executemany(numbered(SET_MEDIANS), list(found))
+    for select, delete in EMPTIED:
+        await conn.executemany(numbered(delete), [tuple(r) for r in await conn.fetch(select)])
+    for statement in drops():
+        await conn.execute(statement)

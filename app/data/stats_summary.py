@@ -1,0 +1,546 @@
+"""The stats' summaries: /stats/phishing and /stats/training read them, the writers keep them.
+
+Every writer calls :func:`refresh` in its own transaction, just before it bumps the data
+version, naming what it loaded (:class:`Touched`); the events whose verdicts changed are
+found by the change sequence (every event a write gives or reclassifies takes a place
+above the one before it). The summaries are kept exact and incremental:
+
+- a snapshot of what each send, inscription and employee contributed (``stats_sends``,
+  ``stats_inscriptions``, ``stats_groups``): a refresh takes the old contribution of what
+  it touched away and adds the new one, so only the touched rows are read;
+- the answers' rows, per company, interval (``span``), period, grouping, group value (and, for the
+  phishing, value of ``filter[automation]``): every figure additive, plus ``campaigns``
+  and ``people`` (distinct: kept exact by counting each member's sends per row in
+  ``stats_members``) and the medians (recomputed for the rows whose histogram of seconds,
+  ``stats_seconds``, changed).
+
+The statements are the same text on both stores (``?`` parameters; PostgreSQL numbers
+them); :mod:`app.data.pg.stats_summary` runs them there.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import groupby
+from typing import Any
+
+from .automation import kept_events
+from .vocabulary import AUTOMATION_FILTERS
+
+KINDS = (("click", "c"), ("report", "r"))  # the medians' event types, their columns' letter
+VARIANTS = range(len(AUTOMATION_FILTERS))  # column suffix n: AUTOMATION_FILTERS[n]
+
+
+@dataclass(frozen=True)
+class Touched:
+    """What a write may have changed, each a SELECT ('' for nothing): campaigns (ids:
+    every send of theirs), employees (ids: their groups, sends and inscriptions), sends
+    (campaign_id, employee_id) and inscriptions (ids). Events whose place in the change
+    sequence is above the one before the write count as touched sends."""
+
+    campaigns: str = ""
+    employees: str = ""
+    sends: str = ""
+    inscriptions: str = ""
+
+
+EVERYTHING = Touched(
+    campaigns="SELECT id FROM campaigns",
+    employees="SELECT id FROM employees",
+    inscriptions="SELECT id FROM inscriptions",
+)
+
+# --- The tables (SQLite's; PostgreSQL's twin in pg/stats_summary.py). ---
+_PER_VARIANT = ", ".join(f"{x}{n} {{int}}" for x in "ofcr" for n in VARIANTS)
+_SECONDS = ", ".join(f"{k}{n} {{int}} NOT NULL" for _, k in KINDS for n in VARIANTS)
+_KEY = "company_id {int} NOT NULL, span {text} NOT NULL, period_start {text} NOT NULL," \
+    " gk {text} NOT NULL, gv {text} NOT NULL"  # fmt: skip
+TABLES = f"""
+CREATE TABLE IF NOT EXISTS stats_groups (
+    employee_id {{int}} NOT NULL, gk {{text}} NOT NULL, gv {{text}} NOT NULL,
+    PRIMARY KEY (employee_id, gk, gv)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_sends (
+    campaign_id {{int}} NOT NULL, employee_id {{int}} NOT NULL, company_id {{int}} NOT NULL,
+    launch_date {{text}} NOT NULL, {_PER_VARIANT},
+    PRIMARY KEY (campaign_id, employee_id)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_inscriptions (
+    id {{int}} PRIMARY KEY, company_id {{int}} NOT NULL, employee_id {{int}} NOT NULL,
+    start_date {{text}} NOT NULL, due_date {{text}}, outcome {{int}} NOT NULL,
+    total {{real}}, n {{int}} NOT NULL);
+CREATE TABLE IF NOT EXISTS stats_phishing (
+    {_KEY}, automation {{text}} NOT NULL,
+    campaigns {{int}} NOT NULL, sends {{int}} NOT NULL, people {{int}} NOT NULL,
+    opened {{int}} NOT NULL, clicked {{int}} NOT NULL, reported {{int}} NOT NULL,
+    failed {{int}} NOT NULL, median_click {{int}}, median_report {{int}},
+    PRIMARY KEY (company_id, span, automation, gk, period_start, gv)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_members (
+    {_KEY}, kind {{text}} NOT NULL, member {{int}} NOT NULL, n {{int}} NOT NULL,
+    PRIMARY KEY (company_id, span, gk, period_start, gv, kind, member)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_seconds (
+    {_KEY}, seconds {{int}} NOT NULL, {_SECONDS},
+    PRIMARY KEY (company_id, span, gk, period_start, gv, seconds)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_training (
+    {_KEY}, due {{int}} NOT NULL, completed_on_time {{int}} NOT NULL,
+    completed_late {{int}} NOT NULL, not_completed {{int}} NOT NULL,
+    no_due_date {{int}} NOT NULL, started {{int}} NOT NULL, total {{real}}, n {{int}} NOT NULL,
+    PRIMARY KEY (company_id, span, gk, period_start, gv)){{without_rowid}};
+"""
+# An event that moves to another send (a load gave its id another campaign or employee)
+# leaves its old send behind: a trigger notes that send for the next refresh.
+MOVED = (
+    "CREATE TABLE IF NOT EXISTS stats_moved_sends (campaign_id {int} NOT NULL,"
+    " employee_id {int} NOT NULL, PRIMARY KEY (campaign_id, employee_id));"
+)
+SQLITE_TABLES = (
+    (TABLES + MOVED).format(int="INTEGER", text="TEXT", real="REAL", without_rowid=" WITHOUT ROWID")
+    + """
+CREATE TRIGGER IF NOT EXISTS stats_event_moved AFTER UPDATE OF campaign_id, employee_id
+ON campaign_events WHEN OLD.campaign_id <> NEW.campaign_id OR OLD.employee_id <> NEW.employee_id
+BEGIN
+    INSERT INTO stats_moved_sends SELECT OLD.campaign_id, OLD.employee_id
+    WHERE NOT EXISTS (SELECT 1 FROM stats_moved_sends m
+        WHERE m.campaign_id = OLD.campaign_id AND m.employee_id = OLD.employee_id);
+END;
+"""
+)
+# The stats' figures, in every table that keeps them: refresh empties them first on a
+# rebuild (EVERYTHING), as an upgrade does.
+SUMMARIES = (
+    "stats_groups", "stats_sends", "stats_inscriptions", "stats_phishing", "stats_members",
+    "stats_seconds", "stats_training",
+)  # fmt: skip
+
+# --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
+_SCRATCH = (
+    "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
+    "sumstats_keys", "sumstats_pd", "sumstats_md", "sumstats_mk", "sumstats_sd",
+)  # fmt: skip
+_CREATE_SCRATCH = (
+    "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
+    " PRIMARY KEY (campaign_id, employee_id))",
+    "CREATE TEMP TABLE sumstats_i (id {int} PRIMARY KEY)",
+    "CREATE TEMP TABLE sumstats_e (id {int} PRIMARY KEY)",
+    "CREATE TEMP TABLE sumstats_days (day {text}, span {text}, period_start {text},"
+    " PRIMARY KEY (day, span))",
+)
+
+
+TOUCH = "INSERT INTO sumstats_t"  # the statement that takes the sequence
+
+
+def _touch(touched: Touched) -> list[str]:
+    """The statements filling sumstats_t, _i and _e (after the change sequence's sends,
+    which take ``?``: the sequence before the write)."""
+    sends = [
+        "SELECT campaign_id, employee_id FROM campaign_events WHERE seq > ?",
+        "SELECT campaign_id, employee_id FROM stats_moved_sends",
+    ]
+    if touched.sends:
+        sends.append(touched.sends)
+    if touched.campaigns:
+        sends.append(
+            "SELECT t.campaign_id, t.employee_id FROM campaign_targets t"
+            f" WHERE t.campaign_id IN ({touched.campaigns})"
+        )
+    if touched.employees:
+        sends.append(
+            "SELECT t.campaign_id, t.employee_id FROM campaign_targets t"
+            f" WHERE t.employee_id IN ({touched.employees})"
+        )
+    inscriptions = [touched.inscriptions] if touched.inscriptions else []
+    if touched.employees:
+        inscriptions.append(
+            f"SELECT i.id FROM inscriptions i WHERE i.employee_id IN ({touched.employees})"
+        )
+    employees = [
+        "SELECT employee_id FROM sumstats_t",
+        "SELECT employee_id FROM inscriptions WHERE id IN (SELECT id FROM sumstats_i)",
+    ]
+    if touched.employees:
+        employees.append(touched.employees)
+    statements = [
+        f"{TOUCH} SELECT DISTINCT g.campaign_id, g.employee_id FROM"
+        f" ({' UNION '.join(sends)}) x JOIN campaign_targets g"
+        " ON g.campaign_id = x.campaign_id AND g.employee_id = x.employee_id"
+        " WHERE true ON CONFLICT DO NOTHING",
+    ]
+    if inscriptions:
+        statements.append(
+            f"INSERT INTO sumstats_i SELECT DISTINCT * FROM ({' UNION '.join(inscriptions)}) x"
+            " WHERE true ON CONFLICT DO NOTHING"
+        )
+    statements.append(
+        f"INSERT INTO sumstats_e SELECT DISTINCT * FROM ({' UNION '.join(employees)}) x"
+        " WHERE true ON CONFLICT DO NOTHING"
+    )
+    return statements
+
+
+# --- The snapshots' rows as the raw rows give them now. ---
+def _kept(n: int) -> str:
+    return kept_events(AUTOMATION_FILTERS[n]) or "1 = 1"
+
+
+def _seconds(instant: str, launch: str) -> str:
+    """Whole seconds from ``launch`` to ``instant``, 0 when it came first (the raw
+    path's rule, app/data/stats.py); NULL stays NULL."""
+    return (
+        f"CASE WHEN {instant} IS NULL THEN NULL WHEN {instant} < {launch} THEN 0"
+        f" ELSE unixepoch({instant}) - unixepoch({launch}) END"
+    )
+
+
+def _send_columns() -> str:
+    """The per-variant figures of a send from its events ``ev`` (grouped)."""
+    parts = []
+    for n in VARIANTS:
+        parts.append(f"max(CASE WHEN ev.type = 'open' AND {_kept(n)} THEN 1 ELSE 0 END) AS o{n}")
+    for n in VARIANTS:
+        parts.append(f"max(CASE WHEN ev.type = 'fail' AND {_kept(n)} THEN 1 ELSE 0 END) AS f{n}")
+    for kind, letter in KINDS:
+        for n in VARIANTS:
+            parts.append(
+                f"min(CASE WHEN ev.type = '{kind}' AND {_kept(n)} THEN ev.timestamp END)"
+                f" AS {letter}{n}"
+            )
+    return ", ".join(parts)
+
+
+def _events_of_touched() -> str:
+    """The touched sends' events, one seek of the type index per send and type."""
+    return " UNION ALL ".join(
+        "SELECT ev.campaign_id, ev.employee_id, ev.type, ev.timestamp, ev.verdict"
+        " FROM sumstats_t t JOIN campaign_events ev ON ev.campaign_id = t.campaign_id"
+        f" AND ev.type = '{kind}' AND ev.employee_id = t.employee_id"
+        for kind in ("open", "click", "report", "fail")
+    )
+
+
+_SEND_SNAPSHOT = f"""INSERT INTO stats_sends SELECT t.campaign_id, t.employee_id, c.company_id,
+    c.launch_date, {", ".join(f"coalesce(ev.{x}{n}, 0)" for x in "of" for n in VARIANTS)},
+    {", ".join(_seconds(f"ev.{k}{n}", "c.launch_date") for _, k in KINDS for n in VARIANTS)}
+    FROM sumstats_t t JOIN campaigns c ON c.id = t.campaign_id
+    LEFT JOIN (SELECT campaign_id, employee_id, {_send_columns()}
+        FROM ({_events_of_touched()}) ev GROUP BY campaign_id, employee_id) ev
+    ON ev.campaign_id = t.campaign_id AND ev.employee_id = t.employee_id"""
+_DONE = "i.status = 'completed'"
+_INSCRIPTION_SNAPSHOT = f"""INSERT INTO stats_inscriptions SELECT i.id, i.company_id,
+    i.employee_id, i.start_date, i.due_date,
+    CASE WHEN {_DONE} AND (i.completed_at IS NULL OR i.completed_at <= i.due_date) THEN 1
+        WHEN {_DONE} AND i.completed_at > i.due_date THEN 2 ELSE 0 END,
+    (SELECT sum(r.result) FROM section_results r WHERE r.inscription_id = i.id),
+    (SELECT count(r.result) FROM section_results r WHERE r.inscription_id = i.id)
+    FROM sumstats_i s JOIN inscriptions i ON i.id = s.id"""
+# An employee's group values: '' (the ungrouped rows), department, country, and each
+# distinct name of their teams (an employee in two teams counts in both).
+_GROUPS_SNAPSHOT = """INSERT INTO stats_groups SELECT e.id, '', '' FROM sumstats_e s
+    JOIN employees e ON e.id = s.id
+    UNION SELECT e.id, 'department', e.department FROM sumstats_e s JOIN employees e ON e.id = s.id
+    UNION SELECT e.id, 'country', e.country FROM sumstats_e s JOIN employees e ON e.id = s.id
+    UNION SELECT tm.employee_id, 'team', t.name FROM sumstats_e s
+    JOIN team_members tm ON tm.employee_id = s.id JOIN teams t ON t.id = tm.team_id"""
+
+
+# The contributions of the touched rows, with their sign: taken before the snapshots are
+# written again (-1), then after (+1).
+def _contributions(sign: int) -> list[str]:
+    return [
+        f"""INSERT INTO sumstats_dp SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_t t
+        JOIN stats_sends s ON s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id
+        JOIN stats_groups g ON g.employee_id = s.employee_id""",
+        f"""INSERT INTO sumstats_di SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_i t
+        JOIN stats_inscriptions s ON s.id = t.id
+        JOIN stats_groups g ON g.employee_id = s.employee_id""",
+    ]
+
+
+_CREATE_DELTAS = (
+    "CREATE TEMP TABLE sumstats_dp AS SELECT 0 AS sign, s.*, g.gk, g.gv FROM stats_sends s"
+    " CROSS JOIN stats_groups g WHERE 1 = 0",
+    "CREATE TEMP TABLE sumstats_di AS SELECT 0 AS sign, s.*, g.gk, g.gv"
+    " FROM stats_inscriptions s CROSS JOIN stats_groups g WHERE 1 = 0",
+)
+_SNAPSHOTS = (
+    "DELETE FROM stats_sends WHERE (campaign_id, employee_id) IN"
+    " (SELECT campaign_id, employee_id FROM sumstats_t)",
+    "DELETE FROM stats_inscriptions WHERE id IN (SELECT id FROM sumstats_i)",
+    "DELETE FROM stats_groups WHERE employee_id IN (SELECT id FROM sumstats_e)",
+    _SEND_SNAPSHOT,
+    _INSCRIPTION_SNAPSHOT,
+    _GROUPS_SNAPSHOT,
+    "DELETE FROM stats_moved_sends",
+)
+
+# --- The deltas applied to the answers' rows. ---
+DAYS_OF = (
+    "SELECT DISTINCT substr(launch_date, 1, 10) FROM sumstats_dp"
+    " UNION SELECT due_date FROM sumstats_di WHERE due_date IS NOT NULL"
+    " UNION SELECT start_date FROM sumstats_di"
+)
+_P_KEY = "d.company_id, m.span, m.period_start, d.gk, d.gv"
+_KEY_COLUMNS = "company_id, span, period_start, gk, gv"
+_VARIANT_TABLE = " UNION ALL ".join(
+    f"SELECT {n} AS n, '{name}' AS automation" for n, name in enumerate(AUTOMATION_FILTERS)
+)
+
+
+# The rows a touched send's contribution falls in: their medians are found again. Of n
+# values the median is the ((n + 1) / 2)-th smallest: the first whose running count
+# reaches n / 2.
+_KEYS = f"""CREATE TEMP TABLE sumstats_keys AS SELECT DISTINCT {_P_KEY} FROM sumstats_pd d
+    JOIN sumstats_days m ON m.day = d.day"""
+_IN_KEYS = (
+    "(company_id, span, gk, period_start, gv) IN"
+    " (SELECT company_id, span, gk, period_start, gv FROM sumstats_keys)"
+)
+
+
+def _pick(prefix: str) -> str:
+    """The column ``{prefix}{n}`` of the variant ``v.n``."""
+    cases = " ".join(f"WHEN {n} THEN d.{prefix}{n}" for n in VARIANTS)
+    return f"CASE v.n {cases} END"
+
+
+def _added(columns: Iterable[str], table: str) -> str:
+    return ", ".join(f"{c} = {table}.{c} + excluded.{c}" for c in columns)
+
+
+_COUNTS = ("sends", "opened", "clicked", "reported", "failed")
+# The touched sends' contributions per launch day first: a campaign's sends share theirs.
+_DAY = "substr(d.launch_date, 1, 10)"
+_BY_DAY = f"""CREATE TEMP TABLE sumstats_pd AS SELECT d.company_id, {_DAY} AS day, d.gk, d.gv,
+    sum(d.sign) AS sends, {
+    ", ".join(f"sum(d.sign * d.{x}{n}) AS {x}{n}" for x in "of" for n in VARIANTS)
+}, {
+    ", ".join(
+        f"sum(CASE WHEN d.{k}{n} IS NOT NULL THEN d.sign ELSE 0 END) AS {k}{n}"
+        for _, k in KINDS
+        for n in VARIANTS
+    )
+} FROM sumstats_dp d GROUP BY d.company_id, {_DAY}, d.gk, d.gv"""
+_PHISHING_DELTA = f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends,
+    people, opened, clicked, reported, failed)
+    SELECT {_P_KEY}, v.automation, 0, sum(d.sends), 0, sum({_pick("o")}), sum({_pick("c")}),
+    sum({_pick("r")}), sum({_pick("f")})
+    FROM sumstats_pd d JOIN sumstats_days m ON m.day = d.day CROSS JOIN ({_VARIANT_TABLE}) v
+    WHERE true GROUP BY {_P_KEY}, v.automation
+    ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
+    {_added(_COUNTS, "stats_phishing")}"""
+# campaigns and people: each member's sends per row; a row's count moves when a member's
+# goes from none to some or back.
+_MEMBER_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_P_KEY}, d.kind, d.member,
+    sum(d.sign) AS d FROM (
+        SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, 'campaign' AS kind,
+        d.campaign_id AS member, sum(d.sign) AS sign FROM sumstats_dp d
+        GROUP BY d.company_id, {_DAY}, d.gk, d.gv, d.campaign_id
+        UNION ALL SELECT d.company_id, {_DAY}, d.gk, d.gv, 'person', d.employee_id, d.sign
+        FROM sumstats_dp d
+    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.kind, d.member"""
+_MEMBER_KEY = "company_id, span, gk, period_start, gv, kind, member"
+_MEMBER_MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT x.company_id, x.span,
+    x.period_start, x.gk, x.gv,
+    sum(CASE WHEN x.kind = 'campaign' THEN x.moved ELSE 0 END) AS campaigns,
+    sum(CASE WHEN x.kind = 'person' THEN x.moved ELSE 0 END) AS people
+    FROM (SELECT md.*, CASE WHEN coalesce(m.n, 0) + md.d > 0 THEN 1 ELSE 0 END
+        - CASE WHEN coalesce(m.n, 0) > 0 THEN 1 ELSE 0 END AS moved
+        FROM sumstats_md md LEFT JOIN stats_members m ON m.company_id = md.company_id
+        AND m.span = md.span AND m.gk = md.gk AND m.period_start = md.period_start
+        AND m.gv = md.gv AND m.kind = md.kind AND m.member = md.member) x
+    GROUP BY x.company_id, x.span, x.period_start, x.gk, x.gv"""
+_MEMBERS = (
+    f"""INSERT INTO stats_members ({_MEMBER_KEY}, n) SELECT {_MEMBER_KEY}, d FROM sumstats_md
+    WHERE d <> 0 ON CONFLICT ({_MEMBER_KEY}) DO UPDATE SET n = stats_members.n + excluded.n""",
+    f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends, people,
+    opened, clicked, reported, failed)
+    SELECT k.company_id, k.span, k.period_start, k.gk, k.gv, v.automation, k.campaigns, 0,
+    k.people, 0, 0, 0, 0 FROM sumstats_mk k CROSS JOIN ({_VARIANT_TABLE}) v
+    WHERE k.campaigns <> 0 OR k.people <> 0
+    ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
+    {_added(("campaigns", "people"), "stats_phishing")}""",
+)
+# The medians: each send's seconds to its first click and report, counted per value.
+_SECONDS_COLUMNS = [f"{k}{n}" for _, k in KINDS for n in VARIANTS]
+_SECONDS_DELTA = f"""CREATE TEMP TABLE sumstats_sd AS SELECT {_P_KEY}, d.seconds, {
+    ", ".join(f"sum(d.{c}) AS {c}" for c in _SECONDS_COLUMNS)
+} FROM (
+        SELECT company_id, day, gk, gv, seconds, {
+    ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
+}
+        FROM ({
+    " UNION ALL ".join(
+        f"SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, d.{column} AS seconds, "
+        + ", ".join(f"d.sign AS {c}" if c == column else f"0 AS {c}" for c in _SECONDS_COLUMNS)
+        + f" FROM sumstats_dp d WHERE d.{column} IS NOT NULL"
+        for column in _SECONDS_COLUMNS
+    )
+}) x GROUP BY company_id, day, gk, gv, seconds
+    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.seconds"""
+_SECONDS_KEY = "company_id, span, gk, period_start, gv, seconds"
+_SECONDS_ADDED = f"""INSERT INTO stats_seconds ({_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)})
+    SELECT {_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_sd WHERE true
+    ON CONFLICT ({_SECONDS_KEY}) DO UPDATE SET {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
+
+
+def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
+    """The keys of ``table``'s rows that ``delta`` (a temporary table) touched and left
+    ``empty``, and the statement deleting one: each a seek by key (SQLite finds no index
+    for a row value IN a list of many columns)."""
+    columns = key.split(", ")
+    on = " AND ".join(f"x.{c} = d.{c}" for c in columns)
+    where = " AND ".join(f"{c} = ?" for c in columns)
+    return (
+        f"SELECT {', '.join(f'x.{c}' for c in columns)} FROM {delta} d JOIN {table} x ON {on}"
+        f" WHERE {empty.format(x='x.')}",
+        f"DELETE FROM {table} WHERE {where}",
+    )
+
+
+# The rows a refresh left empty (SELECT, then DELETE each): members without sends,
+# histogram values without sends.
+EMPTIED = (
+    _emptied("stats_members", "sumstats_md", _MEMBER_KEY, "{x}n = 0"),
+    _emptied(
+        "stats_seconds", "sumstats_sd", _SECONDS_KEY,
+        " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
+    ),
+)  # fmt: skip
+# The touched rows' histograms, in order: each row's medians are found by walking them
+# (:func:`medians`), for both stores.
+HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds,
+    {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)} FROM sumstats_keys k JOIN stats_seconds s
+    ON s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk
+    AND s.period_start = k.period_start AND s.gv = k.gv
+    ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds"""
+NO_MEDIANS = f"UPDATE stats_phishing SET median_click = NULL, median_report = NULL WHERE {_IN_KEYS}"
+SET_MEDIANS = (
+    "UPDATE stats_phishing SET median_click = ?, median_report = ? WHERE company_id = ?"
+    " AND span = ? AND gk = ? AND period_start = ? AND gv = ? AND automation = ?"
+)
+
+
+def _lower_median(values: list[tuple[int, int]]) -> int | None:
+    """Of n values (each ``(value, how many)``, in order) the ((n + 1) / 2)-th smallest."""
+    rank = (sum(n for _, n in values) + 1) // 2
+    for value, n in values:
+        rank -= n
+        if rank <= 0:
+            return value
+    return None
+
+
+def medians(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:
+    """The parameters of SET_MEDIANS for the rows of HISTOGRAMS (a row without values of
+    a kind keeps the NULL that NO_MEDIANS gave it)."""
+    for key, found in groupby(rows, key=lambda row: tuple(row[:5])):
+        histogram = list(found)
+        for n, automation in enumerate(AUTOMATION_FILTERS):
+            click, report = (
+                _lower_median([(r[5], r[6 + at]) for r in histogram if r[6 + at]])
+                for at in (n, len(VARIANTS) + n)
+            )
+            if click is not None or report is not None:
+                yield click, report, *key, automation
+
+
+_I_KEY_DUE = "d.company_id, m.span, m.period_start, d.gk, d.gv"
+_TRAINING_COUNTS = (
+    "due", "completed_on_time", "completed_late", "not_completed", "no_due_date", "started",
+    "total", "n",
+)  # fmt: skip
+_TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TRAINING_COUNTS)})
+    SELECT {_P_KEY}, {", ".join(f"sum(d.{c})" for c in _TRAINING_COUNTS)} FROM (
+        SELECT d.company_id, d.due_date AS day, d.gk, d.gv, sum(d.sign) AS due,
+        sum(CASE WHEN d.outcome = 1 THEN d.sign ELSE 0 END) AS completed_on_time,
+        sum(CASE WHEN d.outcome = 2 THEN d.sign ELSE 0 END) AS completed_late,
+        sum(CASE WHEN d.outcome = 0 THEN d.sign ELSE 0 END) AS not_completed,
+        0 AS no_due_date, 0 AS started, sum(d.sign * d.total) AS total, sum(d.sign * d.n) AS n
+        FROM sumstats_di d WHERE d.due_date IS NOT NULL
+        GROUP BY d.company_id, d.due_date, d.gk, d.gv
+        UNION ALL SELECT d.company_id, d.start_date, d.gk, d.gv, 0, 0, 0, 0,
+        sum(CASE WHEN d.due_date IS NULL THEN d.sign ELSE 0 END), sum(d.sign), NULL, 0
+        FROM sumstats_di d GROUP BY d.company_id, d.start_date, d.gk, d.gv
+    ) d JOIN sumstats_days m ON m.day = d.day WHERE true GROUP BY {_P_KEY}
+    ON CONFLICT (company_id, span, gk, period_start, gv) DO UPDATE SET
+    {
+    ", ".join(
+        f"{c} = stats_training.{c} + excluded.{c}"
+        if c != "total"
+        else "total = CASE WHEN stats_training.n + excluded.n = 0 THEN NULL"
+        " ELSE coalesce(stats_training.total, 0) + coalesce(excluded.total, 0) END"
+        for c in _TRAINING_COUNTS
+    )
+}"""
+
+APPLY = (
+    _BY_DAY,
+    _KEYS,
+    _PHISHING_DELTA,
+    _MEMBER_DELTA,
+    _MEMBER_MOVES,
+    *_MEMBERS,
+    _SECONDS_DELTA,
+    _SECONDS_ADDED,
+    NO_MEDIANS,
+    f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
+    _TRAINING_DELTA,
+    "DELETE FROM stats_training WHERE due = 0 AND started = 0",
+)
+
+
+def day_periods(days: Iterable[str]) -> list[tuple[str, str, str]]:
+    """(day, interval, period start) of each day for every interval: the buckets' rule of
+    app/data/stats.py, applied by Python for both stores."""
+    from .stats import INTERVALS, period_start  # stats reads listings, which read the schema
+
+    found = []
+    for text in days:
+        day = dt.date.fromisoformat(text)
+        found += [(text, i, period_start(day, i).isoformat()) for i in INTERVALS]
+    return found
+
+
+def scratch(int_type: str, text_type: str) -> list[str]:
+    """The temporary tables' statements for a store's types."""
+    return [s.format(int=int_type, text=text_type) for s in _CREATE_SCRATCH]
+
+
+def drops() -> list[str]:
+    return [f"DROP TABLE IF EXISTS {name}" for name in _SCRATCH]
+
+
+def before_days(touched: Touched) -> list[str]:
+    """The statements that find what is touched, take its old contribution away from the
+    snapshots and write them again (the first takes ``?``: the sequence before the write);
+    a rebuild (EVERYTHING) empties the summaries first."""
+    empty = [f"DELETE FROM {t}" for t in SUMMARIES] if touched == EVERYTHING else []
+    return [
+        *empty,
+        *_touch(touched),
+        *_CREATE_DELTAS,
+        *_contributions(-1),
+        *_SNAPSHOTS,
+        *_contributions(1),
+    ]
+
+
+def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
+    """Bring the stats' summaries up to date with the write in progress (inside its
+    transaction): what ``touched`` names and the events above ``seq``."""
+    try:
+        for statement in scratch("INTEGER", "TEXT"):
+            conn.execute(statement)
+        for statement in before_days(touched):
+            conn.execute(statement, (seq,) if statement.startswith(TOUCH) else ())
+        days = [d for (d,) in conn.execute(DAYS_OF)]
+        conn.executemany("INSERT INTO sumstats_days VALUES (?, ?, ?)", day_periods(days))
+        for statement in APPLY:
+            conn.execute(statement)
+        conn.executemany(SET_MEDIANS, medians(conn.execute(HISTOGRAMS)))
+        for found, delete in EMPTIED:
+            conn.executemany(delete, conn.execute(found).fetchall())
+    finally:
+        for statement in drops():
+            conn.execute(statement)
