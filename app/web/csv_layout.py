@@ -28,8 +28,8 @@ FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 # object's value: no schema has a list of bare numbers). A chunk without any of these
 # needs no look at its cells; one with a mark (perhaps inside a string) gets the exact check.
 FORMULA_MARKS = (b'"=', b'"+', b'"-', b'"@', b'"\\', b":-")
-# The marks' second bytes all become NUL (which SQLite's JSON never holds raw), so that
-# two searches of the translated chunk find any of them.
+# The second bytes of the marks after a quote all become NUL (which JSON text never holds
+# raw), so that one search of the translated chunk finds any of them.
 _MARKED = bytes.maketrans(b"=+-@\\", b"\0\0\0\0\0")
 BOOL_TEXT = {True: "true", False: "false", None: None}
 KeyPath = tuple[str, ...]  # keys from a record (or an element) down to an object
@@ -145,8 +145,7 @@ class CsvLayout:
 
 def has_formula_mark(chunk: bytes) -> bool:
     """Whether JSON text holds any of FORMULA_MARKS (perhaps inside a string)."""
-    marked = chunk.translate(_MARKED)
-    return b'"\0' in marked or b":\0" in marked
+    return b":-" in chunk or b'"\0' in chunk.translate(_MARKED)
 
 
 def neutralise(cell: Any) -> Any:
