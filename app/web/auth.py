@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from multidict import istr
 
 from ..data.api_keys import CACHE_SECONDS, hash_key
 from ..data.store import Store
@@ -29,6 +30,7 @@ PROTECTED_PREFIX = "/api/companies/"
 # RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
 # a header of its own, so the challenge names one (APIKey) and says which header.
 CHALLENGE = 'APIKey header="X-API-KEY"'
+X_API_KEY = istr("X-API-KEY")  # as istr: the headers take it without folding it again
 HTTP_WHITESPACE = " \t"  # the only whitespace a header value may carry (RFC 9110 5.5)
 
 
@@ -77,7 +79,7 @@ def presented_key(request: web.Request) -> str:
     so two headers are refused rather than one chosen. Other Unicode spaces stay part of
     the key (and make it unknown).
     """
-    keys = request.headers.getall("X-API-KEY", ())
+    keys = request.headers.getall(X_API_KEY, ())
     if len(keys) > 1:
         raise BadRequest(
             "Send exactly one X-API-KEY header.",
