@@ -123,7 +123,8 @@ def negotiate(request: web.Request, offered: Sequence[Format] = LISTING_FORMATS)
             if fmt.name == named.lower():
                 return fmt
         raise NotAcceptable(f"format={named} is not available here; available: {_names(offered)}.")
-    chosen = preferred(request.headers.get(hdrs.ACCEPT, ""), tuple(offered))
+    accept = request.headers.get(hdrs.ACCEPT, "")
+    chosen = preferred(accept, tuple(offered)) if accept else offered[0]
     if chosen is None:
         raise NotAcceptable(f"Accept allows none of the media types here: {_types(offered)}.")
     return chosen
