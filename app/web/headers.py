@@ -22,10 +22,10 @@ EXPOSED_HEADERS = (
     "X-Request-ID, X-Total-Count, X-Page, X-Per-Page, X-Total-Pages, Link, ETag, "
     "X-Next-Cursor, Content-Disposition, "
     "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, RateLimit, "
-    "Retry-After"
+    "Retry-After, WWW-Authenticate"
 )
 
-PREFLIGHT_HEADERS = "X-API-KEY, Content-Type, If-None-Match, X-Request-ID"
+PREFLIGHT_HEADERS = "X-API-KEY, X-Company-ID, Content-Type, If-None-Match, X-Request-ID"
 # Header names as istr: the case-insensitive headers take them without folding them again.
 X_REQUEST_ID = istr("X-Request-ID")
 X_CONTENT_TYPE_OPTIONS = istr("X-Content-Type-Options")
