@@ -60,10 +60,16 @@ def api_app(config: Config) -> web.Application:
     else:
         setup_ratelimit(app, config)
     app.cleanup_ctx.append(database_ctx)
-    app.on_response_prepare.append(add_standard_headers)
-    app.on_response_prepare.append(add_ratelimit_headers)
+    app.on_response_prepare.append(prepare_headers)
     setup_routes(app)
     return app
+
+
+async def prepare_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """The standard and the rate-limit headers of every response, from one receiver of
+    on_response_prepare (each receiver is a coroutine awaited per response)."""
+    add_standard_headers(request, response)
+    add_ratelimit_headers(request, response)
 
 
 def utc_today() -> dt.date:

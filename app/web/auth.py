@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
+from multidict import istr
 
 from ..data.api_keys import CACHE_SECONDS, ActiveKey, hash_key
 from ..data.store import Store
@@ -34,6 +35,7 @@ from .errors import BadRequest, Unauthorized
 from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
 
 PROTECTED_PREFIXES = ("/api/companies/", f"{PARTNERS_API}/")
+X_API_KEY = istr("X-API-KEY")  # as istr: the headers take it without folding it again
 
 
 class KeyCache:
@@ -81,7 +83,7 @@ def presented_key(request: web.Request) -> str:
     so two headers are refused rather than one chosen. Other Unicode spaces stay part of
     the key (and make it unknown).
     """
-    keys = request.headers.getall("X-API-KEY", ())
+    keys = request.headers.getall(X_API_KEY, ())
     if len(keys) > 1:
         raise BadRequest(
             "Send exactly one X-API-KEY header.",

@@ -10,10 +10,11 @@ none of the formats offered gets 406.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from marshmallow import Schema
 
 from ..data.listings import ChunkEncoder
@@ -108,20 +109,29 @@ def listing_offer(schema: type[Schema]) -> Offer:
 
 
 def negotiate(request: web.Request, offered: Sequence[Format] = LISTING_FORMATS) -> Format:
-    """The format ``format=`` names, else the one ``Accept`` prefers; 406 when none fits."""
-    named = request.query.get("format")
+    """The format ``format=`` names, else the one ``Accept`` prefers; 406 when none fits.
+
+    The query string is decoded only when it may name a format: spelled out, or hidden
+    in percent-escapes.
+    """
+    raw_query = request.rel_url.raw_query_string
+    named = None
+    if "format" in raw_query or "%" in raw_query:
+        named = request.query.get("format")
     if named is not None:
         for fmt in offered:
             if fmt.name == named.lower():
                 return fmt
         raise NotAcceptable(f"format={named} is not available here; available: {_names(offered)}.")
-    chosen = preferred(request.headers.get("Accept", ""), offered)
+    accept = request.headers.get(hdrs.ACCEPT, "")
+    chosen = preferred(accept, tuple(offered)) if accept else offered[0]
     if chosen is None:
         raise NotAcceptable(f"Accept allows none of the media types here: {_types(offered)}.")
     return chosen
 
 
-def preferred(header: str, offered: Sequence[Format]) -> Format | None:
+@functools.lru_cache(maxsize=256)  # clients send a handful of distinct Accept values
+def preferred(header: str, offered: tuple[Format, ...]) -> Format | None:
     """The offered format an Accept header ranks best (RFC 9110 12.5.1), None if none."""
     ranges = _ranges(header)
     if not ranges:

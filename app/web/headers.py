@@ -10,8 +10,9 @@ from __future__ import annotations
 import re
 import secrets
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
+from multidict import istr
 
 from ..keys import CONFIG, REQUEST_ID
 
@@ -25,11 +26,14 @@ EXPOSED_HEADERS = (
 )
 
 PREFLIGHT_HEADERS = "X-API-KEY, X-Company-ID, Content-Type, If-None-Match, X-Request-ID"
+# Header names as istr: the case-insensitive headers take them without folding them again.
+X_REQUEST_ID = istr("X-Request-ID")
+X_CONTENT_TYPE_OPTIONS = istr("X-Content-Type-Options")
 
 
 def assign_request_id(request: web.Request) -> str:
     """Echo the client's X-Request-ID when it is sane, otherwise make one."""
-    given = request.headers.get("X-Request-ID", "")
+    given = request.headers.get(X_REQUEST_ID, "")
     request_id = given if SANE_REQUEST_ID.fullmatch(given) else secrets.token_hex(16)
     request[REQUEST_ID] = request_id
     return request_id
@@ -38,18 +42,18 @@ def assign_request_id(request: web.Request) -> str:
 def set_standard_headers(response: web.StreamResponse, request_id: str | None) -> None:
     """Server without a version, nosniff, no shared caching, and the request id."""
     headers = response.headers
-    headers["Server"] = SERVER_NAME
-    headers["X-Content-Type-Options"] = "nosniff"
-    headers.setdefault("Cache-Control", "private, no-cache")
+    headers[hdrs.SERVER] = SERVER_NAME
+    headers[X_CONTENT_TYPE_OPTIONS] = "nosniff"
+    headers.setdefault(hdrs.CACHE_CONTROL, "private, no-cache")
     if request_id:
-        headers["X-Request-ID"] = request_id
+        headers[X_REQUEST_ID] = request_id
 
 
-async def add_standard_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """Headers every response carries (the on_response_prepare signal)."""
+def add_standard_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Headers every response carries (from the on_response_prepare signal)."""
     set_standard_headers(response, request.get(REQUEST_ID))
     headers = response.headers
-    origin = request.headers.get("Origin")
+    origin = request.headers.get(hdrs.ORIGIN)
     if origin and origin in request.app[CONFIG].origins():
         headers["Access-Control-Allow-Origin"] = origin
         headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS

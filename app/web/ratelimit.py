@@ -11,7 +11,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from aiohttp import web
+from aiohttp import hdrs, web
+from multidict import istr
 
 from ..config import Config, Network
 from ..data.api_keys import ActiveKey
@@ -21,6 +22,10 @@ from .errors import TooManyRequests
 EPSILON = 1e-9  # tokens; absorbs float drift, so 0.1 s at 10/s refills one whole token
 SWEEP_SECONDS = 5.0  # idle buckets are swept at most this often (clock time)
 _PREFIX_64 = ((1 << 64) - 1) << 64  # the network half of an IPv6 address
+# The headers' names as istr, which the case-insensitive headers take without folding.
+LIMIT, REMAINING = istr("RateLimit-Limit"), istr("RateLimit-Remaining")
+RESET, POLICY, RATELIMIT = istr("RateLimit-Reset"), istr("RateLimit-Policy"), istr("RateLimit")
+X_FORWARDED_FOR = istr("X-Forwarded-For")
 
 
 def _ceil(seconds: float) -> int:
@@ -85,16 +90,22 @@ class Decision:
 
     def headers(self) -> dict[str, str]:
         """The RateLimit-* headers of contract.md section 6, plus Retry-After on refusal."""
-        headers = {
-            "RateLimit-Limit": str(self.limit),
-            "RateLimit-Remaining": str(self.remaining),
-            "RateLimit-Reset": str(self.reset),
-            "RateLimit-Policy": f'"default";q={self.limit};w={self.window}',
-            "RateLimit": f'"default";r={self.remaining};t={self.reset}',
+        remaining, reset = str(self.remaining), str(self.reset)
+        headers: dict[str, str] = {
+            LIMIT: str(self.limit),
+            REMAINING: remaining,
+            RESET: reset,
+            POLICY: _policy(self.limit, self.window),
+            RATELIMIT: f'"default";r={remaining};t={reset}',
         }
         if not self.allowed:
-            headers["Retry-After"] = str(self.retry_after)
+            headers[hdrs.RETRY_AFTER] = str(self.retry_after)
         return headers
+
+
+@functools.lru_cache(maxsize=64)  # one limit and window per limiter
+def _policy(limit: int, window: int) -> str:
+    return f'"default";q={limit};w={window}'
 
 
 def decide(allowed: bool, level: float, capacity: float, per_second: float) -> Decision:
@@ -221,7 +232,7 @@ def forwarded_for(request: web.BaseRequest) -> str | None:
     A proxy that appends its own line (HAProxy's ``option forwardfor``) leaves the
     client's forged line first; reading only that one would let the client pick its address.
     """
-    lines = request.headers.getall("X-Forwarded-For", ())
+    lines = request.headers.getall(X_FORWARDED_FOR, ())
     return ",".join(lines) if lines else None
 
 
@@ -339,7 +350,7 @@ def refuse_if_gated(verdict: Verdict) -> None:
         )
 
 
-async def add_ratelimit_headers(request: web.Request, response: web.StreamResponse) -> None:
+def add_ratelimit_headers(request: web.Request, response: web.StreamResponse) -> None:
     """Every response to an authenticated request carries its rate-limit state."""
     decision = request.get(RATE_DECISION)
     if decision is not None:
