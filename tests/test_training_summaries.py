@@ -5,6 +5,7 @@ common totals read them, so the first page after a load counts nothing."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import sqlite3
@@ -21,6 +22,8 @@ from app.data.pg.schema import ensure_schema
 from app.data.pg.sql import numbered
 from app.data.schema import SCHEMA_VERSION, upgrade_if_older
 from app.keys import COUNTS
+from app.tools.generator import Sizes, generate
+from app.tools.pg_copy import copy_to_pg
 
 from .support.factories import API, KEY_1
 from .support.stores import EACH_STORE, Store, on_both_stores
@@ -250,3 +253,22 @@ async def test_the_first_filtered_page_after_a_load_counts_nothing(
     )
     assert response.status == 200
     assert len(counts) == 1
+
+
+async def test_the_generator_and_the_copy_to_postgresql_keep_them(
+    store: Store, tmp_path: Path
+) -> None:
+    """The generator adds a set to the sample (SQLite), or copies its file into an empty
+    PostgreSQL database: the summaries are the recounts either way."""
+    sizes = Sizes(companies=2, employees=40, campaigns=4, events_per_campaign=5, courses=3,
+                  inscriptions=80, sections=3, big_campaign=10, mid_campaign=5)  # fmt: skip
+    if not store.url:
+        await asyncio.to_thread(generate, store.sqlite_path, sizes, 5, False, True)
+        await assert_summaries_are_recounts(store)
+        return
+    generated = tmp_path / "generated.sqlite3"
+    await asyncio.to_thread(generate, generated, sizes, 5)
+    async with store.scratch(tmp_path) as empty:
+        await copy_to_pg(generated, empty.url)
+        await assert_summaries_are_recounts(empty)
+        assert (await fetch(empty, "SELECT sum(inscriptions) FROM training_courses")) == [(80,)]
