@@ -163,6 +163,5 @@ def summed_total(company_id: int, filters: InscriptionFilters) -> tuple[str, tup
         table, count = summary, counted
         where.extend(f"s.{column} {sign} ?" for _, sign in given)
         params.extend(value.isoformat() for value, _ in given)
-    return f"SELECT coalesce(sum(s.{count}), 0) FROM {table} s WHERE {' AND '.join(where)}", (
-        tuple(params)
-    )
+    total = f"SELECT coalesce(sum(s.{count}), 0) FROM {table} s WHERE {' AND '.join(where)}"
+    return total, tuple(params)
