@@ -15,6 +15,7 @@ A summary row whose counts have all come back to 0 stays (its key was seen once)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from .vocabulary import INSCRIPTION_STATUSES
@@ -47,6 +48,23 @@ class Summary:
         return (
             f"INSERT INTO {self.table} ({keys}, {names}) SELECT {keys}, {sums}"
             f" FROM ({rows}) d WHERE {self.where} GROUP BY {keys} HAVING {moved}"
+            f" ON CONFLICT ({keys}) DO UPDATE SET {added}"
+        )
+
+    def add(self, row: str, sign: int) -> str:
+        """Add one row (a trigger's ``NEW`` or ``OLD``) with ``sign``: no grouping to do."""
+
+        def of_row(sql: str) -> str:
+            return re.sub(r"\bd\.", f"{row}.", sql.replace("d.sign", str(sign)))
+
+        keys = ", ".join(self.key)
+        names = ", ".join(name for name, _ in self.counts)
+        values = ", ".join(
+            [*(f"{row}.{k}" for k in self.key), *(of_row(c) for _, c in self.counts)]
+        )
+        added = ", ".join(f"{n} = {self.table}.{n} + excluded.{n}" for n, _ in self.counts)
+        return (
+            f"INSERT INTO {self.table} ({keys}, {names}) SELECT {values} WHERE {of_row(self.where)}"
             f" ON CONFLICT ({keys}) DO UPDATE SET {added}"
         )
 
@@ -129,31 +147,23 @@ CREATE TABLE IF NOT EXISTS training_results (
 """
 
 
-def _trigger(source: str, event: str, rows: dict[str, str]) -> str:
-    """A row trigger on ``source`` adding each of its summaries' ``rows`` (by table)."""
-    watched = sorted({c for s in SUMMARIES if s.source == source for c in s.columns})
+def _trigger(source: str, event: str) -> str:
+    """A row trigger on ``source`` adding the row that went (-1) and the one that came (+1)
+    to each of its summaries."""
+    summaries = [s for s in SUMMARIES if s.source == source]
+    watched = sorted({c for s in summaries for c in s.columns})
     changed = " OR ".join(f"OLD.{c} IS NOT NEW.{c}" for c in watched)
     when = f"\nWHEN {changed}" if event == "UPDATE" else ""
-    body = "".join(f"    {s.upsert(rows[s.table])};\n" for s in SUMMARIES if s.source == source)
+    rows = {"INSERT": (("NEW", 1),), "UPDATE": (("OLD", -1), ("NEW", 1)), "DELETE": (("OLD", -1),)}
+    body = "".join(f"    {s.add(row, sign)};\n" for s in summaries for row, sign in rows[event])
     name = f"{source}_training_{event.lower()}"
     return (
         f"CREATE TRIGGER IF NOT EXISTS {name}\nAFTER {event} ON {source}{when}\nBEGIN\n{body}END;\n"
     )
 
 
-def _rows(event: str) -> dict[str, str]:
-    """Each summary's signed rows of one row trigger: NEW came, OLD went."""
-    came = {s.table: f"SELECT {s.signed('NEW', 1)}" for s in SUMMARIES}
-    went = {s.table: f"SELECT {s.signed('OLD', -1)}" for s in SUMMARIES}
-    if event == "INSERT":
-        return came
-    if event == "DELETE":
-        return went
-    return {t: f"{went[t]} UNION ALL {came[t]}" for t in came}
-
-
 TRIGGERS = "".join(
-    _trigger(source, event, _rows(event))
+    _trigger(source, event)
     for source in ("inscriptions", "section_results")
     for event in ("INSERT", "UPDATE", "DELETE")
 )
