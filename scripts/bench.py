@@ -82,6 +82,8 @@ class Scenario:
     rss_idle: int = 0  # KiB, just before the row (watch_rss)
     rss_peak: int = 0  # KiB, the peak while it ran (VmHWM after clear_refs)
     single: bool = False  # the answer is the floor array's one object
+    vary: str = ""  # a parameter that changes on every request: each one a first request
+    against: Scenario | None = None  # the ratio is p50 over this row's p50 (the next request)
     cpu_s: float = 0.0  # server CPU seconds per request in the timed run (all processes)
     redis_cpu_s: float = 0.0  # and Redis's, when the limits live there
     floor: Floor | None = None  # what the database builds for the floor
@@ -110,6 +112,8 @@ class Scenario:
         assert self.result is not None
         if self.reference == "ceiling":
             return self.result.rps / ceiling_rps
+        if self.against is not None and self.against.result is not None:
+            return self.result.p50_ms / self.against.result.p50_ms
         return self.floor_ratio(self.floor_s)
 
     def floor_ratio(self, floor_s: float) -> float:
@@ -203,6 +207,32 @@ FEW_EVENTS = """SELECT ev.employee_id, count(*) FROM campaign_events ev JOIN emp
     GROUP BY ev.employee_id ORDER BY abs(count(*) - 5), 1 LIMIT 1"""
 CAMPAIGN_SIZE = """SELECT count(*) FROM campaign_events ev JOIN campaigns c
     ON c.id = ev.campaign_id WHERE c.id = ? AND c.company_id = ?"""
+FIRST_COURSE = "SELECT title FROM courses WHERE company_id = ? ORDER BY id LIMIT 1"
+VARIED = "filter%5Bto_inscription_date%5D"  # a new day each request: a total not yet known
+
+
+def first_page_scenarios(department: str, course: str, since: str) -> list[Scenario]:
+    """The first request of a page of inscriptions (every request another URL: its total
+    never known yet) against the next request of one URL (its total known), both at one
+    connection: filtered by course and start dates, a total the training summaries hold;
+    by department and start dates, one counted (the slower path)."""
+    rows = []
+    for name, listed, value in (
+        ("courses", "course, start dates (summed)", course),
+        ("department", "department, start dates (counted)", department),
+    ):
+        query = {f"filter[{name}]": value, "filter[from_inscription_date]": since}
+        filters = InscriptionFilters(
+            lists={name: [value.casefold()]}, from_inscription_date=dt.date.fromisoformat(since)
+        )
+        path = f"{API}/course-inscriptions?{urlencode({**query, 'per_page': 25}, safe='[]')}"
+        floor = Floor(inscriptions_listing(COMPANY, filters), 25)
+        after = Scenario(f"(a) next page, {listed}", path, 1, "floor", 3.0, by_latency=True,
+                         floor=floor)  # fmt: skip
+        first = Scenario(f"(a) first page, {listed}", path, 1, "floor", 3.0, by_latency=True,
+                         floor=floor, vary=VARIED, against=after)  # fmt: skip
+        rows += [after, first]
+    return rows
 
 
 def make_scenarios(
@@ -235,6 +265,8 @@ def make_scenarios(
                  floor=Floor(by_department, 25)),
         Scenario("(b) inscriptions, 100 a page, 3 filters", page_b, 32, "floor", 0.8,
                  floor=Floor(by_three, 100)),
+        *first_page_scenarios(str(department), str(first_row(conn, FIRST_COURSE, COMPANY)[0]),
+                              since),
         Scenario(f"(c) campaign 2 events ({sizes[2]:,})", f"{API}/campaigns/2/events", 1,
                  "floor", 1.15, by_latency=True, floor=Floor(campaign_listing(COMPANY, 2))),
         Scenario(f"(d) campaign 1 events ({sizes[1]:,})", big, 1,
@@ -373,11 +405,12 @@ def drive(
         if ([answer] if s.single else answer) != json.loads(s.floor_json):
             s.problems.append("the response body differs from the database's array (the floor)")
     url = f"http://127.0.0.1:{port}{s.path}"
-    seen = lib.run_wrk(url, headers, s.conns, timing.warmup, count_statuses=True).statuses
+    warmup = lib.run_wrk(url, headers, s.conns, timing.warmup, count_statuses=True, vary=s.vary)
+    seen = warmup.statuses
     s.problems += [f"{n} responses {code}" for code, n in seen.items() if code != s.status]
     between()
     before = [lib.cpu_seconds(pids) for pids in meters]
-    s.result = lib.run_wrk(url, headers, s.conns, timing.seconds)
+    s.result = lib.run_wrk(url, headers, s.conns, timing.seconds, vary=s.vary)
     spent = [lib.cpu_seconds(pids) - b for pids, b in zip(meters, before, strict=True)]
     s.cpu_s, s.redis_cpu_s = [seconds / max(1, s.result.requests) for seconds in [*spent, 0.0]][:2]
     s.result.statuses = seen

@@ -66,6 +66,8 @@ def render(
             s = setup.scenarios[index]
             if s.reference == "ceiling":
                 reference = f"ceiling {top:,.0f}/s"
+            elif s.against is not None and s.against.result is not None:
+                reference = f"next request {ms(s.against.result.p50_ms)}"
             else:
                 reference = f"floor {floor_cell(s)} = {1 / s.floor_s:,.0f}/s"
             sign = "≤" if s.by_latency else "≥"

@@ -38,6 +38,17 @@ function done(summary, latency, requests)
 end
 """
 
+# Every request a URL no earlier one had: the parameter NAME (in the query already
+# ending the path) takes another day each time, so no total is known yet (a first
+# request), whatever the answer.
+VARY_LUA = """
+local n = 0
+function request()
+  n = n + 1
+  return wrk.format(nil, wrk.path .. "&NAME=" .. os.date("!%Y-%m-%d", 1735689600 + n * 86400))
+end
+"""
+
 # The ceiling: the least an aiohttp server can do per request on this machine.
 CEILING_APP = """
 import sys
@@ -107,17 +118,26 @@ def parse_wrk(text: str) -> WrkResult:
 
 
 def run_wrk(
-    url: str, headers: dict[str, str], conns: int, seconds: float, *, count_statuses: bool = False
+    url: str,
+    headers: dict[str, str],
+    conns: int,
+    seconds: float,
+    *,
+    count_statuses: bool = False,
+    vary: str = "",
 ) -> WrkResult:
-    """Drive ``url`` with one wrk thread for ``seconds``; a hard timeout bounds the run."""
+    """Drive ``url`` with one wrk thread for ``seconds``; a hard timeout bounds the run.
+
+    ``vary`` names a parameter that takes a new value on every request (VARY_LUA)."""
     args = ["wrk", "-t1", f"-c{conns}", f"-d{max(1, round(seconds))}s", "--latency"]
     args += ["--timeout", "30s"]
     for name, value in headers.items():
         args += ["-H", f"{name}: {value}"]
     with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as script:
-        script.write(STATUS_LUA)
+        script.write(STATUS_LUA if count_statuses else "")
+        script.write(VARY_LUA.replace("NAME", vary) if vary else "")
     try:
-        if count_statuses:
+        if count_statuses or vary:
             args += ["-s", script.name]
         done = subprocess.run(
             [*args, url], capture_output=True, text=True, timeout=seconds + 60, check=False

@@ -1,7 +1,7 @@
 """Courses with their training coverage (contract.md 12).
 
-Each course's figures are computed by SQLite in the statement that reads the page,
-from covering indexes on the course's inscriptions and their section results.
+Each course's figures are read in the statement that reads the page, from the
+training summaries the writers keep (:mod:`app.data.training`).
 ``overdue`` compares due dates with today's UTC date, which the caller passes. The
 fragments and keys are shared with PostgreSQL's JSON (:mod:`app.data.pg.reports`).
 """
@@ -16,19 +16,21 @@ from .listings import Listing, Record, placeholders
 from .vocabulary import INSCRIPTION_STATUSES
 
 _STATUSES = ", ".join(
-    f"count(CASE WHEN i.status = '{status}' THEN 1 END) AS {status}"
-    for status in INSCRIPTION_STATUSES
+    f"coalesce(sum(t.{status}), 0) AS {status}" for status in INSCRIPTION_STATUSES
 )
-# Course ``c``'s inscriptions by status and those overdue on the date ``?`` (one row).
-COVERAGE = f"""SELECT count(*) AS inscriptions, {_STATUSES},
-    count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END) AS overdue
-    FROM inscriptions i WHERE i.course_id = c.id"""
+# Course ``c``'s inscriptions by status and those overdue on the date ``?`` (one row),
+# from the training summaries (:mod:`app.data.training`): a row, and the course's due
+# dates before today.
+COVERAGE = f"""SELECT coalesce(sum(t.inscriptions), 0) AS inscriptions, {_STATUSES},
+    (SELECT coalesce(sum(d.open), 0) FROM training_due d
+        WHERE d.course_id = c.id AND d.due_date < ?) AS overdue
+    FROM training_courses t WHERE t.course_id = c.id"""
 
 # Course ``c``'s section results that are not null: their sum and number (one row).
 # Every result's section belongs to its inscription's course (the loader checks it),
-# so the results are read by section: a few index ranges, not a seek per inscription.
-RESULTS = """SELECT sum(r.result) AS total, count(r.result) AS n FROM course_sections s
-    JOIN section_results r ON r.section_id = s.id WHERE s.course_id = c.id"""
+# so the results are read by section, from each section's results counted by value.
+RESULTS = """SELECT sum(h.result * h.n) AS total, sum(h.n) AS n FROM course_sections s
+    JOIN training_results h ON h.section_id = s.id WHERE s.course_id = c.id"""
 
 
 def course_fields(rate: Callable[[str, str], str], mean: Callable[[str, str], str]) -> Fields:

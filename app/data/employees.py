@@ -1,10 +1,11 @@
 """The employee directory with people risk: the list and one employee (contract.md 12).
 
 Each employee's ``phishing`` and ``training`` blocks are computed by SQLite in the
-statement that reads the page, from covering indexes on the employee's events,
-targets and inscriptions. ``overdue`` compares due dates with today's UTC date, which
-the caller passes (a bound parameter of the record, so the answer and its ETag agree).
-The blocks' keys and SQL are shared with PostgreSQL's JSON (:mod:`app.data.pg.reports`).
+statement that reads the page, from covering indexes on the employee's events and
+targets and from the training summary of their inscriptions. ``overdue`` compares due
+dates with today's UTC date, which the caller passes (a bound parameter of the record,
+so the answer and its ETag agree). The blocks' keys and SQL are shared with
+PostgreSQL's JSON (:mod:`app.data.pg.reports`).
 """
 
 from __future__ import annotations
@@ -48,17 +49,19 @@ def phishing_from(automation: str) -> str:
     return f"FROM campaign_events ev WHERE ev.employee_id = e.id{and_kept(automation)}"
 
 
-# Employee ``e``'s inscriptions by status, and those overdue on the date ``?``: one row
-# of ``TRAINING_FROM``.
+# Employee ``e``'s inscriptions by status (their summary row, :mod:`app.data.training`),
+# and those overdue on the date ``?`` (a short range of the person's own inscriptions):
+# one row of ``TRAINING_FROM``.
 TRAINING: Fields = [
-    ("inscriptions", "count(*)"),
-    *(
-        (status, f"count(CASE WHEN i.status = '{status}' THEN 1 END)")
-        for status in INSCRIPTION_STATUSES
+    ("inscriptions", "coalesce(sum(t.inscriptions), 0)"),
+    *((status, f"coalesce(sum(t.{status}), 0)") for status in INSCRIPTION_STATUSES),
+    (
+        "overdue",
+        "(SELECT count(*) FROM inscriptions i WHERE i.employee_id = e.id"
+        " AND i.status <> 'completed' AND i.due_date < ?)",
     ),
-    ("overdue", "count(CASE WHEN i.status <> 'completed' AND i.due_date < ? THEN 1 END)"),
 ]
-TRAINING_FROM = "FROM inscriptions i WHERE i.employee_id = e.id"
+TRAINING_FROM = "FROM training_employees t WHERE t.employee_id = e.id"
 PERSON_COLUMNS = ("id", "first_name", "last_name", "email", "department", "country")
 
 

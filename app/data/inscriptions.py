@@ -126,6 +126,42 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
     counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
     rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
     order = "i.start_date, i.id"
+    summed, summed_params = summed_total(company_id, filters)
     return Listing(
-        INSCRIPTION, rows_from, counted_from, order, tuple(params), export=INSCRIPTION_ROW
-    )
+        INSCRIPTION, rows_from, counted_from, order, tuple(params), export=INSCRIPTION_ROW,
+        summed=summed, summed_params=summed_params,
+    )  # fmt: skip
+
+
+# The summaries that hold the totals of each kind of date filter: table, its count, the
+# date column, and the filter's bounds.
+_DATED = (
+    ("training_starts", "n", "start_date", "from_inscription_date", "to_inscription_date"),
+    ("training_due", "inscriptions", "due_date", "from_due_date", "to_due_date"),
+)
+
+
+def summed_total(company_id: int, filters: InscriptionFilters) -> tuple[str, tuple[object, ...]]:
+    """The total read from the training summaries (:mod:`app.data.training`) when the
+    filters are the common ones: the courses, and the start dates or the due dates (not
+    both); ``("", ())`` for any other filter (a person's, both kinds of dates), which
+    are counted."""
+    if any(filters.lists.get(name) for name in (*EMPLOYEE_FILTERS, "teams")):
+        return "", ()
+    titles = list(filters.lists.get("courses", ()))
+    only = f" AND c.title_key IN ({placeholders(titles)})" if titles else ""
+    where = [f"s.course_id IN (SELECT c.id FROM courses c WHERE c.company_id = ?{only})"]
+    params: list[object] = [company_id, *titles]
+    table, count = "training_courses", "inscriptions"
+    for summary, counted, column, low, high in _DATED:
+        bounds = [(getattr(filters, low), ">="), (getattr(filters, high), "<=")]
+        given = [(value, sign) for value, sign in bounds if value is not None]
+        if not given:
+            continue
+        if table != "training_courses":  # both kinds of dates: no summary holds them
+            return "", ()
+        table, count = summary, counted
+        where.extend(f"s.{column} {sign} ?" for _, sign in given)
+        params.extend(value.isoformat() for value, _ in given)
+    total = f"SELECT coalesce(sum(s.{count}), 0) FROM {table} s WHERE {' AND '.join(where)}"
+    return total, tuple(params)

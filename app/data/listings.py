@@ -67,6 +67,8 @@ class Listing:
     ``heavy`` listing's records each aggregate many rows (the reports): even a short
     page of them may take long. ``export`` is the record of a flat export (CSV), when it
     differs: the JSON record and the ids that tell its rows apart once files are merged.
+    ``summed`` is a statement that reads the total from a summary the writers keep
+    (with its own ``summed_params``), when the filters allow one: then no count runs.
     """
 
     record: Record
@@ -80,6 +82,8 @@ class Listing:
     # The columns of a record's position, for keyset paging (the event feed).
     key: str = ""
     export: Record | None = None
+    summed: str = ""
+    summed_params: Params = ()
 
     def exported(self) -> Listing:
         """The same rows with the records of a flat export (itself when they are the same)."""
@@ -104,8 +108,13 @@ class Listing:
         return f"SELECT {record} {self.rows_from} ORDER BY {self.order_by} LIMIT ?"
 
     def count(self) -> str:
-        """The number of records, without building any JSON."""
-        return f"SELECT count(*) {self.counted_from}"
+        """The number of records, without building any JSON (from a summary if it can)."""
+        return self.summed or f"SELECT count(*) {self.counted_from}"
+
+    @property
+    def count_params(self) -> Params:
+        """The parameters of :meth:`count`."""
+        return self.summed_params if self.summed else self.params
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,7 +199,7 @@ def read_page(
         if known is not None and known[0] == token:
             total = known[1]
         else:
-            total = conn.execute(listing.count(), listing.params).fetchone()[0]
+            total = conn.execute(listing.count(), listing.count_params).fetchone()[0]
         texts: list[bytes] = []
         if paging.offset < total:
             sql = f"{listing.select()} LIMIT ? OFFSET ?"

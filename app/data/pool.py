@@ -206,9 +206,12 @@ class ReadPool:
             return await run_in_thread(conn, data_token)
 
     async def page(self, listing: Listing, paging: Paging, known: tuple[str, int] | None) -> Page:
-        """One page with its total; ``known`` is a total counted for the current token."""
+        """One page with its total; ``known`` is a total counted for the current token.
+
+        A total read from a summary (``listing.summed``) is a short read as a known one is.
+        """
         short = paging.offset + paging.per_page <= INLINE_PAGE_ROWS
-        if known is not None and short and not listing.heavy:
+        if (known is not None or listing.summed) and short and not listing.heavy:
             return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
+from . import training
 from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .stats_summary import EVERYTHING, SQLITE_TABLES, refresh
@@ -501,10 +502,12 @@ def place_changes(conn: sqlite3.Connection) -> None:
 
 # --- end of schema version 7 ---
 
-# --- From schema version 7 to 8: the stats' summaries, kept by the writers
-# (app/data/stats_summary.py): the tables (made with the others), filled from the stored
-# rows once the verdicts are decided. ---
-SUMMARY_TABLES = SQLITE_TABLES
+# --- From schema version 7 to 8 (one step, one marked block per feature) ---
+# -- stats: the stats' summaries, kept by the writers (app/data/stats_summary.py): the
+# tables (made with the others), filled from the stored rows once the verdicts are decided.
+# -- training: the training summaries and the triggers that keep them
+# (app/data/training.py), counted once from the stored rows.
+SUMMARY_TABLES = SQLITE_TABLES + training.TABLES + training.TRIGGERS
 
 
 def fill_summaries(conn: sqlite3.Connection) -> None:
@@ -572,6 +575,10 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS + SUMMARY_TABLES):
             conn.execute(statement)
+        # 7 to 8, training's block: the training summaries counted once; triggers keep them.
+        if version in (1, 2, 3, 4, 5, 6, 7):
+            for statement in training.MIGRATE_7_TO_8:
+                conn.execute(statement)
         if version == 1:
             # An event implies its employee was a target (contract.md 10).
             conn.execute(
@@ -585,7 +592,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
         add_change_feeds(conn)  # schema step 6 -> 7, hooks block (a new file too)
-        if version in (1, 2, 3, 4, 5, 6, 7):
+        if version in (1, 2, 3, 4, 5, 6, 7):  # 7 to 8, stats' block
             fill_summaries(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -41,6 +41,9 @@ class CountCache:
         self._totals: OrderedDict[CountKey, tuple[str, int]] = OrderedDict()
         self._max_entries = max_entries
 
+    def __len__(self) -> int:
+        return len(self._totals)
+
     def get(self, key: CountKey, token: str) -> tuple[str, int] | None:
         """The total counted for ``key`` at data token ``token``, if there is one."""
         found = self._totals.get(key)
@@ -134,10 +137,13 @@ async def respond_page(
     if ready.not_modified is not None:
         return ready.not_modified
     app = request.app
-    key = count_key(request, ready.company_id)
+    # A total a summary holds is read with the page: never counted, never cached.
+    key = None if ready.listing.summed else count_key(request, ready.company_id)
+    known = None if key is None else app[COUNTS].get(key, ready.token)
     async with app[SHARES].hold(ready.company_id):
-        page = await app[POOL].page(ready.listing, paging, app[COUNTS].get(key, ready.token))
-    app[COUNTS].put(key, page.token, page.total)
+        page = await app[POOL].page(ready.listing, paging, known)
+    if key is not None:
+        app[COUNTS].put(key, page.token, page.total)
     headers = await ready.headers(page.token)
     url = request.rel_url
     headers.update(page_headers(url.raw_path, url.raw_query_string, paging, page.total))

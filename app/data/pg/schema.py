@@ -18,6 +18,8 @@ from ..stats_summary import EVERYTHING
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .automation import classify
 from .stats_summary import PG_TABLES, refresh
+from .training import SCHEMA_8 as TRAINING_TABLES
+from .training import migrate_7_to_8 as add_training_summaries
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
 CHANNEL = "reporting_data"
@@ -328,7 +330,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 6 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 7 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -340,7 +342,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7 + PG_TABLES)
+            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7 + PG_TABLES + TRAINING_TABLES)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             await add_change_feeds(conn)
@@ -581,12 +583,16 @@ async def add_change_feeds(conn: asyncpg.Connection) -> None:
 # --- end of 6 to 7 ---
 
 
-# --- From schema version 7 to 8 ---
+# --- From schema version 7 to 8 (one step, one marked block per feature) ---
 async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
-    """The stats' summaries (SQLite's SUMMARY_TABLES), filled from the stored rows."""
+    """The stats' summaries (SQLite's SUMMARY_TABLES), filled from the stored rows; the
+    training summaries (app/data/pg/training.py), counted once, then kept by triggers."""
+    # -- stats' block
     await conn.execute(PG_TABLES)
     seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
     await refresh(conn, seq, EVERYTHING)
+    # -- training's block
+    await add_training_summaries(conn)
 
 
 # --- end of 7 to 8 ---

@@ -95,6 +95,9 @@ def one_statement(listing: Listing, count: bool, window: str) -> tuple[str, tupl
         f"ARRAY(SELECT convert_to(({record_json(listing)})::text, 'UTF8')"
         f" {rows_from(listing)} ORDER BY {listing.order_by} {window})"
     )
-    params = (*(guard.params if guard is not None else ()), *(listing.params if count else ()))
+    params = (
+        *(guard.params if guard is not None else ()),
+        *(listing.count_params if count else ()),
+    )
     statement = numbered(f"SELECT ({TOKEN}), {owned}, {total}, {rows}")
     return statement, (*params, *listing.select_params)

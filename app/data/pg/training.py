@@ -1,0 +1,87 @@
+"""The training summaries on PostgreSQL (SQLite's :mod:`app.data.training`): the same
+tables, kept by statement triggers that add each statement's rows at once.
+
+A statement trigger sees every row the statement wrote in its transition tables
+(``came``, ``went``), so a load's ``INSERT ... SELECT`` or ``COPY`` of a million rows
+moves the summaries in one grouped statement each, not a million small ones.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+
+from ..training import FILL, SUMMARIES
+
+TEXT = 'TEXT COLLATE "C"'  # as every text column (app/data/pg/schema.py)
+
+# --- Schema version 7 to 8 (PostgreSQL): the training summaries, their triggers. ---
+_COUNTS = "inscriptions INTEGER NOT NULL, not_started INTEGER NOT NULL,"
+TABLES = f"""
+CREATE TABLE IF NOT EXISTS training_courses (
+    course_id BIGINT PRIMARY KEY, {_COUNTS}
+    in_progress INTEGER NOT NULL, completed INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS training_employees (
+    employee_id BIGINT PRIMARY KEY, {_COUNTS}
+    in_progress INTEGER NOT NULL, completed INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS training_due (
+    course_id BIGINT NOT NULL, due_date {TEXT} NOT NULL,
+    inscriptions INTEGER NOT NULL, open INTEGER NOT NULL,
+    PRIMARY KEY (course_id, due_date)
+);
+CREATE TABLE IF NOT EXISTS training_starts (
+    course_id BIGINT NOT NULL, start_date {TEXT} NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (course_id, start_date)
+);
+CREATE TABLE IF NOT EXISTS training_results (
+    section_id BIGINT NOT NULL, result NUMERIC NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY (section_id, result)
+);
+"""
+
+# Each event's transition tables, and the rows of each with their sign.
+_EVENTS = {
+    "INSERT": ("REFERENCING NEW TABLE AS came", (("came", 1),)),
+    "UPDATE": ("REFERENCING OLD TABLE AS went NEW TABLE AS came", (("went", -1), ("came", 1))),
+    "DELETE": ("REFERENCING OLD TABLE AS went", (("went", -1),)),
+}
+
+
+def _trigger(source: str, event: str) -> str:
+    """A statement trigger on ``source`` adding its rows to each of its summaries."""
+    referencing, tables = _EVENTS[event]
+    body = "".join(
+        "    {};\n".format(
+            s.upsert(" UNION ALL ".join(f"SELECT {s.signed('r', n)} FROM {t} r" for t, n in tables))
+        )
+        for s in SUMMARIES
+        if s.source == source
+    )
+    name = f"{source}_training_{event.lower()}"
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+{body}    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER {name} AFTER {event} ON {source} {referencing}
+    FOR EACH STATEMENT EXECUTE FUNCTION {name}();
+"""
+
+
+TRIGGERS = "".join(
+    _trigger(source, event)
+    for source in ("inscriptions", "section_results")
+    for event in ("INSERT", "UPDATE", "DELETE")
+)
+SCHEMA_8 = TABLES + TRIGGERS
+
+
+async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
+    """The summaries, counted once from the stored rows; the triggers keep them."""
+    await conn.execute(SCHEMA_8)
+    for statement in FILL:
+        await conn.execute(statement)
+
+
+# --- end of 7 to 8 ---

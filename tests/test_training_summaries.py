@@ -1,0 +1,274 @@
+"""The training summaries (app/data/training.py) on both stores: after every load of
+random batches they hold exactly what a recount of the raw rows gives; the upgrade to
+version 8 fills them; the courses page, the training block and the inscriptions'
+common totals read them, so the first page after a load counts nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import sqlite3
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.data import training
+from app.data.pg.schema import ensure_schema
+from app.data.pg.sql import numbered
+from app.data.schema import SCHEMA_VERSION, upgrade_if_older
+from app.keys import COUNTS
+from app.tools.generator import Sizes, generate
+from app.tools.pg_copy import copy_to_pg
+
+from .support.factories import API, KEY_1
+from .support.stores import EACH_STORE, Store, on_both_stores
+
+store_kind = on_both_stores()
+
+# Each summary recounted from the raw rows, written out plainly (not with the
+# summaries' own SQL): its key, then its counts.
+STATUSES = ", ".join(
+    f"sum(CASE WHEN status = '{s}' THEN 1 ELSE 0 END)"
+    for s in ("not_started", "in_progress", "completed")
+)
+RECOUNTS = {
+    "training_courses": f"SELECT course_id, count(*), {STATUSES} FROM inscriptions"
+    " GROUP BY course_id",
+    "training_employees": f"SELECT employee_id, count(*), {STATUSES} FROM inscriptions"
+    " GROUP BY employee_id",
+    "training_due": "SELECT course_id, due_date, count(*),"
+    " sum(CASE WHEN status <> 'completed' THEN 1 ELSE 0 END) FROM inscriptions"
+    " WHERE due_date IS NOT NULL GROUP BY course_id, due_date",
+    "training_starts": "SELECT course_id, start_date, count(*) FROM inscriptions"
+    " GROUP BY course_id, start_date",
+    "training_results": "SELECT section_id, result, count(*) FROM section_results"
+    " WHERE result IS NOT NULL GROUP BY section_id, result",
+}
+KEYS = {s.table: len(s.key) for s in training.SUMMARIES}
+
+
+async def fetch(store: Store, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of a query on the store, numbers as floats (PostgreSQL's numeric results)."""
+    if store.url:
+        conn = await asyncpg.connect(store.url)
+        try:
+            rows = [tuple(r) for r in await conn.fetch(numbered(sql))]
+        finally:
+            await conn.close()
+    else:
+        with sqlite3.connect(store.sqlite_path) as reader:
+            rows = reader.execute(sql).fetchall()
+        reader.close()
+    return [tuple(float(v) if isinstance(v, Decimal) else v for v in row) for row in rows]
+
+
+async def assert_summaries_are_recounts(store: Store) -> None:
+    """Every summary row is its recount; rows whose counts came back to 0 are no rows."""
+    for table, recount in RECOUNTS.items():
+        kept = [r for r in await fetch(store, f"SELECT * FROM {table}") if any(r[KEYS[table] :])]
+        assert sorted(kept) == sorted(await fetch(store, recount)), table
+
+
+def random_batch(rng: random.Random, state: dict[str, list[tuple[Any, ...]]], n: int) -> Any:
+    """A fixture of new inscriptions, stored ones given again changed (those without
+    results, so that their results stay in their course), and results new and changed."""
+    employees, courses, sections = state["employees"], state["courses"], state["sections"]
+    stored, with_results = state["inscriptions"], {r[0] for r in state["results"]}
+    next_id = max(i[0] for i in stored) + 1
+    inscriptions = []
+    free = [i for i in stored if i[0] not in with_results]
+    for k in range(n):
+        company = rng.choice((1, 2))
+        own_course = rng.choice([c for c, co in courses if co == company])
+        own_employee = rng.choice([e for e, co in employees if co == company])
+        if k % 3 == 0 and free:
+            ident, company = free.pop(rng.randrange(len(free)))[:2]
+            own_course = rng.choice([c for c, co in courses if co == company])
+            own_employee = rng.choice([e for e, co in employees if co == company])
+        else:
+            ident, next_id = next_id, next_id + 1
+        start = f"2025-0{rng.randint(1, 5)}-{rng.randint(10, 28)}"
+        due = rng.choice((None, f"2025-0{rng.randint(6, 9)}-{rng.randint(10, 28)}"))
+        inscriptions.append(
+            {
+                "id": ident,
+                "employee_id": own_employee,
+                "course_id": own_course,
+                "start_date": start,
+                "due_date": due,
+                "status": rng.choice(("not_started", "in_progress", "completed")),
+            }
+        )
+    given = {i["id"]: i for i in inscriptions}
+    course_of = {i[0]: i[2] for i in stored} | {i: r["course_id"] for i, r in given.items()}
+    results = {}
+    for _ in range(n * 2):
+        ident = rng.choice(list(course_of))
+        if ident in given or rng.random() < 0.5:
+            options = [s for s, c in sections if c == course_of[ident]]
+            if not options:
+                continue
+            section = rng.choice(options)
+            value = rng.choice((None, 0, 55, 70.25, 88.5, 100, rng.randint(0, 100)))
+            results[ident, section] = {
+                "inscription_id": ident,
+                "section_id": section,
+                "completed_at": f"2025-10-{rng.randint(10, 28)}",
+                "result": value,
+                "status": None if value is None else rng.choice(("APPROVED", "DISAPPROVED")),
+            }
+    return {"inscriptions": inscriptions, "section_results": list(results.values())}
+
+
+async def state_of(store: Store) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        "employees": await fetch(store, "SELECT id, company_id FROM employees"),
+        "courses": await fetch(store, "SELECT id, company_id FROM courses"),
+        "sections": await fetch(store, "SELECT id, course_id FROM course_sections"),
+        "inscriptions": await fetch(store, "SELECT id, company_id, course_id FROM inscriptions"),
+        "results": await fetch(store, "SELECT inscription_id FROM section_results"),
+    }
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_every_load_keeps_every_summary_equal_to_a_recount(
+    store: Store, tmp_path: Path, seed: int
+) -> None:
+    """Several loads of random batches, by the store's own loader: after each, every
+    summary row is what a recount of the raw rows gives."""
+    await assert_summaries_are_recounts(store)
+    rng = random.Random(seed)
+    for load in range(4):
+        batch = random_batch(rng, await state_of(store), rng.randint(1, 40))
+        file = tmp_path / f"batch-{load}.json"
+        file.write_text(json.dumps(batch))
+        await store.load([file])
+        await assert_summaries_are_recounts(store)
+
+
+@EACH_STORE
+async def test_a_write_by_hand_moves_the_summaries_too(store: Store) -> None:
+    """Whoever writes (a script, not a loader), the summaries follow the rows: an
+    inscription moved to another course and employee, then deleted, a result changed."""
+    moved = (await fetch(store, "SELECT id FROM inscriptions ORDER BY id LIMIT 1"))[0][0]
+    await store.execute(
+        "UPDATE inscriptions SET status = 'not_started', due_date = '2031-01-01' WHERE id = ?",
+        moved,
+    )
+    await assert_summaries_are_recounts(store)
+    await store.execute("UPDATE section_results SET result = 12.5, status = 'DISAPPROVED'")
+    await assert_summaries_are_recounts(store)
+    await store.execute("DELETE FROM section_results WHERE inscription_id = ?", moved)
+    await store.execute("DELETE FROM inscriptions WHERE id = ?", moved)
+    await assert_summaries_are_recounts(store)
+
+
+def test_a_version_7_file_gets_its_summaries_on_upgrade(sample_db: Path) -> None:
+    """The upgrade from version 7 creates the summaries, counted from the stored rows,
+    and the triggers that keep them."""
+    conn = sqlite3.connect(sample_db)
+    for table in RECOUNTS:
+        conn.execute(f"DROP TABLE {table}")
+    for source in ("inscriptions", "section_results"):
+        for event in ("insert", "update", "delete"):
+            conn.execute(f"DROP TRIGGER {source}_training_{event}")
+    conn.execute("PRAGMA user_version = 7")
+    conn.close()
+    assert upgrade_if_older(sample_db)
+    conn = sqlite3.connect(sample_db)
+    assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
+    for table, recount in RECOUNTS.items():
+        summary = conn.execute(f"SELECT * FROM {table}").fetchall()
+        assert summary and sorted(summary) == sorted(conn.execute(recount).fetchall()), table
+    conn.execute("UPDATE inscriptions SET status = 'completed'")  # its triggers are there
+    assert conn.execute(
+        "SELECT sum(completed) = sum(inscriptions) FROM training_courses"
+    ).fetchone() == (1,)
+    conn.close()
+
+
+@pytest.mark.parametrize("store_kind", ["postgresql"])
+async def test_a_version_7_postgresql_database_gets_its_summaries_on_upgrade(
+    store: Store,
+) -> None:
+    """PostgreSQL's upgrade from version 7 does the same."""
+    conn = await asyncpg.connect(store.url)
+    try:
+        await conn.execute(
+            "DROP TABLE " + ", ".join(RECOUNTS)
+            + "; DROP FUNCTION " + ", ".join(
+                f"{source}_training_{event}()"
+                for source in ("inscriptions", "section_results")
+                for event in ("insert", "update", "delete")
+            ) + " CASCADE; UPDATE meta SET value = '7' WHERE key = 'schema_version'"
+        )  # fmt: skip
+        assert await ensure_schema(conn)
+    finally:
+        await conn.close()
+    await assert_summaries_are_recounts(store)
+    assert await fetch(store, "SELECT count(*) > 0 FROM training_results") == [(True,)]
+    await store.execute("UPDATE inscriptions SET status = 'completed'")
+    await assert_summaries_are_recounts(store)
+
+
+INSCRIPTIONS = f"{API}/course-inscriptions"
+
+
+async def test_the_first_filtered_page_after_a_load_counts_nothing(
+    client: TestClient, store: Store, tmp_path: Path
+) -> None:
+    """After a load, the first page filtered by course and dates takes its total from
+    the summaries: right, and nothing was counted (the count cache stays empty); a
+    person filter is the slower path, counted once and kept for the data version."""
+    counts = client.server.app[COUNTS]
+    batch = random_batch(random.Random(3), await state_of(store), 30)
+    file = tmp_path / "batch.json"
+    file.write_text(json.dumps(batch))
+    await store.load([file])
+    wanted = {
+        ("filter[courses]", "Phishing Fundamentals"): "c.title = 'Phishing Fundamentals'",
+        ("filter[from_inscription_date]", "2025-03-01"): "i.start_date >= '2025-03-01'",
+        ("filter[to_due_date]", "2025-07-15"): "i.due_date <= '2025-07-15'",
+        ("per_page", "5"): "true",
+    }
+    for (name, value), condition in wanted.items():
+        response = await client.get(
+            INSCRIPTIONS, params={name: value, "per_page": "5"}, headers={"X-API-KEY": KEY_1}
+        )
+        assert response.status == 200
+        total = await fetch(
+            store,
+            "SELECT count(*) FROM inscriptions i JOIN courses c ON c.id = i.course_id"
+            f" WHERE i.company_id = 1 AND {condition}",
+        )
+        assert int(response.headers["X-Total-Count"]) == total[0][0] > 0, name
+        assert len(counts) == 0, name
+    response = await client.get(
+        INSCRIPTIONS, params={"filter[department]": "Finance"}, headers={"X-API-KEY": KEY_1}
+    )
+    assert response.status == 200
+    assert len(counts) == 1
+
+
+async def test_the_generator_and_the_copy_to_postgresql_keep_them(
+    store: Store, tmp_path: Path
+) -> None:
+    """The generator adds a set to the sample (SQLite), or copies its file into an empty
+    PostgreSQL database: the summaries are the recounts either way."""
+    sizes = Sizes(companies=2, employees=40, campaigns=4, events_per_campaign=5, courses=3,
+                  inscriptions=80, sections=3, big_campaign=10, mid_campaign=5)  # fmt: skip
+    if not store.url:
+        await asyncio.to_thread(generate, store.sqlite_path, sizes, 5, False, True)
+        await assert_summaries_are_recounts(store)
+        return
+    generated = tmp_path / "generated.sqlite3"
+    await asyncio.to_thread(generate, generated, sizes, 5)
+    async with store.scratch(tmp_path) as empty:
+        await copy_to_pg(generated, empty.url)
+        await assert_summaries_are_recounts(empty)
+        assert (await fetch(empty, "SELECT sum(inscriptions) FROM training_courses")) == [(80,)]
