@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
+from . import summaries
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -305,6 +306,13 @@ MIGRATE_6_TO_7 = (
 )
 # --- end of 6 to 7 ---
 
+# --- From schema version 7 to 8: the reports' summaries, kept by the writers
+# (app/data/summaries.py); the upgrade fills them for the stored data. ---
+MIGRATE_7_TO_8 = summaries.SCHEMA + summaries.TRIGGERS
+
+
+# --- end of 7 to 8 ---
+
 
 class DatabaseError(Exception):
     """The database file is missing, unreadable or not ours."""
@@ -329,14 +337,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 6 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 7 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -360,7 +368,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
-        for statement in _statements(SCHEMA + TENANCY_TRIGGERS):
+        for statement in _statements(SCHEMA + TENANCY_TRIGGERS + MIGRATE_7_TO_8):
             conn.execute(statement)
         if version == 1:
             # An event implies its employee was a target (contract.md 10).
@@ -374,6 +382,8 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
+        if version in (1, 2, 3, 4, 5, 6, 7):
+            summaries.fill(conn)  # after any verdicts decided above
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -33,6 +33,7 @@ from ..data.schema import (
     connect_writer,
     write_transaction,
 )
+from ..data.summaries import EVERY_SEND, refresh
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
@@ -214,6 +215,7 @@ def generate_companies(
             )
             new = f"SELECT id FROM main.campaigns WHERE id > {origin.campaigns}"
             classify(conn, rules, new, origin.change_seq)
+            refresh(conn, f"{EVERY_SEND} WHERE campaign_id > {origin.campaigns}", origin.change_seq)
             bump_data_version(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return companies, counts

@@ -32,6 +32,7 @@ from ..data.schema import (
     scratch_transaction,
     write_transaction,
 )
+from ..data.summaries import refresh
 from .cli import add_store_arguments, cause_of, command, plural
 from .fixture_format import TABLES
 from .fixture_reader import Item
@@ -148,6 +149,7 @@ def _check_and_write(
     refuse_if_problems(conn)
     if counts["campaign_events"] or counts["campaign_targets"]:
         classify(conn, rules, TOUCHED, seq)
+    refresh(conn, TOUCHED_SENDS, seq)
     bump_data_version(conn)
     return counts
 
@@ -157,6 +159,8 @@ TOUCHED = (
     "SELECT campaign_id FROM temp.stage_campaign_events WHERE valid"
     " UNION SELECT campaign_id FROM temp.stage_campaign_targets WHERE valid"
 )
+# The sends whose summaries a load may change besides those of its events: its targets.
+TOUCHED_SENDS = "SELECT campaign_id, employee_id FROM temp.stage_campaign_targets WHERE valid"
 
 
 def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from ..data.pg.schema import bump_data_version, ensure_schema
+from ..data.pg.summaries import fill
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .pg_loader import sqlite_decimal
 
@@ -77,6 +78,7 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
                 " OR key LIKE 'automation_rules:%'"
             )
             await conn.executemany("INSERT INTO meta (key, value) VALUES ($1, $2)", list(marks))
+            await fill(conn)
             await bump_data_version(conn)
         # Statistics, and the visibility map: the reports' figures come from index-only
         # scans, which PostgreSQL only plans once the copied pages are known all-visible

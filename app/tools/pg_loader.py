@@ -26,6 +26,7 @@ import asyncpg
 from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, ensure_schema
+from ..data.pg.summaries import refresh
 from ..data.schema import DERIVE_COMPLETED_AT
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
@@ -273,6 +274,7 @@ async def write(
             await conn.execute(DERIVED_COMPLETIONS)
         if counts["campaign_events"] or counts["campaign_targets"]:
             await classify(conn, rules, TOUCHED, seq)
+        await refresh(conn, TOUCHED_SENDS, seq)
         await bump_data_version(conn)
     return counts
 
@@ -282,6 +284,8 @@ TOUCHED = (
     "SELECT campaign_id FROM stage_campaign_events"
     " UNION SELECT campaign_id FROM stage_campaign_targets"
 )
+# The sends whose summaries a load may change besides those of its events (SQLite's too).
+TOUCHED_SENDS = "SELECT campaign_id, employee_id FROM stage_campaign_targets"
 
 
 async def _check(conn: asyncpg.Connection, batch: Staged, table: str, key: tuple[str, ...]) -> None:

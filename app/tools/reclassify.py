@@ -20,7 +20,9 @@ from ..data.automation import Rules, classify, rules_from_env
 from ..data.pg.automation import classify as classify_pg
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import ensure_schema as ensure_pg
+from ..data.pg.summaries import refresh as refresh_pg
 from ..data.schema import bump_data_version, connect_writer, write_transaction
+from ..data.summaries import refresh
 from .cli import ToolError, add_store_arguments, command, plural
 from .keytool import existing
 
@@ -46,6 +48,7 @@ def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
                 raise ToolError(f"unknown company {company}")
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             moved = classify(conn, rules, scope(company), int(seq))
+            refresh(conn, "", int(seq))
             if moved:
                 bump_data_version(conn)
             return moved
@@ -66,6 +69,7 @@ async def reclassify_pg(url: str, company: int | None, rules: Rules) -> Moved:
                 raise ToolError(f"unknown company {company}")
             seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
             moved = await classify_pg(conn, rules, scope(company), seq)
+            await refresh_pg(conn, "", seq)
             if moved:
                 await bump_pg(conn)
             return moved

@@ -13,7 +13,9 @@ import asyncpg
 
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import DERIVE_COMPLETED_AT, SCHEMA_VERSION, DatabaseError
+from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from . import summaries
 from .automation import classify
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
@@ -300,7 +302,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 6 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 7 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -312,11 +314,11 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS)
+            await conn.execute(SCHEMA + TRIGGERS + SUMMARIES)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             return False
-        if version not in (2, 3, 4, 5, 6):
+        if version not in (2, 3, 4, 5, 6, 7):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -326,7 +328,9 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_4_to_5(conn, rules or rules_from_env())
         if version in (2, 3, 4, 5):
             await migrate_5_to_6(conn)
-        await migrate_6_to_7(conn)
+        if version in (2, 3, 4, 5, 6):
+            await migrate_6_to_7(conn)
+        await migrate_7_to_8(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -393,6 +397,20 @@ async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
 
 
 # --- end of 6 to 7 ---
+
+
+# --- From schema version 7 to 8: the reports' summaries kept by the writers
+# (app/data/summaries.py), filled for the stored data. ---
+SUMMARIES = summary_tables("BIGINT", TEXT) + summaries.TRIGGERS
+
+
+async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
+    """The summaries' tables and triggers, filled (after any verdicts decided above)."""
+    await conn.execute(SUMMARIES)
+    await summaries.fill(conn)
+
+
+# --- end of 7 to 8 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
