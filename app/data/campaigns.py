@@ -59,9 +59,9 @@ def median_instant(kind: str, key: str, count: str) -> str:
     people had one), from the campaign's histogram of first instants: the first instant
     whose running total of people reaches (count + 1) / 2."""
     return (
-        "(SELECT min(m.instant) FROM (SELECT i.instant, sum(i.people) OVER (ORDER BY i.instant)"
-        " AS upto FROM campaign_first_instants i WHERE i.campaign_id = c.id"
-        f" AND i.filters = '{key}' AND i.kind = '{kind}') m WHERE m.upto >= ({count} + 1) / 2)"
+        "(SELECT min(m.instant) FROM (SELECT h.instant, sum(h.people) OVER (ORDER BY h.instant)"
+        " AS upto FROM campaign_first_instants h WHERE h.campaign_id = c.id"
+        f" AND h.filters = '{key}' AND h.kind = '{kind}') m WHERE m.upto >= ({count} + 1) / 2)"
     )
 
 

@@ -113,31 +113,46 @@ CREATE TABLE IF NOT EXISTS stale_sends (
 # The SQLite tables (WITHOUT ROWID: each is read by its key) and triggers marking the
 # sends a moved row or a changed department leaves stale.
 SCHEMA = tables("INTEGER", "TEXT").replace("\n);", "\n) WITHOUT ROWID;")
-# table, the condition on OLD and NEW, the sends it marks stale
+# table, the change, its condition, the sends it marks stale (columns c and e)
+MOVED = (
+    "SELECT OLD.campaign_id AS c, OLD.employee_id AS e"
+    " UNION SELECT NEW.campaign_id, NEW.employee_id"
+)
 STALE = (
     (
         "campaign_events",
         "UPDATE OF campaign_id, employee_id",
         "OLD.campaign_id IS NOT NEW.campaign_id OR OLD.employee_id IS NOT NEW.employee_id",
-        "VALUES (OLD.campaign_id, OLD.employee_id), (NEW.campaign_id, NEW.employee_id)",
+        MOVED,
     ),
     (
         "campaign_targets",
         "UPDATE OF campaign_id, employee_id",
         "OLD.campaign_id IS NOT NEW.campaign_id OR OLD.employee_id IS NOT NEW.employee_id",
-        "VALUES (OLD.campaign_id, OLD.employee_id), (NEW.campaign_id, NEW.employee_id)",
+        MOVED,
     ),
     (
         "employees",
         "UPDATE OF department",
         "OLD.department IS NOT NEW.department",
-        "SELECT campaign_id, NEW.id FROM campaign_targets WHERE employee_id = NEW.id",
+        "SELECT campaign_id AS c, NEW.id AS e FROM campaign_targets WHERE employee_id = NEW.id",
     ),
 )
+
+
+def mark_stale(sends: str) -> str:
+    """The trigger's statement: the sends not marked yet. (Not INSERT OR IGNORE: inside a
+    trigger SQLite applies the outer statement's conflict rule, an upsert's included.)"""
+    return (
+        f"INSERT INTO stale_sends (campaign_id, employee_id) SELECT c, e FROM ({sends}) AS x"
+        " WHERE NOT EXISTS (SELECT 1 FROM stale_sends s WHERE s.campaign_id = x.c"
+        " AND s.employee_id = x.e)"
+    )
+
+
 TRIGGERS = "".join(
     f"CREATE TRIGGER IF NOT EXISTS {table}_stale_sends\nAFTER {event} ON {table}\n"
-    f"WHEN {when}\nBEGIN INSERT OR IGNORE INTO stale_sends (campaign_id, employee_id)"
-    f" {sends};\nEND;\n"
+    f"WHEN {when}\nBEGIN {mark_stale(sends)};\nEND;\n"
     for table, event, when, sends in STALE
 )
 

@@ -16,6 +16,7 @@ from ..summaries import (
     TOUCHED_BY_EVENTS,
     TOUCHED_STALE,
     WRITES,
+    mark_stale,
     touched_from,
 )
 from .sql import numbered
@@ -25,7 +26,7 @@ TRIGGERS = "".join(
     f"""
 CREATE OR REPLACE FUNCTION {table}_stale_sends() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO stale_sends (campaign_id, employee_id) {sends} ON CONFLICT DO NOTHING;
+    {mark_stale(sends)};
     RETURN NULL;
 END $$;
 CREATE OR REPLACE TRIGGER {table}_stale_sends AFTER {event} ON {table} FOR EACH ROW
