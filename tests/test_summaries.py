@@ -107,16 +107,26 @@ class Batches:
         return {
             "companies": [{"id": COMPANY, "name": "Summaries"}] if first else [],
             "employees": [
-                {"id": i, "company_id": COMPANY, "first_name": "P", "last_name": str(i),
-                 "email": f"p{i}@example.com", "department": rnd.choice(DEPARTMENTS),
-                 "country": "Spain"}
+                {
+                    "id": i,
+                    "company_id": COMPANY,
+                    "first_name": "P",
+                    "last_name": str(i),
+                    "email": f"p{i}@example.com",
+                    "department": rnd.choice(DEPARTMENTS),
+                    "country": "Spain",
+                }
                 for i in [*people, *moved]
-            ],  # fmt: skip
+            ],
             "campaigns": [
-                {"id": i, "company_id": COMPANY, "title": f"C {i}",
-                 "launch_date": instant(rnd.randrange(0, 120))}
+                {
+                    "id": i,
+                    "company_id": COMPANY,
+                    "title": f"C {i}",
+                    "launch_date": instant(rnd.randrange(0, 120)),
+                }
                 for i in campaigns
-            ],  # fmt: skip
+            ],
             "campaign_targets": list(unique.values()),
             "campaign_events": events,
         }
