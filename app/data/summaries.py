@@ -180,10 +180,11 @@ def _firsts_of_events() -> str:
     return ", ".join([*firsts, *lasts, *verdicts])
 
 
-# The sends touched: an event written after ``?`` (new, changed or given a new verdict),
-# and the stale ones; the writer's own sends are added by :func:`touched_from`.
+# The sends touched: an event written after ``?`` (new, changed or given a new verdict:
+# the range of the change sequence's index; no DISTINCT, which SQLite would plan as a
+# scan of every event), and the stale ones; the writer's own by :func:`touched_from`.
 TOUCHED_BY_EVENTS = (
-    "INSERT INTO summary_touched SELECT DISTINCT campaign_id, employee_id"
+    "INSERT INTO summary_touched SELECT campaign_id, employee_id"
     " FROM campaign_events WHERE seq > ? ON CONFLICT DO NOTHING"
 )
 
