@@ -196,6 +196,9 @@ def expected(raw: dict[str, set[tuple[Any, ...]]]) -> dict[str, set[tuple[Any, .
             last = row[f"last_{automation}"]
             if last is not None and (block["last"] is None or last > block["last"]):
                 block["last"] = last
+    hours: Counter[tuple[Any, ...]] = Counter()
+    for (campaign, key, kind, at), n in instants.items():
+        hours[campaign, key, kind, at[:13]] += n
     columns = list(next(iter(sends.values())))  # the sample's sends come first
     funnel_names = ("targets", *COUNTS, "automated_events", "suspected_events")
     return {
@@ -208,6 +211,9 @@ def expected(raw: dict[str, set[tuple[Any, ...]]]) -> dict[str, set[tuple[Any, .
         },
         "SELECT campaign_id, filters, kind, instant, people FROM campaign_first_instants": {
             (*key, n) for key, n in instants.items()
+        },
+        "SELECT campaign_id, filters, kind, hour, people FROM campaign_first_hours": {
+            (*key, n) for key, n in hours.items()
         },
         "SELECT employee_id, automation, campaigns, opened, clicked, reported, failed,"
         " last_event_at FROM employee_phishing": {
@@ -249,8 +255,8 @@ SINCE_VERSION_7 = (
     *(
         f"DROP TABLE {table}"
         for table in (
-            "send_firsts", "campaign_funnels", "campaign_first_instants", "employee_phishing",
-            "stale_sends",
+            "send_firsts", "campaign_funnels", "campaign_first_instants", "campaign_first_hours",
+            "employee_phishing", "stale_sends",
         )
     ),
 )  # fmt: skip

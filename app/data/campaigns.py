@@ -56,12 +56,21 @@ def verdict_counts(row: str) -> Fields:
 
 def median_instant(kind: str, key: str, count: str) -> str:
     """The lower-middle person's first event of ``kind`` in campaign ``c`` (``count``
-    people had one), from the campaign's histogram of first instants: the first instant
-    whose running total of people reaches (count + 1) / 2."""
+    people had one), from the campaign's histograms of first instants: the hour whose
+    running total of people reaches (count + 1) / 2, then the instant of that hour
+    where the total (with the hours before) does."""
+    rank = f"({count} + 1) / 2"
+    of = f"campaign_id = c.id AND {{0}}.filters = '{key}' AND {{0}}.kind = '{kind}'"
+    hour = (
+        "SELECT x.hour, x.upto - x.people AS before FROM (SELECT b.hour, b.people,"
+        " sum(b.people) OVER (ORDER BY b.hour) AS upto FROM campaign_first_hours b"
+        f" WHERE b.{of.format('b')}) x WHERE x.upto >= {rank} ORDER BY x.hour LIMIT 1"
+    )
     return (
-        "(SELECT min(m.instant) FROM (SELECT h.instant, sum(h.people) OVER (ORDER BY h.instant)"
-        " AS upto FROM campaign_first_instants h WHERE h.campaign_id = c.id"
-        f" AND h.filters = '{key}' AND h.kind = '{kind}') m WHERE m.upto >= ({count} + 1) / 2)"
+        "(SELECT min(m.instant) FROM (SELECT h.instant,"
+        " hr.before + sum(h.people) OVER (ORDER BY h.instant) AS upto"
+        f" FROM ({hour}) hr JOIN campaign_first_instants h ON h.{of.format('h')}"
+        f" AND h.instant > hr.hour AND h.instant < hr.hour || '~') m WHERE m.upto >= {rank})"
     )
 
 
