@@ -231,23 +231,29 @@ DELETE_SENDS = (
 INSERT_SENDS = f"INSERT INTO send_firsts ({', '.join(SEND_COLUMNS)}) SELECT * FROM summary_new"
 
 
-def _has(column: str, sign: str) -> str:
-    return f"CASE WHEN {column} IS NOT NULL THEN {sign}1 ELSE 0 END"
+def _department_sums(table: str, sign: str) -> str:
+    """The send rows of ``table`` summed per (campaign, department), every filter's
+    counts in one pass (a column per filter and type), signed with ``sign``."""
+    sums = [
+        f"{sign}count(*) AS targets",
+        *(f"{sign}count({column}) AS {column}" for column in FIRSTS),
+        *(f"{sign}sum({column}) AS {column}" for column in VERDICT_COLUMNS.values()),
+    ]
+    return (
+        f"SELECT campaign_id, department, {', '.join(sums)} FROM {table}"
+        " GROUP BY campaign_id, department"
+    )
 
 
-def _funnel_rows(table: str, sign: str) -> list[str]:
-    """One row per (send, filter) of ``table``, its contributions signed with ``sign``."""
-    rows = []
-    for key in FILTERS:
-        counts = ", ".join(
-            f"{_has(first_column(kind, key), sign)} AS {name}" for kind, name in COUNT_NAMES.items()
-        )
-        verdicts = ", ".join(f"{sign}{column} AS {column}" for column in VERDICT_COLUMNS.values())
-        rows.append(
-            f"SELECT campaign_id, '{key}' AS filters, department, {sign}1 AS targets,"
-            f" {counts}, {verdicts} FROM {table}"
-        )
-    return rows
+def _funnel_rows(sums: str) -> list[str]:
+    """One row per (campaign, department, filter) of the department sums ``sums``."""
+    verdicts = ", ".join(VERDICT_COLUMNS.values())
+    return [
+        f"SELECT campaign_id, '{key}' AS filters, department, targets, "
+        + ", ".join(f"{first_column(kind, key)} AS {name}" for kind, name in COUNT_NAMES.items())
+        + f", {verdicts} FROM {sums}"
+        for key in FILTERS
+    ]
 
 
 def _instant_rows(table: str, sign: str) -> list[str]:
@@ -286,10 +292,10 @@ def _apply(table: str, delta: str, keys: tuple[str, ...], sums: tuple[str, ...])
 
 FUNNEL_KEYS = ("campaign_id", "filters", "department")
 INSTANT_KEYS = ("campaign_id", "filters", "kind", "instant")
-FUNNEL_DELTA = _delta(
-    FUNNEL_KEYS,
-    FUNNEL_COUNTS,
-    [*_funnel_rows("summary_new", ""), *_funnel_rows("summary_old", "-")],
+FUNNEL_DELTA = (
+    f"WITH sums_new AS MATERIALIZED ({_department_sums('summary_new', '')}),"
+    f" sums_old AS MATERIALIZED ({_department_sums('summary_old', '-')}) "
+    + _delta(FUNNEL_KEYS, FUNNEL_COUNTS, [*_funnel_rows("sums_new"), *_funnel_rows("sums_old")])
 )
 INSTANT_DELTA = _delta(
     INSTANT_KEYS,
