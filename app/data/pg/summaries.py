@@ -48,8 +48,12 @@ async def refresh(conn: asyncpg.Connection, sends: str, written_after: int) -> N
         if sends:
             await conn.execute(touched_from(sends))
         await conn.execute(TOUCHED_STALE)
+        # A temporary table has no statistics: without them PostgreSQL may plan a small
+        # load's few sends as a scan of every event or send row.
+        await conn.execute("ANALYZE summary_touched")
         for name, query in FILLS.items():
             await conn.execute(f"CREATE TEMP TABLE summary_{name} ON COMMIT DROP AS {query}")
+            await conn.execute(f"ANALYZE summary_{name}")
         for statement in WRITES:
             await conn.execute(statement)
     finally:
