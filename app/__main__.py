@@ -100,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = "the PostgreSQL database" if config.database_url else config.db
         print(f"Created {where} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)
         for entry in sample_keys:
-            print(f"  company {entry['company_id']}: {entry['key']}", flush=True)
+            kind = "company" if entry.get("company_id") else "partner"
+            print(f"  {kind} {entry[f'{kind}_id']}: {entry['key']}", flush=True)
     try:
         if config.workers > 1:
             factory = functools.partial(create_app, config)

@@ -11,6 +11,7 @@ from aiohttp import web
 
 if TYPE_CHECKING:
     from .config import Config
+    from .data.api_keys import ActiveKey
     from .data.store import Store, Version
     from .web.auth import KeyCache
     from .web.params import QueryParsers
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking: the key that authenticated the request and its company."""
+    """Who is asking: the key that authenticated the request and the company it reads."""
 
     key_id: int
     company_id: int
@@ -41,5 +42,7 @@ DATA_VERSION: web.AppKey[Version] = web.AppKey("data_version")
 TODAY: web.AppKey[Callable[[], dt.date]] = web.AppKey("today")
 
 CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)
+# The key itself: its owner, the companies and scopes it may read, its public facts.
+API_KEY: web.RequestKey[ActiveKey] = web.RequestKey("api_key")
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
 RATE_DECISION: web.RequestKey[Decision] = web.RequestKey("rate_decision")

@@ -38,17 +38,23 @@ import bench_floors  # noqa: E402
 import bench_load  # noqa: E402
 import bench_neighbour  # noqa: E402
 import bench_report  # noqa: E402
+import bench_webhooks  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_floors import Floor  # noqa: E402
 
-from app.data import campaigns, courses, employees, stats  # noqa: E402
-from app.data.api_keys import hash_key  # noqa: E402
+from app.data import campaigns, changes, courses, employees, partners, stats  # noqa: E402
+from app.data.api_keys import add_partner_company, create_key, create_partner, hash_key  # noqa: E402
+from app.data.changes import ChangeFilters  # noqa: E402
 from app.data.events import campaign_listing  # noqa: E402
+from app.data.feed import START  # noqa: E402
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing  # noqa: E402
 from app.data.listings import Listing  # noqa: E402
+from app.data.schema import connect_writer, write_transaction  # noqa: E402
 from app.tools.generator import generated_key  # noqa: E402
 
 API = "/api/companies/v1"
+PARTNERS_API = "/api/partners/v1"
+BENCH_PARTNER = "bench partner"  # reads every company of the data set: the rollup's row
 COMPANY = 1  # the generator gives company 1 campaign 1 (--big-campaign), 2 (--mid-campaign)
 SMOKE_SIZES = ["--companies", "2", "--employees", "200", "--campaigns", "4"]
 SMOKE_SIZES += ["--events-per-campaign", "100", "--big-campaign", "2000", "--mid-campaign", "500"]
@@ -75,6 +81,7 @@ class Scenario:
     cpu_s: float = 0.0  # server CPU seconds per request in the timed run (all processes)
     redis_cpu_s: float = 0.0  # and Redis's, when the limits live there
     floor: Floor | None = None  # what the database builds for the floor
+    key: str = ""  # the row's own API key (the partner's), else company 1's
     floor_s: float = 0.0
     floor_json: str = ""
     strict_s: float = 0.0  # the same array, records joined (bench_floors.whole_array(joined=True))
@@ -143,6 +150,21 @@ def report_scenarios() -> list[Scenario]:
     ]  # fmt: skip
 
 
+def change_scenarios() -> list[Scenario]:
+    """The change feeds' first answers of 100 from the start, against the same statement
+    run by the database alone; the target is 0.5 of its rate."""
+    everybody = ChangeFilters()
+    inscribed = changes.inscription_changes(COMPANY, everybody, START)
+    people = changes.employee_changes(COMPANY, everybody, START)
+    return [
+        Scenario("(t) inscription changes, 100 an answer",
+                 f"{API}/course-inscriptions/changes?limit=100", 32, "floor", 0.5,
+                 floor=Floor(inscribed, 100)),
+        Scenario("(u) employee changes, 100 an answer", f"{API}/victimsapi/changes?limit=100",
+                 32, "floor", 0.5, floor=Floor(people, 100)),
+    ]  # fmt: skip
+
+
 def first_row(conn: sqlite3.Connection, sql: str, *params: object) -> tuple[object, ...]:
     """The first row of a query (the dataset must hold what the bench needs)."""
     row = conn.execute(sql, params).fetchone()
@@ -166,8 +188,9 @@ CAMPAIGN_SIZE = """SELECT count(*) FROM campaign_events ev JOIN campaigns c
     ON c.id = ev.campaign_id WHERE c.id = ? AND c.company_id = ?"""
 
 
-def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
-    """The scenarios, their parameters picked from the data of company 1."""
+def make_scenarios(conn: sqlite3.Connection, partner: tuple[int, str]) -> list[Scenario]:
+    """The scenarios, their parameters picked from the data of company 1; ``partner``
+    (its id and a key) reads every company, for the rollup."""
     (department,) = first_row(conn, TOP_DEPARTMENT, COMPANY)
     (country,) = first_row(conn, TOP_COUNTRY, COMPANY, department)
     dates = [row[0] for row in conn.execute(START_DATES, (COMPANY, department, country))]
@@ -203,10 +226,41 @@ def make_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
                  by_latency=True, floor=whole, watch_rss=True, body="csv"),
         Scenario("(l) campaign 1 events as NDJSON", f"{big}?format=ndjson", 1, "floor", 1.5,
                  by_latency=True, floor=whole, watch_rss=True, body="ndjson"),
+        # The key's own facts (scopes, owner): authentication and no read beyond it.
+        Scenario("(s) key introspection", f"{API}/key", 32, "ceiling", 0.5),
         *report_scenarios(),
+        *change_scenarios(),
         Scenario("(n) dashboard page, /dashboard/", "/dashboard/", 32, "ceiling", 0.4),
         *stats_scenarios(conn),
+        rollup_scenario(*partner),
     ]  # fmt: skip
+
+
+def rollup_scenario(partner: int, key: str) -> Scenario:
+    """The partner's rollup of every company (12 months of campaigns each), against its
+    floor: the same statement SQLite runs (0.7 of its rate, as the reports)."""
+    today = dt.datetime.now(dt.UTC).date()
+    listing = partners.partner_companies_listing(partner, (), today)
+    return Scenario("(r) partner rollup, every company", f"{PARTNERS_API}/companies", 1, "floor",
+                    0.7, floor=Floor(listing), key=key)  # fmt: skip
+
+
+def bench_partner(db: str) -> tuple[int, str]:
+    """The bench's partner (made once a data set, by name) reading every company, and a
+    new key of it valid for a day: written before any server starts and before the data
+    set is copied into PostgreSQL."""
+    conn = connect_writer(db)
+    try:
+        with write_transaction(conn):
+            found = conn.execute("SELECT id FROM partners WHERE name = ?", (BENCH_PARTNER,))
+            row = found.fetchone()
+            partner = int(row[0]) if row else create_partner(conn, BENCH_PARTNER)
+            for (company,) in conn.execute("SELECT id FROM companies").fetchall():
+                add_partner_company(conn, partner, company)
+            new = create_key(conn, None, "bench", 86400, scopes="reports:read", partner_id=partner)
+    finally:
+        conn.close()
+    return partner, new.key
 
 
 LAST_LAUNCH = "SELECT max(launch_date) FROM campaigns WHERE company_id = ?"
@@ -289,7 +343,14 @@ def drive(
 
 
 def run(
-    db: str, key: str, seconds: float, conns: int, smoke: bool, rows: str = "", pg_url: str = ""
+    db: str,
+    key: str,
+    partner: tuple[int, str],
+    seconds: float,
+    conns: int,
+    smoke: bool,
+    rows: str = "",
+    pg_url: str = "",
 ) -> tuple[str, bool]:
     """Measure everything (or the ``rows`` letters); return the report and whether the run
     was free of errors. With ``pg_url`` every scenario runs on PostgreSQL too."""
@@ -300,7 +361,7 @@ def run(
     setups += [Setup("PostgreSQL, 1 process", 1, [], pg_url)] if pg_url else []
     with sqlite3.connect(f"{Path(db).resolve().as_uri()}?mode=ro", uri=True) as conn:
         for setup in setups:
-            setup.scenarios = make_scenarios(conn)
+            setup.scenarios = make_scenarios(conn, partner)
             if rows:  # (f) is (a)'s 304, so (a) comes with it
                 wanted = set(rows.replace(",", "")) | ({"a"} if "f" in rows else set())
                 setup.scenarios = [s for s in setup.scenarios if s.label[1] in wanted]
@@ -376,7 +437,8 @@ def measure_app(
                 s.rss_idle = largest("VmRSS")
                 for pid in serving:
                     lib.reset_peak_rss(pid)
-            got = drive(port, s, {**headers, **extra}, timing, meters)
+            own = {"X-API-KEY": s.key} if s.key else {}
+            got = drive(port, s, {**headers, **own, **extra}, timing, meters)
             if s.watch_rss:
                 s.rss_peak = largest("VmHWM")
             etag = etag or got.get("etag", "")
@@ -433,15 +495,17 @@ def main(argv: list[str] | None = None) -> int:
         db = smoke_dataset(Path(tmp), args.seed) if args.smoke else args.db
         if args.key is None:
             args.key = company_key(db, args.seed)
+        partner = bench_partner(db)
         seconds = 1.0 if args.smoke else args.duration
         with bench_floors.postgresql(args.postgresql, db) as pg_url:
             report, clean = run(
-                db, args.key, seconds, args.connections, args.smoke, args.rows, pg_url
+                db, args.key, partner, seconds, args.connections, args.smoke, args.rows, pg_url
             )
         if not args.rows:  # a few rows leave the load and neighbour benchmarks out
             keys = {c: company_key(db, args.seed, c) for c in (1, 2)}
             lines = bench_neighbour.report(db, keys, Path(tmp), ROOT, seconds, not args.smoke)
             lines += bench_load.report(db, args.seed, Path(tmp))
+            lines += bench_webhooks.report(db, Path(tmp))
             report += "\n".join(lines) + "\n"
     print(report)
     if not args.smoke:

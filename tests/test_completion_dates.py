@@ -9,7 +9,6 @@ same way; the inscription records the API sends are unchanged.
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from app.tools.pg_loader import load_pg
 from app.web.schemas import InscriptionSchema
 
 from .support import stats as oracle
-from .support.factories import API, PG_SINCE_VERSION_6, SINCE_VERSION_6, get, query, sample
+from .support.factories import API, get, query, sample, to_version_6, version_6_copy
 
 DATES = "SELECT id, completed_at FROM inscriptions ORDER BY id"
 
@@ -114,15 +113,7 @@ def test_an_export_keeps_the_dates(sample_db: Path, tmp_path: Path) -> None:
 
 
 def test_a_version_6_file_gets_its_dates(sample_db: Path, tmp_path: Path) -> None:
-    old = tmp_path / "v6.sqlite3"
-    conn = sqlite3.connect(sample_db, isolation_level=None)
-    conn.execute("VACUUM INTO ?", (str(old),))
-    conn.close()
-    conn = sqlite3.connect(old, isolation_level=None)
-    for statement in SINCE_VERSION_6:
-        conn.execute(statement)
-    conn.execute("PRAGMA user_version = 6")
-    conn.close()
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
     assert upgrade_if_older(old)
     assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
     assert query(old, DATES) == expected_dates(sample())
@@ -131,9 +122,7 @@ def test_a_version_6_file_gets_its_dates(sample_db: Path, tmp_path: Path) -> Non
 async def test_a_version_6_postgresql_database_gets_its_dates(pg_database: str) -> None:
     conn = await asyncpg.connect(pg_database)
     try:
-        for statement in PG_SINCE_VERSION_6:
-            await conn.execute(statement)
-        await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+        await to_version_6(conn)
         assert await ensure_schema(conn)
         found = [tuple(row) for row in await conn.fetch(DATES)]
         assert await conn.fetchval("SELECT unixepoch('1970-01-02T00:00:00Z')") == 86400

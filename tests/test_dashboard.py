@@ -40,7 +40,12 @@ __all__ = ["chromium"]  # a pytest fixture: imported to be found, never called
 
 HOSTILE_FIRST = "<img src=x onerror=alert(1)>"
 HOSTILE_LAST = "<script>alert(2)</script>"
+# A key that may read the reports only: the people and training views are hidden for it.
+KEY_REPORTS_ONLY = "rk_dashboard_reports_only_7f3a9c1e5b"
 HOSTILE = {
+    "api_keys": [
+        {"company_id": 1, "label": "reports only", "key": KEY_REPORTS_ONLY, "scope": "reports:read"}
+    ],
     "employees": [
         {
             "id": 9001,
@@ -459,6 +464,20 @@ def test_a_wrong_key_brings_the_form_back_with_the_api_message(
     session.page.locator("#sign-in-error").get_by_text(detail, exact=True).wait_for()
     assert session.page.locator("#sign-in").is_visible()
     assert session.page.evaluate("() => sessionStorage.length") == 0
+
+
+def test_views_the_key_may_not_read_are_hidden(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    """The page asks /key for the scopes and hides the views needing one it lacks."""
+    session = new_session(base)
+    sign_in(session, KEY_REPORTS_ONLY)
+    session.wait_for("#overview")
+    nav = session.page.locator("#nav")
+    shown = {"overview", "campaigns", "heatmap"}
+    for view in ("overview", "campaigns", "people", "heatmap", "training"):
+        link = nav.locator(f'a[data-view="{view}"]')
+        link.wait_for(state="visible" if view in shown else "hidden")
 
 
 def test_sign_out_forgets_the_key(new_session: Callable[[str], Session], base: str) -> None:

@@ -14,14 +14,12 @@ HTTP; a plain-Python model (feeds.World) says what the database holds after each
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import itertools
 import os
 import random
 import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,10 +37,12 @@ from .support.feeds import (
     STAFF,
     Collector,
     Event,
+    NewWorld,
     World,
     make_event,
+    world_maker,
 )
-from .support.stores import fresh_database, on_both_stores
+from .support.stores import on_both_stores
 
 store_kind = on_both_stores()
 
@@ -71,26 +71,10 @@ FILTERS: list[tuple[list[tuple[str, str]], Matcher]] = [
 ]
 
 
-NewWorld = Callable[[Path], AbstractContextManager[World]]
-
-
 @pytest.fixture
 def new_world(request: pytest.FixtureRequest, store_kind: str) -> NewWorld:
     """Worlds in the store under test: a new file, or a new empty PostgreSQL database."""
-    pg_url = request.getfixturevalue("pg_url") if store_kind == "postgresql" else ""
-
-    @contextlib.contextmanager
-    def new(directory: Path) -> Iterator[World]:
-        if not pg_url:
-            yield World(directory)
-            return
-        databases = fresh_database(pg_url, template="template0")
-        try:
-            yield World(directory, next(databases))
-        finally:
-            databases.close()  # drops the database
-
-    return new
+    return world_maker(request, store_kind)
 
 
 def company_of_id(event_id: int) -> int:

@@ -71,6 +71,13 @@ PARAMETERS = {
     | PAGING,
     f"{API}/victimsapi/{{id}}": {"id", "filter[automation]", "format"},
     f"{API}/courses": {"filter[title]"} | PAGING,
+    # The change feeds and the webhooks.
+    f"{API}/course-inscriptions/changes": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
+    | {"limit", "cursor", "format"},
+    f"{API}/victimsapi/changes": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
+    | {"limit", "cursor", "format"},
+    f"{API}/webhooks": PAGING,
+    f"{API}/webhooks/{{id}}/deliveries": {"id", "filter[status]"} | PAGING,
     # The stats.
     f"{API}/stats/phishing": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
     | {"interval", "group_by", "filter[from_date]", "filter[to_date]", "filter[with_captcha]"}
@@ -79,6 +86,9 @@ PARAMETERS = {
     f"{API}/stats/training": {f"filter[{n}]" for n in LIST_FILTERS if n != "courses"}
     | {"interval", "group_by", "filter[from_date]", "filter[to_date]"}
     | PAGING,
+    # The calling key's facts, and the partners' rollup (a company key gets 403 there).
+    f"{API}/key": set(),
+    "/api/partners/v1/companies": {"filter[name]"} | PAGING,
 }
 
 # Generated cases per test (one operation, one generation mode). CI: the same counts,

@@ -89,7 +89,8 @@ def test_first_start_creates_the_database_and_prints_keys(
     assert db.is_file()
     url = f"{app.base}{API}/course-inscriptions"
     for entry in sample()["api_keys"]:
-        assert fetch(url, {"X-API-KEY": entry["key"]})[0] == 200
+        company = {"X-Company-ID": "1"} if "partner_id" in entry else {}
+        assert fetch(url, {"X-API-KEY": entry["key"], **company})[0] == 200
     code = stop(app.proc)
     out, err = app.output_text()
     assert code == 0, err

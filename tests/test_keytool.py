@@ -363,8 +363,12 @@ async def test_an_expired_key_gets_401_like_a_revoked_one_even_when_cached(
 def test_every_argument_of_every_subcommand_has_help() -> None:
     parser = build_parser()
     subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(subcommands.choices) == {"create", "list", "revoke", "rotate"}
-    for name, sub in [("", parser), *subcommands.choices.items()]:
+    assert set(subcommands.choices) == {"create", "list", "revoke", "rotate", "partner"}
+    partner = subcommands.choices["partner"]
+    nested = next(a for a in partner._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(nested.choices) == {"create", "add-company"}
+    parsers = [*subcommands.choices.items(), *nested.choices.items()]
+    for name, sub in [("", parser), *parsers]:
         for action in sub._actions:
             if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
                 assert action.help and action.help.strip(), (name, action.dest)

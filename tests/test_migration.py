@@ -12,6 +12,9 @@ Version 4 had no verdicts: the upgrade decides them, and an event that is not hu
 again on the feed (tests/test_automation.py upgrades version 4 files on both stores).
 Version 5's index of each type's events had no verdict: the upgrade makes it again with
 it, deciding no verdict again.
+Version 6 had no partners and unscoped company keys: the upgrade keeps every key, which
+then holds every scope, and folds each company's name (tests/test_completion_dates.py
+checks the same step's completion dates).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import asyncpg
 import pytest
 
+from app.data.api_keys import ALL_SCOPES
 from app.data.pg.schema import ensure_schema
 from app.data.schema import SCHEMA_VERSION, upgrade_if_older
 from app.tools import keytool
@@ -41,6 +45,8 @@ from .support.factories import (
     get,
     query,
     sample,
+    to_version_6,
+    version_6_copy,
 )
 from .support.servers import Launcher, clean_env, fetch
 from .support.stores import read_only_role
@@ -148,7 +154,8 @@ def test_a_version_1_file_is_upgraded_once_by_two_processes_at_once(
     places = {i: n for n, i in enumerate(sorted(verdicts), start=1)}
     places |= {i: len(places) + n for n, i in enumerate(moved, start=1)}
     assert dict(query(old, "SELECT id, seq FROM campaign_events")) == places
-    top = len(verdicts) + len(moved)
+    # Then every inscription and employee takes its place in the change feeds.
+    top = len(verdicts) + len(moved) + len(sample()["inscriptions"]) + len(sample()["employees"])
     assert query(old, "SELECT value FROM meta WHERE key = 'change_seq'") == [(str(top),)]
 
 
@@ -350,4 +357,75 @@ async def test_a_version_5_postgresql_database_gets_the_verdict_in_its_index(
     columns = "(campaign_id, type, employee_id, timestamp, with_captcha, verdict)"
     assert definition.replace('"', "").endswith(columns)
     assert after == before
+    assert await stored_version(pg_database) == str(SCHEMA_VERSION)
+
+
+# After a version 6 upgrade: every company key, now with every scope; the folded names.
+KEYS_AFTER_6 = "SELECT id, company_id, partner_id, scopes FROM api_keys ORDER BY id"
+NAMES_AFTER_6 = "SELECT name, name_key FROM companies ORDER BY id"
+
+
+def expected_keys(before: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    return [(key_id, company, None, ALL_SCOPES) for key_id, company in before]
+
+
+def test_a_version_6_file_keeps_its_keys_with_every_scope(sample_db: Path, tmp_path: Path) -> None:
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
+    before = query(old, "SELECT id, company_id FROM api_keys ORDER BY id")
+    assert before
+    assert upgrade_if_older(old)
+    assert query(old, KEYS_AFTER_6) == expected_keys(before)
+    assert all(key == name.casefold() for name, key in query(old, NAMES_AFTER_6))
+
+
+async def test_a_version_6_postgresql_database_keeps_its_keys_with_every_scope(
+    pg_database: str,
+) -> None:
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await to_version_6(conn)
+        before = [
+            tuple(r) for r in await conn.fetch("SELECT id, company_id FROM api_keys ORDER BY id")
+        ]
+        assert await ensure_schema(conn)
+        keys = [tuple(r) for r in await conn.fetch(KEYS_AFTER_6)]
+        names = await conn.fetch(NAMES_AFTER_6)
+    finally:
+        await conn.close()
+    assert before and keys == expected_keys(before)
+    assert all(row["name_key"] == row["name"].casefold() for row in names)
+
+
+PLACES = "SELECT count(*), count(seq), count(DISTINCT seq) FROM {}"
+
+
+def test_a_version_6_file_gets_the_change_feeds(sample_db: Path, tmp_path: Path) -> None:
+    """Every inscription and employee takes a place after the events; webhooks come."""
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
+    seq = int(query(old, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0])
+    events = query(old, "SELECT id, seq FROM campaign_events ORDER BY id")
+    assert upgrade_if_older(old)
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    placed = 0
+    for table in ("inscriptions", "employees"):
+        [(rows, with_seq, distinct)] = query(old, PLACES.format(table))
+        assert rows == with_seq == distinct
+        assert query(old, f"SELECT min(seq) FROM {table}")[0][0] > seq
+        placed += rows
+    assert int(query(old, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]) == seq + placed
+    assert query(old, "SELECT id, seq FROM campaign_events ORDER BY id") == events
+    assert query(old, "SELECT count(*) FROM webhooks") == [(0,)]
+
+
+async def test_a_version_6_postgresql_database_gets_the_change_feeds(pg_database: str) -> None:
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await to_version_6(conn)
+        assert await ensure_schema(conn)
+        for table in ("inscriptions", "employees"):
+            rows, with_seq, distinct = await conn.fetchrow(PLACES.format(table))
+            assert rows == with_seq == distinct > 0
+        assert await conn.fetchval("SELECT count(*) FROM webhooks") == 0
+    finally:
+        await conn.close()
     assert await stored_version(pg_database) == str(SCHEMA_VERSION)

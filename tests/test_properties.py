@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import json
 import math
 import os
 from collections.abc import AsyncIterator
@@ -340,6 +341,86 @@ async def foreign_ids_look_free(
             ids |= st.integers(1, MAX_ID).filter(lambda i: i not in used)  # noqa: B023
             for id_ in more.draw(st.lists(ids, min_size=1, max_size=6)):
                 assert await answer(client, f"{API}/{kind}/{id_}/events", company) == reference
+
+
+PARTNER_KEY = "rk_props_partner_" + "p" * 24
+MAX_SAFE_ID = 2**53 - 1
+
+
+def with_partner(data: Data, companies: list[int]) -> Data:
+    """The dataset with partner 1 reading ``companies`` (maybe none) and its key."""
+    return data | {
+        "partners": [{"id": 1, "name": "Partner"}],
+        "partner_companies": [{"partner_id": 1, "company_id": c} for c in companies],
+        "api_keys": [*data["api_keys"], {"partner_id": 1, "label": "p", "key": PARTNER_KEY}],
+    }
+
+
+@PROFILE
+@given(data=datasets(), more=st.data())
+async def test_a_partner_key_reads_its_companies_and_nothing_else(
+    aiohttp_client: Any, data: Data, more: st.DataObject
+) -> None:
+    """Random partner sets and ids: a company of the set answers exactly as its own key
+    does (so never a record of another), any other id is the plain 404; the rollup lists
+    the set, in every format."""
+    await partner_reads_its_companies(aiohttp_client, None, data, more)
+
+
+@ON_POSTGRESQL
+@PG_PROFILE
+@given(data=datasets(), more=st.data())
+async def test_a_partner_key_reads_its_companies_and_nothing_else_on_postgresql(
+    aiohttp_client: Any, store: Store, data: Data, more: st.DataObject
+) -> None:
+    await partner_reads_its_companies(aiohttp_client, store, data, more)
+
+
+async def exact(client: TestClient, url: str, headers: dict[str, str]) -> tuple[int, bytes]:
+    """Status and body bytes (one request id for every request)."""
+    async with client.get(url, headers={"X-Request-ID": "same", **headers}) as response:
+        return response.status, await response.read()
+
+
+async def partner_reads_its_companies(
+    aiohttp_client: Any, store: Store | None, data: Data, more: st.DataObject
+) -> None:
+    companies = sorted(more.draw(st.sets(st.sampled_from((1, 2)))))
+    campaign = more.draw(st.sampled_from(data["campaigns"]))["id"]
+    employee = more.draw(st.sampled_from(data["employees"]))["id"]
+    urls = (
+        f"{API}/campaigns", f"{API}/campaigns/{campaign}", f"{API}/campaigns/{campaign}/events",
+        f"{API}/victimsapi", f"{API}/victimsapi/{employee}", f"{API}/victimsapi/{employee}/events",
+        INSCRIPTIONS, f"{API}/courses", f"{API}/events?limit=1000",
+    )  # fmt: skip
+    ids = st.sampled_from((1, 2)) | st.integers(1, MAX_SAFE_ID)
+    async with serving(aiohttp_client, with_partner(data, companies), store=store) as client:
+        free = await exact(client, f"{API}/campaigns/{FREE_ID}", {"X-API-KEY": KEY_1})
+        for asked in more.draw(st.lists(ids, min_size=1, max_size=3)):
+            url = more.draw(st.sampled_from(urls))
+            url += more.draw(
+                st.sampled_from(("", "format=csv", "format=ndjson")).map(
+                    lambda f: f and ("&" if "?" in url else "?") + f  # noqa: B023
+                )
+            )
+            got = await exact(client, url, {"X-API-KEY": PARTNER_KEY, "X-Company-ID": str(asked)})
+            if asked in companies:
+                assert got == await exact(client, url, {"X-API-KEY": KEYS[asked]}), url
+            else:
+                assert got == free, (url, asked)
+        for form in ("json", "ndjson", "csv"):
+            status, body = await exact(
+                client, f"/api/partners/v1/companies?format={form}", {"X-API-KEY": PARTNER_KEY}
+            )
+            assert status == 200
+            lines = body.decode().splitlines()
+            if form == "json":
+                listed = [r["id"] for r in json.loads(body)]
+            elif form == "ndjson":
+                listed = [json.loads(line)["id"] for line in lines]
+            else:
+                listed = [int(line.split(",")[0]) for line in lines[1:]]
+            assert listed == companies
 
 
 ENDPOINTS = (

@@ -22,7 +22,7 @@ import pytest
 
 from app.tools import keytool
 
-from .support.factories import API, KEY_1, KEY_2, sample
+from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER, sample
 from .support.servers import Launcher, fetch, stop
 
 pytestmark = pytest.mark.system  # starts server processes (make test-fast skips it)
@@ -89,7 +89,7 @@ def keys(sample_db: Path) -> Keys:
     gone = printed_key(keytool_output("--db", db, "create", "--company", "1", "--label", "c"))
     keytool_output("--db", db, "revoke", str(key_id(sample_db, gone)))
     listing = keytool_output("--db", db, "list")
-    assert [e["key"] for e in sample()["api_keys"]] == [KEY_1, KEY_2]
+    assert [e["key"] for e in sample()["api_keys"]] == [KEY_1, KEY_2, KEY_PARTNER]
     keys = Keys(
         valid=[KEY_1, KEY_2, created, rotated],
         revoked=[old, gone],

@@ -6,6 +6,7 @@ presented key and compare hashes inside the database index.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import secrets
 import sqlite3
@@ -16,6 +17,10 @@ KEY_PREFIX = "rk_"
 # keys); the figure the docs and the key tool state.
 CACHE_SECONDS = 2.0
 PREFIX_LENGTH = 12
+# What a key may read, each scope a family of endpoints (docs/interface.md); a key made
+# without a choice holds them all, as every key made before scopes existed does.
+SCOPES = ("events:read", "people:read", "reports:read", "training:read", "webhooks:read")
+ALL_SCOPES = " ".join(SCOPES)
 
 
 def generate_key() -> str:
@@ -45,22 +50,60 @@ class KeyNotFound(KeyRefused):
 
 
 class ActiveKey(NamedTuple):
-    """A key that may be used now: whose it is, and for how long at most."""
+    """A key that may be used now: whose it is, what it may read, and for how long at most."""
 
     key_id: int
-    company_id: int
+    company_id: int | None  # a company's key, or
+    partner_id: int | None  # a partner's key
+    companies: frozenset[int]  # the companies it may read: its own, or its partner's
+    scopes: frozenset[str]
+    prefix: str
+    label: str
+    created_at: str
+    expires_at: str | None
     seconds_left: float | None  # until it expires; None: it never does
+
+
+def active_key(row: Any) -> ActiveKey:
+    """An ActiveKey from a row of :data:`CALLER_COLUMNS` and the seconds left, either store."""
+    key_id, company_id, partner_id, companies, scopes, prefix, label, created, expires, left = row
+    return ActiveKey(
+        int(key_id),
+        company_id,
+        partner_id,
+        frozenset(int(c) for c in str(companies or "").split(",") if c),
+        frozenset(scopes.split()),
+        prefix,
+        label,
+        created,
+        expires,
+        left,
+    )
+
+
+def unix_seconds(instant: str | None) -> int | None:
+    """A stored UTC instant (``2025-01-31T09:00:00Z``) as unix seconds."""
+    return None if instant is None else int(dt.datetime.fromisoformat(instant).timestamp())
+
+
+# The companies a key may read come as text, "1,2": a company key's own id, a partner's list.
+CALLER_COLUMNS = (
+    "k.id, k.company_id, k.partner_id, coalesce(k.company_id || '', (SELECT {agg}"
+    " FROM partner_companies p WHERE p.partner_id = k.partner_id)), k.scopes, k.prefix,"
+    " k.label, k.created_at, k.expires_at"
+)
 
 
 def find_caller(conn: sqlite3.Connection, key_hash: str) -> ActiveKey | None:
     """The key with this hash if it is neither revoked nor expired, else None."""
     row = conn.execute(
-        "SELECT id, company_id, (julianday(expires_at) - julianday('now')) * 86400.0"
-        f" FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL"
+        f"SELECT {CALLER_COLUMNS.format(agg='group_concat(company_id)')},"
+        " (julianday(expires_at) - julianday('now')) * 86400.0"
+        f" FROM api_keys k WHERE key_hash = ? AND revoked_at IS NULL"
         f" AND (expires_at IS NULL OR expires_at > {NOW})",
         (key_hash,),
     ).fetchone()
-    return ActiveKey(row[0], row[1], row[2]) if row else None
+    return active_key(row) if row else None
 
 
 class NewKey(NamedTuple):
@@ -81,41 +124,109 @@ def checked_label(label: str, lifetime: int | None) -> str:
     return label
 
 
+def checked_scopes(scopes: str | None) -> str:
+    """The scopes of a new key, space-separated in one order (None: every scope)."""
+    if scopes is None:
+        return ALL_SCOPES
+    chosen = set(scopes.replace(",", " ").split())
+    unknown = sorted(chosen - set(SCOPES))
+    if unknown:
+        raise KeyRefused(f"unknown scope {unknown[0]!r} (the scopes: {', '.join(SCOPES)})")
+    if not chosen:
+        raise KeyRefused(f"name at least one scope ({', '.join(SCOPES)})")
+    return " ".join(scope for scope in SCOPES if scope in chosen)
+
+
+OWNERS = {"company": "companies", "partner": "partners"}  # what may own a key: its table
+
+
+def key_owner(company_id: int | None, partner_id: int | None) -> tuple[str, int]:
+    """The kind and id of a new key's owner: one company or one partner."""
+    if partner_id is None and company_id is not None:
+        return "company", company_id
+    if company_id is None and partner_id is not None:
+        return "partner", partner_id
+    raise KeyRefused("a key belongs to one company or to one partner")
+
+
+def check_exists(conn: sqlite3.Connection, kind: str, owner: int) -> None:
+    """KeyNotFound unless the company or partner exists."""
+    if conn.execute(f"SELECT 1 FROM {OWNERS[kind]} WHERE id = ?", (owner,)).fetchone() is None:
+        raise KeyNotFound(f"no {kind} {owner}")
+
+
 def create_key(
-    conn: sqlite3.Connection, company_id: int, label: str, lifetime: int | None = None
+    conn: sqlite3.Connection,
+    company_id: int | None,
+    label: str,
+    lifetime: int | None = None,
+    *,
+    scopes: str | None = None,
+    partner_id: int | None = None,
 ) -> NewKey:
-    """Store a new key for a company, valid ``lifetime`` seconds (None: until revoked)."""
+    """Store a new key for a company or a partner, valid ``lifetime`` seconds (None: until
+    revoked), holding ``scopes`` (None: every scope)."""
     label = checked_label(label, lifetime)
-    if conn.execute("SELECT 1 FROM companies WHERE id = ?", (company_id,)).fetchone() is None:
-        raise KeyNotFound(f"no company {company_id}")
+    scope = checked_scopes(scopes)
+    check_exists(conn, *key_owner(company_id, partner_id))
     key = generate_key()
     expires = None if lifetime is None else f"+{lifetime} seconds"  # NULL modifier: NULL
     cursor = conn.execute(
-        "INSERT INTO api_keys (company_id, key_hash, prefix, label, created_at, expires_at)"
-        f" VALUES (?, ?, ?, ?, {NOW}, strftime('%Y-%m-%dT%H:%M:%SZ', 'now', ?))",
-        (company_id, hash_key(key), prefix_of(key), label, expires),
+        "INSERT INTO api_keys (company_id, partner_id, scopes, key_hash, prefix, label,"
+        f" created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, {NOW},"
+        " strftime('%Y-%m-%dT%H:%M:%SZ', 'now', ?))",
+        (company_id, partner_id, scope, hash_key(key), prefix_of(key), label, expires),
     )
     key_id = int(cursor.lastrowid or 0)
     row = conn.execute("SELECT expires_at FROM api_keys WHERE id = ?", (key_id,)).fetchone()
     return NewKey(key_id, key, row[0])
 
 
+# Every key's public facts; a partner key's companies as "1,2" (both stores' text).
+LIST_KEYS = (
+    "SELECT k.id, k.company_id, k.partner_id, coalesce(c.name, p.name) AS name,"
+    " (SELECT {agg} FROM partner_companies pc WHERE pc.partner_id = k.partner_id) AS companies,"
+    " k.scopes, k.label, k.prefix, k.created_at, k.expires_at,"
+    " k.expires_at <= {now} AS expired, k.revoked_at FROM api_keys k"
+    " LEFT JOIN companies c ON c.id = k.company_id LEFT JOIN partners p ON p.id = k.partner_id"
+    " ORDER BY k.id"
+)
+
+
 def list_keys(conn: sqlite3.Connection) -> list[dict[str, Any]]:
-    """Every key's public facts: id, company, label, prefix, created, expires, revoked."""
+    """Every key's public facts: id, owner, scopes, label, prefix, created, expires, revoked."""
     cursor = conn.execute(
-        "SELECT k.id, k.company_id, c.name, k.label, k.prefix, k.created_at, k.expires_at,"
-        f" k.expires_at <= {NOW} AS expired, k.revoked_at"
-        " FROM api_keys k JOIN companies c ON c.id = k.company_id ORDER BY k.id"
+        LIST_KEYS.format(agg="group_concat(pc.company_id)", now=NOW)  # key order: by id
     )
     columns = [d[0] for d in cursor.description]
     return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
+def create_partner(conn: sqlite3.Connection, name: str) -> int:
+    """Store a new partner (a provider reading several companies); its id."""
+    if not name.strip():
+        raise KeyRefused("a partner needs a name")
+    cursor = conn.execute("INSERT INTO partners (name) VALUES (?)", (name.strip(),))
+    return int(cursor.lastrowid or 0)
+
+
+def add_partner_company(conn: sqlite3.Connection, partner_id: int, company_id: int) -> None:
+    """Let a partner's keys read one more company."""
+    check_exists(conn, "partner", partner_id)
+    check_exists(conn, "company", company_id)
+    conn.execute(
+        "INSERT OR IGNORE INTO partner_companies (partner_id, company_id) VALUES (?, ?)",
+        (partner_id, company_id),
+    )
+
+
 def _key(conn: sqlite3.Connection, key_id: int) -> tuple[Any, ...]:
-    """A key's company, label, revocation time and lifetime in seconds (None: no expiry)."""
+    """A key's company, label, revocation time, lifetime in seconds (None: no expiry),
+    partner and scopes."""
     row = conn.execute(
         "SELECT company_id, label, revoked_at, CAST(round((julianday(expires_at)"
-        " - julianday(created_at)) * 86400) AS INTEGER) FROM api_keys WHERE id = ?",
+        " - julianday(created_at)) * 86400) AS INTEGER), partner_id, scopes"
+        " FROM api_keys WHERE id = ?",
         (key_id,),
     ).fetchone()
     if row is None:
@@ -132,17 +243,24 @@ def revoke_key(conn: sqlite3.Connection, key_id: int) -> None:
 
 
 def rotate_key(conn: sqlite3.Connection, key_id: int, lifetime: int | None = None) -> NewKey:
-    """Replace a key: a new one for the same company and label, the old one revoked.
+    """Replace a key: a new one for the same owner, label and scopes, the old one revoked.
 
     The new key lives ``lifetime`` seconds, or as long as the old one was given. A revoked
     key is refused: it was revoked for a reason (a leak), and must not come back.
     """
-    company_id, label, revoked_at, old_lifetime = _key(conn, key_id)
+    company_id, label, revoked_at, old_lifetime, partner_id, scopes = _key(conn, key_id)
     if revoked_at is not None:
         raise KeyRefused(
             f"key {key_id} was revoked at {revoked_at}; a revoked key is not rotated"
             " (create a new key instead)"
         )
-    new = create_key(conn, company_id, label, old_lifetime if lifetime is None else lifetime)
+    new = create_key(
+        conn,
+        company_id,
+        label,
+        old_lifetime if lifetime is None else lifetime,
+        scopes=scopes,
+        partner_id=partner_id,
+    )
     revoke_key(conn, key_id)
     return new

@@ -12,6 +12,7 @@ from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
 from . import summaries
+from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
@@ -22,25 +23,48 @@ def _one_of(values: tuple[str, ...]) -> str:
     return ", ".join(f"'{value}'" for value in values)
 
 
+# --- Schema version 7: scoped keys, partners and their companies --------------------------
+# A key belongs to one company or to one partner, and holds its scopes (space-separated).
+API_KEYS_COLUMNS = f"""
+    id         INTEGER PRIMARY KEY,
+    company_id INTEGER REFERENCES companies(id),
+    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
+    prefix     TEXT NOT NULL,
+    label      TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    revoked_at TEXT,
+    expires_at TEXT,
+    partner_id INTEGER REFERENCES partners(id),
+    scopes     TEXT NOT NULL DEFAULT '{ALL_SCOPES}',
+    CHECK ((company_id IS NULL) != (partner_id IS NULL))
+"""
+PARTNER_TABLES = (
+    """CREATE TABLE IF NOT EXISTS partners (
+    id   INTEGER PRIMARY KEY,
+    name TEXT NOT NULL
+)""",
+    """CREATE TABLE IF NOT EXISTS partner_companies (
+    partner_id INTEGER NOT NULL REFERENCES partners(id),
+    company_id INTEGER NOT NULL REFERENCES companies(id),
+    PRIMARY KEY (partner_id, company_id)
+) WITHOUT ROWID""",
+)
+PARTNERS = "".join(f"{table};\n" for table in PARTNER_TABLES) + (
+    "CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);\n"
+)
+
+
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS companies (
-    id   INTEGER PRIMARY KEY,
-    name TEXT NOT NULL
+    id       INTEGER PRIMARY KEY,
+    name     TEXT NOT NULL,
+    name_key TEXT NOT NULL DEFAULT ''
 );
-CREATE TABLE IF NOT EXISTS api_keys (
-    id         INTEGER PRIMARY KEY,
-    company_id INTEGER NOT NULL REFERENCES companies(id),
-    key_hash   TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64),
-    prefix     TEXT NOT NULL,
-    label      TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    revoked_at TEXT,
-    expires_at TEXT
-);
+CREATE TABLE IF NOT EXISTS api_keys ({API_KEYS_COLUMNS});
 CREATE TABLE IF NOT EXISTS employees (
     id             INTEGER PRIMARY KEY,
     company_id     INTEGER NOT NULL REFERENCES companies(id),
@@ -159,7 +183,7 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, st
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 -- Version 7: the stats by team read the company's teams.
 CREATE INDEX IF NOT EXISTS teams_by_company ON teams (company_id);
-"""
+{PARTNERS}"""
 
 # Rows that point across tenants would leak data through joins; refuse them here too,
 # whatever path writes (loader, generator or a hand-made script), on insert and on update.
@@ -291,8 +315,7 @@ MIGRATE_4_TO_5 = (
 # the CREATE below makes it again.
 MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
 
-# --- From schema version 6 to 7: inscriptions get their completion date, derived for
-# the stored ones. ---
+# --- From schema version 6 to 7 (one step, one marked block per feature) ---
 # A completed inscription's date when its fixture gives none: its latest section
 # completion (null for any other status). Both stores and every writer use it.
 DERIVE_COMPLETED_AT = (
@@ -300,11 +323,183 @@ DERIVE_COMPLETED_AT = (
     " (SELECT max(r.completed_at) FROM section_results r"
     " WHERE r.inscription_id = inscriptions.id) END"
 )
+# An inscription a load gives without a date keeps its stored one until the derivation
+# (so an unchanged re-load changes no date and moves nothing in the change feed).
+KEPT_COMPLETION = (
+    "CASE WHEN s.completed_at_given = 1 THEN s.completed_at"
+    " ELSE (SELECT completed_at FROM {0} WHERE id = s.id) END"
+)
 MIGRATE_6_TO_7 = (
+    # -- stats: inscriptions get their completion date, derived for the stored ones.
     "ALTER TABLE inscriptions ADD COLUMN completed_at TEXT",
     DERIVE_COMPLETED_AT,
+    # -- keys: api_keys.company_id may be NULL now (partner keys), so the table is made
+    # again (SQLite's way to change a column); its index and trigger come back with the
+    # schema's CREATEs. Company names get their case-folded copy (the partners'
+    # filter[name]). The partners come first: the new keys' table refers to them (with
+    # foreign keys on, SQLite refuses rows of a table whose parent is missing).
+    *PARTNER_TABLES,
+    "ALTER TABLE companies ADD COLUMN name_key TEXT NOT NULL DEFAULT ''",
+    "UPDATE companies SET name_key = casefold(name)",
+    f"CREATE TABLE api_keys_7 ({API_KEYS_COLUMNS})",
+    "INSERT INTO api_keys_7 (id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at) SELECT id, company_id, key_hash, prefix, label, created_at, revoked_at,"
+    " expires_at FROM api_keys",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_7 RENAME TO api_keys",
 )
-# --- end of 6 to 7 ---
+
+
+# -- hooks (same step 6 -> 7): the change feeds of inscriptions and employees ------
+# (app/data/changes.py). Every version before 7, a new file too, takes this block once.
+# A row whose ``seq`` is NULL has changed in the open write and is not placed yet; the
+# partial indexes find those at the end of the write (place_changes).
+_PERSON = ("first_name", "last_name", "email", "department", "country")
+INSCRIPTION_CHANGES = (
+    "employee_id",
+    "course_id",
+    "start_date",
+    "due_date",
+    "status",
+    "completed_at",
+)
+_DIFFERS = "OLD.{0} IS NOT NEW.{0}"
+
+
+def _moves(name: str, on: str, when: str, table: str, row: str) -> str:
+    """A trigger that leaves ``table``'s row ``row`` unplaced after a write ``on``."""
+    condition = f"\nWHEN {when}" if when else ""
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name}\nAFTER {on}{condition}\n"
+        f"BEGIN UPDATE {table} SET seq = NULL WHERE id IN ({row}) AND seq IS NOT NULL;\nEND;\n"
+    )
+
+
+# Webhook subscriptions (written by reporting-webhooks) and their delivery attempts: each
+# subscription's position in the event feed moves only after a 2xx (app/data/webhooks.py).
+WEBHOOK_TABLES = """
+CREATE TABLE IF NOT EXISTS webhooks (
+    id                   INTEGER PRIMARY KEY,
+    company_id           INTEGER NOT NULL REFERENCES companies(id),
+    label                TEXT NOT NULL,
+    url                  TEXT NOT NULL,
+    url_host             TEXT NOT NULL,
+    event_types          TEXT NOT NULL,
+    secret               TEXT NOT NULL,
+    old_secret           TEXT,
+    old_secret_until     TEXT,
+    status               TEXT NOT NULL CHECK (status IN ('enabled', 'disabled', 'failing')),
+    position_seq         INTEGER NOT NULL,
+    position_id          INTEGER NOT NULL,
+    created_at           TEXT NOT NULL,
+    last_success_at      TEXT,
+    last_failure_at      TEXT,
+    consecutive_failures INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              INTEGER PRIMARY KEY,
+    webhook_id      INTEGER NOT NULL REFERENCES webhooks(id),
+    message_id      TEXT NOT NULL,
+    event_id        INTEGER NOT NULL,
+    attempt         INTEGER NOT NULL,
+    attempted_at    TEXT NOT NULL,
+    status          TEXT NOT NULL CHECK (status IN ('succeeded', 'failed')),
+    response_status INTEGER,
+    error           TEXT
+);
+CREATE INDEX IF NOT EXISTS webhooks_by_company ON webhooks (company_id, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_webhook ON webhook_deliveries (webhook_id, id);
+"""
+
+CHANGE_FEEDS = WEBHOOK_TABLES + (
+    "CREATE INDEX IF NOT EXISTS inscriptions_by_seq ON inscriptions (company_id, seq, id);\n"
+    "CREATE INDEX IF NOT EXISTS employees_by_seq ON employees (company_id, seq, id);\n"
+    "CREATE INDEX IF NOT EXISTS inscriptions_unplaced ON inscriptions (id) WHERE seq IS NULL;\n"
+    "CREATE INDEX IF NOT EXISTS employees_unplaced ON employees (id) WHERE seq IS NULL;\n"
+    + _moves(
+        "inscriptions_moved",
+        "UPDATE ON inscriptions",
+        " OR ".join(_DIFFERS.format(c) for c in INSCRIPTION_CHANGES),
+        "inscriptions",
+        "NEW.id",
+    )
+    + _moves(
+        "section_results_added",
+        "INSERT ON section_results",
+        "",
+        "inscriptions",
+        "NEW.inscription_id",
+    )
+    + _moves(
+        "section_results_changed",
+        "UPDATE ON section_results",
+        " OR ".join(
+            _DIFFERS.format(c) for c in ("inscription_id", "completed_at", "result", "status")
+        ),
+        "inscriptions",
+        "NEW.inscription_id, OLD.inscription_id",
+    )
+    + _moves(
+        "section_results_removed",
+        "DELETE ON section_results",
+        "",
+        "inscriptions",
+        "OLD.inscription_id",
+    )
+    + _moves(
+        "employees_moved",
+        "UPDATE ON employees",
+        " OR ".join(_DIFFERS.format(c) for c in _PERSON),
+        "employees",
+        "NEW.id",
+    )
+    + _moves("team_members_added", "INSERT ON team_members", "", "employees", "NEW.employee_id")
+    + _moves("team_members_removed", "DELETE ON team_members", "", "employees", "OLD.employee_id")
+    + _moves(
+        "team_members_changed",
+        "UPDATE ON team_members",
+        "",
+        "employees",
+        "NEW.employee_id, OLD.employee_id",
+    )
+    + _moves(
+        "teams_renamed",
+        "UPDATE ON teams",
+        "OLD.name IS NOT NEW.name",
+        "employees",
+        "SELECT employee_id FROM team_members WHERE team_id = NEW.id",
+    )
+)
+
+# The unplaced rows of a table take the next places of the change sequence, in id order.
+_PLACE = (
+    "UPDATE {0} SET seq = ? + r.n FROM (SELECT id, row_number() OVER (ORDER BY id) AS n"
+    " FROM {0} INDEXED BY {0}_unplaced WHERE seq IS NULL) AS r WHERE r.id = {0}.id"
+)
+
+
+def add_change_feeds(conn: sqlite3.Connection) -> None:
+    """The step itself: the columns (unless an older file has them already), indexes and
+    triggers; every row then takes its first place."""
+    for table in ("inscriptions", "employees"):
+        if "seq" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN seq INTEGER")
+    for statement in _statements(CHANGE_FEEDS):
+        conn.execute(statement)
+    place_changes(conn)
+
+
+def place_changes(conn: sqlite3.Connection) -> None:
+    """Give the inscriptions and employees this write changed their places (last in the
+    change sequence, in id order): the change feeds' positions, made at write time."""
+    for table in ("inscriptions", "employees"):
+        seq = int(conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0])
+        moved = conn.execute(_PLACE.format(table), (seq,)).rowcount
+        if moved:
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'change_seq'", (str(seq + moved),))
+
+
+# --- end of schema version 7 ---
 
 # --- From schema version 7 to 8: the reports' summaries, kept by the writers
 # (app/data/summaries.py); the upgrade fills them for the stored data. ---
@@ -365,6 +560,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             for statement in MIGRATE_5_TO_6:
                 conn.execute(statement)
         if version in (1, 2, 3, 4, 5, 6):
+            conn.create_function("casefold", 1, str.casefold, deterministic=True)
             for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
@@ -382,6 +578,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
+        add_change_feeds(conn)  # schema step 6 -> 7, hooks block (a new file too)
         if version in (1, 2, 3, 4, 5, 6, 7):
             summaries.fill(conn)  # after any verdicts decided above
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -443,7 +640,9 @@ def data_token(conn: sqlite3.Connection) -> str:
 
 
 def bump_data_version(conn: sqlite3.Connection) -> None:
-    """Mark a committed change of data: new ETags from the next read on."""
+    """Mark a committed change of data: new ETags from the next read on; and the rows the
+    write changed take their places in the change feeds."""
+    place_changes(conn)
     conn.execute(
         "UPDATE meta SET value = CASE key WHEN 'data_version' THEN CAST(value AS INTEGER) + 1"
         " ELSE lower(hex(randomblob(16))) END WHERE key IN ('data_version', 'data_token')"

@@ -10,6 +10,7 @@ EVENT_TYPES = ("open", "click", "report", "fail")
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 INSCRIPTION_STATUSES = ("not_started", "in_progress", "completed")
 SECTION_STATUSES = ("APPROVED", "DISAPPROVED")
+DELIVERY_STATUSES = ("succeeded", "failed")  # a webhook delivery attempt
 # filter[automation]: keep every event, or leave out the automated ones, or leave out the
 # suspected and the automated ones (app/data/automation.py decides the verdicts).
 AUTOMATION_FILTERS = ("include", "exclude_automated", "exclude_suspected")

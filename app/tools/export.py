@@ -35,6 +35,8 @@ CHUNK = 10_000
 # Which rows belong to one company (``?`` is its id), table by table.
 OWNER = {
     "companies": "id = ?",
+    "partners": "id IN (SELECT partner_id FROM partner_companies WHERE company_id = ?)",
+    "partner_companies": "company_id = ?",
     "employees": "company_id = ?",
     "teams": "company_id = ?",
     "team_members": "employee_id IN (SELECT id FROM employees WHERE company_id = ?)",
@@ -49,6 +51,8 @@ OWNER = {
 # Each table's record (its fields, as stored) and the order of its rows.
 RECORDS: dict[str, tuple[tuple[str, ...], str]] = {
     "companies": (("id", "name"), "id"),
+    "partners": (("id", "name"), "id"),
+    "partner_companies": (("partner_id", "company_id"), "partner_id, company_id"),
     "employees": (
         ("id", "company_id", "first_name", "last_name", "email", "department", "country"),
         "id",

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from marshmallow import RAISE, Schema, ValidationError, fields, missing, validates_schema
 
+from ..data.api_keys import SCOPES
 from ..data.fields import MAX_SAFE_ID
 from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .marshmallow_shim import value_loader
@@ -180,10 +181,41 @@ class CompanyRecord(Record):
     name = Text(required=True)
 
 
-class ApiKeyRecord(Record):
+class PartnerRecord(Record):
+    id = Id(required=True)
+    name = Text(required=True)
+
+
+class PartnerCompanyRecord(Record):
+    partner_id = Id(required=True)
     company_id = Id(required=True)
+
+
+class Scopes(Text):
+    """Scope names, space-separated, each one of the API's (docs/interface.md)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        unknown = sorted(set(text.split()) - set(SCOPES))
+        if unknown or not text.split():
+            raise ValidationError(f"Scopes are among {', '.join(SCOPES)}.")
+        return text
+
+
+class ApiKeyRecord(Record):
+    """A company's key or a partner's; ``scope`` absent: every scope."""
+
+    company_id = Id(load_default=None)
+    partner_id = Id(load_default=None)
     label = Text(required=True)
     key = Text(16, 200, required=True)
+    scope = Scopes(load_default=None)
+    record_checks = ("one_owner",)
+
+    @validates_schema
+    def one_owner(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if (data.get("company_id") is None) == (data.get("partner_id") is None):
+            raise ValidationError("A key has a company_id or a partner_id (one of them).")
 
 
 class EmployeeRecord(Record):
@@ -296,6 +328,8 @@ class SectionResultRecord(Record):
 # Every table of the format, in the order a load writes them (parents first).
 TABLES: dict[str, type[Record]] = {
     "companies": CompanyRecord,
+    "partners": PartnerRecord,
+    "partner_companies": PartnerCompanyRecord,
     "api_keys": ApiKeyRecord,
     "employees": EmployeeRecord,
     "teams": TeamRecord,

@@ -300,7 +300,7 @@ Rows = Iterator[tuple[Any, ...]]
 def _companies(ctx: Context) -> Rows:
     """The companies, named after well-known sample firms."""
     for c in ctx.companies:
-        yield c.id, c.name
+        yield c.id, c.name, c.name.casefold()
 
 
 def _api_keys(ctx: Context) -> Rows:
@@ -501,7 +501,7 @@ def _results(ctx: Context) -> Rows:
 
 
 _STREAMS: list[tuple[str, str, Callable[[Context], Rows]]] = [
-    ("companies", "id, name", _companies),
+    ("companies", "id, name, name_key", _companies),
     ("api_keys", "company_id, key_hash, prefix, label, created_at", _api_keys),
     ("employees", "id, company_id, first_name, last_name, email, department, country,"
      " first_name_key, last_name_key, email_key, department_key, country_key", _employees),

@@ -1,4 +1,5 @@
-"""The API key tool: create, list, revoke and rotate keys (contract.md section 1).
+"""The API key tool: create, list, revoke and rotate keys (contract.md section 1), and
+make partners, whose keys read several companies.
 
 Keys are printed once, when made; the database keeps only their SHA-256 hash, so a
 lost key cannot be shown again, only rotated. A revoked key stays revoked: it is
@@ -11,7 +12,7 @@ import argparse
 import asyncio
 import re
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -20,8 +21,11 @@ import asyncpg
 from ..config import OneLineParser
 from ..data.api_keys import (
     CACHE_SECONDS,
+    SCOPES,
     NewKey,
+    add_partner_company,
     create_key,
+    create_partner,
     list_keys,
     prefix_of,
     revoke_key,
@@ -37,7 +41,7 @@ from .cli import ToolError, add_store_arguments, command
 REFUSED_WITHIN = f"the server refuses it within {CACHE_SECONDS:g} seconds"
 
 T = TypeVar("T")
-COLUMNS = ("id", "company", "label", "prefix", "created", "expires", "revoked")
+COLUMNS = ("id", "owner", "scopes", "label", "prefix", "created", "expires", "revoked")
 SHOWN_ONCE = "Store it now: the key is not shown again (only its hash is kept)."
 UNITS = {"d": 86_400, "h": 3_600, "m": 60, "s": 1}
 LONGEST = 100 * 365 * 86_400  # a century: beyond it, "never" is what is meant
@@ -63,8 +67,19 @@ def build_parser() -> argparse.ArgumentParser:
     create = commands.add_parser(
         "create", help="make a new key for a company (shown once)", description=SHOWN_ONCE
     )
+    owner = create.add_mutually_exclusive_group(required=True)
+    owner.add_argument("--company", type=int, metavar="ID", help="the company the key reads for")
+    owner.add_argument(
+        "--partner",
+        type=int,
+        metavar="ID",
+        help="the partner whose companies the key reads (each request names one)",
+    )
     create.add_argument(
-        "--company", required=True, type=int, metavar="ID", help="the company the key reads for"
+        "--scope",
+        metavar="SCOPES",
+        help=f"what the key may read, space-separated, among {', '.join(SCOPES)} "
+        "(default: every scope)",
     )
     create.add_argument(
         "--label", required=True, help="what the key is for, e.g. 'SIEM export' (not blank)"
@@ -79,9 +94,21 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "list",
         help="list every key (never the key itself)",
-        description="List every key: its company, label, prefix, creation, expiry (marked "
-        "'expired' once past) and revocation. Reads only: it never waits for a writer.",
+        description="List every key: its company or partner (with the partner's companies), "
+        "scopes, label, prefix, creation, expiry (marked 'expired' once past) and revocation. "
+        "Reads only: it never waits for a writer.",
     )
+    partner = commands.add_parser(
+        "partner", help="make partners and give them companies (a partner's keys read them all)"
+    )
+    partner_commands = partner.add_subparsers(dest="partner_command", required=True)
+    made = partner_commands.add_parser("create", help="make a partner; prints its id")
+    made.add_argument("--name", required=True, help="the partner's name (not blank)")
+    add = partner_commands.add_parser(
+        "add-company", help=f"let a partner's keys read a company ({REFUSED_WITHIN} otherwise)"
+    )
+    add.add_argument("partner_id", type=int, metavar="PARTNER_ID", help="the partner's id")
+    add.add_argument("company_id", type=int, metavar="COMPANY_ID", help="the company's id")
     revoke = commands.add_parser("revoke", help=f"revoke a key ({REFUSED_WITHIN})")
     revoke.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id, as list shows")
     rotate = commands.add_parser(
@@ -108,12 +135,12 @@ def existing(db: str) -> Path:
     return Path(db)
 
 
-def in_transaction(db: str, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(conn, *args)`` in one write transaction on an existing database."""
+def in_transaction(db: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn(conn, *args, **kwargs)`` in one write transaction on an existing database."""
     conn = connect_writer(existing(db))
     try:
         with write_transaction(conn):
-            return fn(conn, *args)
+            return fn(conn, *args, **kwargs)
     finally:
         conn.close()
 
@@ -143,7 +170,10 @@ def format_table(keys: list[dict[str, Any]]) -> str:
     rows = [
         (
             str(k["id"]),
-            f"{k['company_id']} {k['name']}",
+            f"company {k['company_id']} {k['name']}"
+            if k["partner_id"] is None
+            else f"partner {k['partner_id']} {k['name']} (companies {k['companies'] or '-'})",
+            k["scopes"],
             k["label"],
             k["prefix"],
             k["created_at"],
@@ -158,16 +188,31 @@ def format_table(keys: list[dict[str, Any]]) -> str:
     return "\n".join(line.rstrip() for line in [header, *lines])
 
 
-async def on_postgresql(url: str, name: str, *args: Any) -> Any:
+async def on_postgresql(url: str, name: str, *args: Any, **kwargs: Any) -> Any:
     """Run the PostgreSQL key function ``name`` in one transaction (the schema must exist)."""
+    return await in_pg_transaction(url, getattr(pg_keys, name), *args, **kwargs)
+
+
+async def in_pg_transaction(
+    url: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
+) -> T:
+    """Run ``fn(conn, *args)`` in one transaction on PostgreSQL (upgraded, schema checked)."""
     conn = await asyncpg.connect(url)
     try:
         await upgrade_if_older(conn)
         await check_schema(conn)
         async with conn.transaction():
-            return await getattr(pg_keys, name)(conn, *args)
+            return await fn(conn, *args, **kwargs)
     finally:
         await conn.close()
+
+
+def key_arguments(args: argparse.Namespace) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """``create``'s arguments for either store's ``create_key``."""
+    return (args.company, args.label, args.expires_in), {
+        "scopes": args.scope,
+        "partner_id": args.partner,
+    }
 
 
 def run(args: argparse.Namespace) -> None:
@@ -175,8 +220,13 @@ def run(args: argparse.Namespace) -> None:
     if args.database_url:
         run_on_postgresql(args)
     elif args.command == "create":
-        new = in_transaction(args.db, create_key, args.company, args.label, args.expires_in)
-        print_new_key("Created", new)
+        positional, named = key_arguments(args)
+        print_new_key("Created", in_transaction(args.db, create_key, *positional, **named))
+    elif args.command == "partner" and args.partner_command == "create":
+        print(f"Created partner {in_transaction(args.db, create_partner, args.name)}.")
+    elif args.command == "partner":
+        in_transaction(args.db, add_partner_company, args.partner_id, args.company_id)
+        print(f"Partner {args.partner_id} reads company {args.company_id}.")
     elif args.command == "list":
         print(format_table(reading(args.db, list_keys)))
     elif args.command == "revoke":
@@ -192,10 +242,15 @@ def run_on_postgresql(args: argparse.Namespace) -> None:
     """The same subcommands and output, on the PostgreSQL database of ``--database-url``."""
     url = args.database_url
     if args.command == "create":
-        new = asyncio.run(
-            on_postgresql(url, "create_key", args.company, args.label, args.expires_in)
+        positional, named = key_arguments(args)
+        print_new_key(
+            "Created", asyncio.run(on_postgresql(url, "create_key", *positional, **named))
         )
-        print_new_key("Created", new)
+    elif args.command == "partner" and args.partner_command == "create":
+        print(f"Created partner {asyncio.run(on_postgresql(url, 'create_partner', args.name))}.")
+    elif args.command == "partner":
+        asyncio.run(on_postgresql(url, "add_partner_company", args.partner_id, args.company_id))
+        print(f"Partner {args.partner_id} reads company {args.company_id}.")
     elif args.command == "list":
         print(format_table(asyncio.run(on_postgresql(url, "list_keys"))))
     elif args.command == "revoke":

@@ -17,6 +17,7 @@ import sqlite3
 
 NOUNS = {
     "companies": "company",
+    "partners": "partner",
     "employees": "employee",
     "teams": "team",
     "campaigns": "campaign",
@@ -64,7 +65,8 @@ def duplicate(table: str, key: tuple[str, ...], shown: str | None = None) -> str
 def unknown(table: str, column: str, parent: str) -> str:
     """A reference to an id that neither the database nor the load has."""
     where = (
-        f"s.valid AND NOT EXISTS (SELECT 1 FROM main.{parent} WHERE id = s.{column})"
+        f"s.valid AND s.{column} IS NOT NULL"
+        f" AND NOT EXISTS (SELECT 1 FROM main.{parent} WHERE id = s.{column})"
         f" AND NOT EXISTS (SELECT 1 FROM temp.stage_{parent} WHERE id = s.{column})"
     )
     return _report(
@@ -99,14 +101,21 @@ def _owned(table: str) -> list[str]:
 
 CHECKS: dict[str, list[str]] = {
     "companies": [duplicate("companies", ("id",))],
+    "partners": [duplicate("partners", ("id",))],
+    "partner_companies": [
+        duplicate("partner_companies", ("partner_id", "company_id")),
+        unknown("partner_companies", "partner_id", "partners"),
+        unknown("partner_companies", "company_id", "companies"),
+    ],
     "api_keys": [
         duplicate("api_keys", ("key_hash",), shown="key"),
         unknown("api_keys", "company_id", "companies"),
+        unknown("api_keys", "partner_id", "partners"),
         _report(
             "api_keys",
-            _at("api_keys", ".key", "this key belongs to another company"),
-            "s.valid AND (SELECT company_id FROM main.api_keys k WHERE k.key_hash = s.key_hash)"
-            " != s.company_id",
+            _at("api_keys", ".key", "this key belongs to another company or partner"),
+            "s.valid AND EXISTS (SELECT 1 FROM main.api_keys k WHERE k.key_hash = s.key_hash"
+            " AND (k.company_id IS NOT s.company_id OR k.partner_id IS NOT s.partner_id))",
         ),
     ],
     "employees": _owned("employees"),

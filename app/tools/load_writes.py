@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..data.schema import DERIVE_COMPLETED_AT
+from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
 from .staging import EVENT_COLUMNS, INSCRIPTION_COLUMNS, PERSON
 
 BULK = 50_000  # rows into an empty table from which its indexes are built after the insert
@@ -85,14 +85,22 @@ OF_COMPANY = _parents(("company_id", "companies"))
 EVENT = EVENT_COLUMNS
 SAME = " AND ".join(f"e.{c} IS s.{c}" for c in EVENT[1:])
 MERGES: dict[str, str] = {
-    "companies": _upsert("companies", ("id", "name")),
+    "companies": _upsert("companies", ("id", "name", "name_key")),
+    "partners": _upsert("partners", ("id", "name")),
+    "partner_companies": _upsert(
+        "partner_companies",
+        ("partner_id", "company_id"),
+        key=("partner_id", "company_id"),
+        parents=_parents(("partner_id", "partners"), ("company_id", "companies")),
+    ),
     "api_keys": _upsert(
         "api_keys",
-        ("company_id", "key_hash", "prefix", "label", "created_at"),
+        ("company_id", "partner_id", "scopes", "key_hash", "prefix", "label", "created_at"),
         key=("key_hash",),
-        parents=OF_COMPANY,
+        parents=" AND (EXISTS (SELECT 1 FROM main.companies WHERE id = s.company_id)"
+        " OR EXISTS (SELECT 1 FROM main.partners WHERE id = s.partner_id))",
         select={"created_at": "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')"},
-        update=("label",),
+        update=("label", "scopes"),
         order="s.pos",
     ),
     "employees": _upsert(
@@ -136,7 +144,10 @@ MERGES: dict[str, str] = {
         "inscriptions",
         (*INSCRIPTION_COLUMNS, "company_id", "completed_at"),
         parents=_parents(("employee_id", "employees"), ("course_id", "courses")),
-        select={"company_id": "(SELECT company_id FROM main.employees WHERE id = s.employee_id)"},
+        select={
+            "company_id": "(SELECT company_id FROM main.employees WHERE id = s.employee_id)",
+            "completed_at": KEPT_COMPLETION.format("main.inscriptions"),
+        },
     ),
     "section_results": _upsert(
         "section_results",

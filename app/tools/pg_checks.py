@@ -18,8 +18,8 @@ Check = tuple[str, Message]
 
 def _unknown(table: str, column: str, parent: str) -> Check:
     sql = (
-        f"SELECT s.pos, s.{column} AS value FROM stage_{table} s"
-        f" WHERE NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = s.{column})"
+        f"SELECT s.pos, s.{column} AS value FROM stage_{table} s WHERE s.{column} IS NOT NULL"
+        f" AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = s.{column})"
         f" AND NOT EXISTS (SELECT 1 FROM stage_known k WHERE k.tbl = '{parent}'"
         f" AND k.id = s.{column}) ORDER BY s.pos"
     )
@@ -60,7 +60,14 @@ WRONG_SECTION = (
 )
 
 CHECKS: dict[str, list[Check]] = {
-    "api_keys": [_unknown("api_keys", "company_id", "companies")],
+    "partner_companies": [
+        _unknown("partner_companies", "partner_id", "partners"),
+        _unknown("partner_companies", "company_id", "companies"),
+    ],
+    "api_keys": [
+        _unknown("api_keys", "company_id", "companies"),
+        _unknown("api_keys", "partner_id", "partners"),
+    ],
     "employees": _owned("employees"),
     "teams": _owned("teams"),
     "campaigns": _owned("campaigns"),

@@ -42,6 +42,20 @@ def _result(value: float | None) -> Any:
     return None if value is None else sqlite_decimal(value)
 
 
+async def _keep_places(source: sqlite3.Connection, conn: asyncpg.Connection) -> None:
+    """The change feeds' places as the file has them: copying results and team members
+    left their inscriptions and employees unplaced (the triggers of a write)."""
+    for table in ("inscriptions", "employees"):
+        placed = f"CREATE TEMP TABLE placed_{table} (id BIGINT, seq BIGINT) ON COMMIT DROP"
+        await conn.execute(placed)
+        for rows in _batches(source, table, ["id", "seq"]):
+            await conn.copy_records_to_table(f"placed_{table}", records=rows)
+        await conn.execute(
+            f"UPDATE {table} t SET seq = p.seq FROM placed_{table} p"
+            " WHERE p.id = t.id AND t.seq IS NULL"
+        )
+
+
 async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
     """Copy every row of the SQLite file into the empty PostgreSQL database at ``url``."""
     source = sqlite3.connect(f"{Path(sqlite_path).resolve().as_uri()}?mode=ro", uri=True)
@@ -62,6 +76,7 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
                 for rows in _batches(source, table, columns):
                     await conn.copy_records_to_table(table, records=rows, columns=columns)
                     counts[table] += len(rows)
+            await _keep_places(source, conn)
             if counts["api_keys"]:
                 await conn.execute(
                     "SELECT setval(pg_get_serial_sequence('api_keys', 'id'), max(id)) FROM api_keys"

@@ -27,7 +27,7 @@ from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, ensure_schema
 from ..data.pg.summaries import refresh
-from ..data.schema import DERIVE_COMPLETED_AT
+from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
 from .load_checks import duplicate
@@ -99,9 +99,10 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
     if table == "inscriptions":
         names.append("company_id")
         values.append("(SELECT company_id FROM employees WHERE id = s.employee_id)")
+        values[names.index("completed_at")] = KEPT_COMPLETION.format("inscriptions")
     changed = [c for c in names if c not in key and c != "created_at"]
     if table == "api_keys":
-        changed = ["label"]
+        changed = ["label", "scopes"]
     where = ""
     if table == "campaign_events":
         # A new or changed event takes the next place of the change sequence, in id

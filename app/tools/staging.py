@@ -82,11 +82,17 @@ def _plain(*columns: str, key: tuple[str, ...] = ("id",)) -> Staged:
 
 PERSON = ("first_name", "last_name", "email", "department", "country")
 STAGED: dict[str, Staged] = {
-    "companies": _plain("id", "name"),
+    "companies": Staged(
+        ("id", "name", "name_key"), lambda r: (r["id"], r["name"], _fold(r["name"]))
+    ),
+    "partners": _plain("id", "name"),
+    "partner_companies": _plain("partner_id", "company_id", key=("partner_id", "company_id")),
     "api_keys": Staged(
-        ("company_id", "key_hash", "prefix", "label"),
+        ("company_id", "partner_id", "scopes", "key_hash", "prefix", "label"),
         lambda r: (
             r["company_id"],
+            r["partner_id"],
+            apikeys.checked_scopes(r["scope"]),
             apikeys.hash_key(r["key"]),
             apikeys.prefix_of(r["key"]),
             r["label"],

@@ -19,29 +19,34 @@ from collections.abc import Callable
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from ..data.api_keys import CACHE_SECONDS, hash_key
+from ..data.api_keys import CACHE_SECONDS, ActiveKey, hash_key
 from ..data.store import Store
-from ..keys import CALLER, CONFIG, KEY_CACHE, POOL, Caller
+from ..keys import API_KEY, CALLER, CONFIG, KEY_CACHE, POOL, Caller
+from .access import (
+    CHALLENGE,
+    HTTP_WHITESPACE,
+    PARTNERS_API,
+    company_of,
+    require_partner,
+    require_scope,
+)
 from .errors import BadRequest, Unauthorized
 from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
 
-PROTECTED_PREFIX = "/api/companies/"
-# RFC 9110 11.6.1: a 401 names how to authenticate. No registered scheme sends a key in
-# a header of its own, so the challenge names one (APIKey) and says which header.
-CHALLENGE = 'APIKey header="X-API-KEY"'
-HTTP_WHITESPACE = " \t"  # the only whitespace a header value may carry (RFC 9110 5.5)
+PROTECTED_PREFIXES = ("/api/companies/", f"{PARTNERS_API}/")
 
 
 class KeyCache:
     """Active keys seen recently, by hash; entries expire so revocations take effect."""
 
     def __init__(self, max_entries: int = 10_000, clock: Callable[[], float] = time.monotonic):
-        self._entries: dict[str, tuple[Caller, float]] = {}
+        self._entries: dict[str, tuple[ActiveKey, float]] = {}
         self._max_entries = max_entries
         self._clock = clock
 
-    async def resolve(self, store: Store, key: str) -> Caller | None:
-        """The caller a key stands for, or None when it is unknown, revoked or expired.
+    async def resolve(self, store: Store, key: str) -> ActiveKey | None:
+        """The key's facts (owner, companies, scopes), or None when it is unknown, revoked
+        or expired: a partner's companies are remembered as long as its key.
 
         A miss is one primary-key lookup (SQLite: on the event loop's own connection).
         """
@@ -58,16 +63,15 @@ class KeyCache:
             self._entries = {h: e for h, e in self._entries.items() if e[1] > now}
             if len(self._entries) >= self._max_entries:
                 self._entries.clear()
-        caller = Caller(key_id=found.key_id, company_id=found.company_id)
         # A key that expires sooner is remembered only until it expires, not a moment longer.
         seconds = CACHE_SECONDS if found.seconds_left is None else found.seconds_left
-        self._entries[key_hash] = (caller, now + min(CACHE_SECONDS, seconds))
-        return caller
+        self._entries[key_hash] = (found, now + min(CACHE_SECONDS, seconds))
+        return found
 
 
 def needs_key(request: web.Request) -> bool:
     """Only the API's resources need a key; unknown paths and bad methods go on to 404/405."""
-    return request.path.startswith(PROTECTED_PREFIX) and request.match_info.http_exception is None
+    return request.path.startswith(PROTECTED_PREFIXES) and request.match_info.http_exception is None
 
 
 def presented_key(request: web.Request) -> str:
@@ -88,7 +92,10 @@ def presented_key(request: web.Request) -> str:
 
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Resolve X-API-KEY to its company and apply the limits: 401, or 429 (contract.md 2, 6).
+    """Resolve X-API-KEY to its company and apply the limits: 401, or 429 (contract.md 2, 6);
+    then what the key may read: 403 without the route's scope, then the company it reads
+    (400 for a bad X-Company-ID, 404 for a company not its own), all before the handler
+    validates any parameter.
 
     The failed-authentication gate counts per client address, an IPv6 client per /64.
     """
@@ -102,13 +109,22 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     except BadRequest:
         await check_gate(request, address)  # a gated address gets its 429 first
         raise
-    caller = await app[KEY_CACHE].resolve(app[POOL], key) if key else None
-    await check_limits(request, address, caller)  # the gate, then a token of key or address
-    if caller is None:
+    found = await app[KEY_CACHE].resolve(app[POOL], key) if key else None
+    await check_limits(request, address, found)  # the gate, then a token of key or address
+    if found is None:
         raise Unauthorized(
             "Missing or invalid X-API-KEY header.", headers={"WWW-Authenticate": CHALLENGE}
         )
-    request[CALLER] = caller
+    request[API_KEY] = found
+    require_scope(request, found)
+    if request.path.startswith(PARTNERS_API):
+        # The partners' API answers for the partner: its ETags, totals and shares are
+        # kept under the partner's id negated, apart from every company's.
+        request[CALLER] = Caller(key_id=found.key_id, company_id=-require_partner(found))
+    else:
+        company_id = company_of(request, found)
+        if company_id is not None:
+            request[CALLER] = Caller(key_id=found.key_id, company_id=company_id)
     return await handler(request)
 
 

@@ -67,6 +67,10 @@ class Unauthorized(ApiError):
     status = 401
 
 
+class Forbidden(ApiError):
+    status = 403
+
+
 class TooManyRequests(ApiError):
     status = 429
 

@@ -21,10 +21,10 @@ EXPOSED_HEADERS = (
     "X-Request-ID, X-Total-Count, X-Page, X-Per-Page, X-Total-Pages, Link, ETag, "
     "X-Next-Cursor, Content-Disposition, "
     "RateLimit-Limit, RateLimit-Remaining, RateLimit-Reset, RateLimit-Policy, RateLimit, "
-    "Retry-After"
+    "Retry-After, WWW-Authenticate"
 )
 
-PREFLIGHT_HEADERS = "X-API-KEY, Content-Type, If-None-Match, X-Request-ID"
+PREFLIGHT_HEADERS = "X-API-KEY, X-Company-ID, Content-Type, If-None-Match, X-Request-ID"
 
 
 def assign_request_id(request: web.Request) -> str:

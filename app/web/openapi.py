@@ -25,7 +25,7 @@ from marshmallow import Schema
 from ..config import Config
 from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
-from .auth import CHALLENGE
+from .access import CHALLENGE, COMPANY_HEADER, ROUTE_SCOPES
 from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
@@ -38,8 +38,8 @@ TITLE = "Security-awareness reporting API"
 DESCRIPTION = """Read-only reports on phishing campaigns and training courses.
 
 **Tenancy.** Every request to `/api/companies/` sends an `X-API-KEY` header. A key belongs \
-to one company and every answer holds only that company's data; an id of another company \
-is answered exactly like an unknown id (404).
+to one company, or to a partner (see Partner keys), and every answer holds only one \
+company's data; an id of another company is answered exactly like an unknown id (404).
 
 **Order.** Events: `timestamp`, then `id`, ascending. Inscriptions: `start_date`, then \
 inscription id; sections in course order; `groups` by name.
@@ -65,10 +65,22 @@ minute per client address.
 **Authentication.** A 401 carries `WWW-Authenticate: {challenge}`: the scheme is named \
 APIKey and the key travels in the `X-API-KEY` header.
 
+**Scopes.** A key holds scopes: `events:read`, `reports:read`, `people:read`, \
+`training:read`, `webhooks:read` (a key made without a choice holds them all). Each \
+operation names the one it needs; without it the answer is 403 with `WWW-Authenticate: \
+APIKey header="X-API-KEY", error="insufficient_scope", scope="<the scope>"`. \
+`GET /api/companies/v1/key` tells a key what it holds.
+
+**Partner keys.** A partner's key reads each of the partner's companies: every request \
+names one in `X-Company-ID` (one decimal id; absent, malformed or repeated: 400). An id \
+that is not the partner's, existing or not, is the 404 of an unknown record. A company's \
+key may send its own id there (any other id: the same 404).
+
 **Errors.** RFC 9457 `application/problem+json` bodies with `type`, `title`, `status`, \
 `detail` and `request_id`; a 400 adds `errors`, the messages for each offending parameter. \
 Checks run in order: path and method (404, 405), key (401; 400 when `X-API-KEY` is sent \
-more than once), rate limit (429), parameters (400), resource (404).
+more than once), rate limit (429), scope (403), `X-Company-ID` (400, 404), parameters \
+(400), resource (404).
 
 **Caching.** Every 200 carries a weak `ETag` (one per format); `If-None-Match` gives 304. \
 Bodies over 1 KiB are gzipped for clients that accept it; `Vary: Accept, Accept-Encoding`.
@@ -119,7 +131,9 @@ HEADERS = {
     "RateLimit": _header('IETF draft state, e.g. `"default";r=19;t=1`.'),
     "Retry-After": _header("Whole seconds until a request may succeed.", "integer", minimum=1),
     "WWW-Authenticate": _header(
-        f"Always `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1)."
+        f"On a 401 `{CHALLENGE}`: the key goes in the X-API-KEY header (RFC 9110 11.6.1); "
+        'on a 403, with `error="insufficient_scope", scope="..."` (RFC 6750 3.1), without '
+        "`scope` for a company's key on the partners' API."
     )
     | {"required": True},
 }
@@ -137,6 +151,12 @@ PROBLEMS = {
         "Unauthorized",
         "X-API-KEY is missing, empty, unknown or revoked.",
         ("WWW-Authenticate",),
+    ),
+    "403": (
+        "Forbidden",
+        "The key lacks the operation's scope (the challenge names it), or a company's key "
+        "asked the partners' API.",
+        ("WWW-Authenticate", *RATE_HEADERS),
     ),
     "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
     "406": (
@@ -205,7 +225,7 @@ def documented(
         csv = ("Content-Disposition",) if many else ()
         headers = _refs("ETag", "Vary", *csv, *RATE_HEADERS, *paging)
         sample = {
-            "summary": f"GET {example['request']} with company 1's sample key",
+            "summary": f"GET {example['request']} with {_sample_key(example['request'])}",
             "value": example["body"],
         }
         ok = {"schema": records(many=many), "examples": {"sample": sample}}
@@ -240,6 +260,41 @@ def documented(
             path = DecimalId(required=True, metadata={"description": what})
             view = match_info_schema(Schema.from_dict({"id": path}))(view)
         return view
+
+    return decorate
+
+
+def _sample_key(request: str) -> str:
+    """Whose sample key an example's request was sent with."""
+    return (
+        "the partner's sample key"
+        if request.startswith("/api/partners/")
+        else ("company 1's sample key")
+    )
+
+
+def documented_object(record: type[Schema]) -> Callable[[View], View]:
+    """apigami's decorators for a view answering one JSON object that is no listing (no
+    query, no ETag): its text, 200 and problems."""
+
+    def decorate(view: View) -> View:
+        text = OPERATIONS[view.__name__]
+        responses: dict[str, Any] = {
+            "200": {
+                "description": "The object.",
+                "content": {JSON.media_type: {"schema": record()}},
+                "headers": _refs(*RATE_HEADERS),
+            }
+        }
+        responses |= {code: PROBLEMS[code][0] for code in ("400", "401", "429", *ANY_REQUEST)}
+        return docs(
+            tags=[text["tag"]],
+            summary=text["summary"],
+            description=text["description"],
+            operation_id=text["operation_id"],
+            security=[{"ApiKey": []}],
+            responses=cast(Any, responses),
+        )(view)
 
     return decorate
 
@@ -335,10 +390,33 @@ def build_document(app: web.Application) -> dict[str, Any]:
             handler = SimpleNamespace(**{API_SPEC: copy.deepcopy(metadata)})
             spec.path(path=route.resource.canonical, method="get", handler=handler)
     document = api.swagger_dict()
-    for path_item in document["paths"].values():
+    for path, path_item in document["paths"].items():
         for operation in path_item.values():
             operation.pop("produces", None)  # apigami's docs() adds this OpenAPI 2 field
+            describe_access(path, operation)
     return document
+
+
+COMPANY_RULE = (
+    "a partner's key names the company each request reads (one of the partner's, a "
+    "decimal id; `/key` needs none); a company's key may send its own id. Absent for a "
+    "partner's key, malformed or repeated: 400; a company not the key's: 404."
+)
+
+
+def describe_access(path: str, operation: dict[str, Any]) -> None:
+    """The operation's scope (OpenAPI 3.0 lists no scopes for an apiKey scheme: an
+    extension and the description say it), its 403, and the X-Company-ID header."""
+    scope = ROUTE_SCOPES[path]
+    operation["x-scope"] = scope
+    operation.setdefault("parameters", [])
+    needs = f"Scope: `{scope}`." if scope else "Any key, whatever its scopes."
+    operation["description"] = f"{operation['description']}\n\n{needs}"
+    if scope:
+        operation["responses"]["403"] = {"$ref": "#/components/responses/Forbidden"}
+    if path.startswith("/api/companies/"):
+        # In words, not as a parameter: a client generator or fuzzer would guess values.
+        operation["description"] += f"\n\n`{COMPANY_HEADER}`: {COMPANY_RULE}"
 
 
 def setup_openapi(app: web.Application) -> None:

@@ -18,6 +18,7 @@ from marshmallow import Schema, ValidationError, fields, validates_schema
 from multidict import MultiMapping
 
 from ..data.campaigns import CampaignFilters
+from ..data.changes import ChangeFilters
 from ..data.employees import EmployeeFilters
 from ..data.feed import FeedFilters
 from ..data.fields import CommaList, DecimalId, StrictBool, StrictDate
@@ -31,7 +32,7 @@ from ..data.stats import (
     buckets,
     default_window,
 )
-from ..data.vocabulary import AUTOMATION_FILTERS, EVENT_TYPES
+from ..data.vocabulary import AUTOMATION_FILTERS, DELIVERY_STATUSES, EVENT_TYPES
 from .errors import BadRequest
 from .formats import FORMAT_NAMES
 
@@ -188,8 +189,9 @@ def _date_filter(name: str, what: str) -> StrictDate:
     )
 
 
-class PersonQuery(PagingQuery[Parsed]):
-    """The six person filters, shared by the inscriptions and the employee directory."""
+class PersonFields(Schema):
+    """The six person filters, shared by the inscriptions, the employee directory and
+    their change feeds."""
 
     name = _list_filter("name", "employee first names")
     last_name = _list_filter("last_name", "employee last names")
@@ -200,6 +202,10 @@ class PersonQuery(PagingQuery[Parsed]):
 
 
 PERSON_FILTERS = ("name", "last_name", "email", "department", "country", "teams")
+
+
+class PersonQuery(PersonFields, PagingQuery[Parsed]):
+    """A page of a listing that takes the person filters."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +346,19 @@ class CoursesQuery(PagingQuery[Courses]):
 
 
 @dataclass(frozen=True, slots=True)
+class PartnerCompanies:
+    names: Sequence[str]  # case-folded; empty: every company of the partner
+    paging: Paging
+
+
+class PartnerCompaniesQuery(PagingQuery[PartnerCompanies]):
+    name = _list_filter("name", "company names")
+
+    def parsed(self, data: dict[str, Any]) -> PartnerCompanies:
+        return PartnerCompanies(_folded(data, ("name",)).get("name", ()), _page(data))
+
+
+@dataclass(frozen=True, slots=True)
 class Feed:
     filters: FeedFilters
     scope: str  # the filters' text a cursor is bound to
@@ -347,19 +366,27 @@ class Feed:
     cursor: str | None  # None: from the start
 
 
-class FeedQuery(FormatQuery[Feed]):
-    RANGES = (("from_date", "to_date"),)
-
-    limit = DecimalId(
+def _limit(what: str) -> DecimalId:
+    return DecimalId(
         maximum=MAX_LIMIT,
-        metadata={"description": f"Events per answer, 1 to {MAX_LIMIT}. Default 100."},
+        metadata={"description": f"{what} per answer, 1 to {MAX_LIMIT}. Default 100."},
     )
-    cursor = fields.String(
+
+
+def _cursor() -> fields.String:
+    return fields.String(
         metadata={
             "description": "X-Next-Cursor of the previous answer (opaque); absent: from the"
             " start. Bound to the key's company and to the filters it was given with."
         },
     )
+
+
+class FeedQuery(FormatQuery[Feed]):
+    RANGES = (("from_date", "to_date"),)
+
+    limit = _limit("Events")
+    cursor = _cursor()
     with_captcha = _captcha_filter(EXCLUDES_CAPTCHA)
     automation = _automation_filter(EXCLUDES_AUTOMATED)
     type = _type_filter()
@@ -375,6 +402,51 @@ class FeedQuery(FormatQuery[Feed]):
             automation=_automation(data),
         )
         return Feed(filters, filters.scope(), data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    filters: ChangeFilters
+    limit: int
+    cursor: str | None  # None: from the start
+
+
+class ChangesQuery(PersonFields, FormatQuery[Changes]):
+    """A change feed: the event feed's limit and cursor, and the person filters."""
+
+    limit = _limit("Records")
+    cursor = _cursor()
+
+    def parsed(self, data: dict[str, Any]) -> Changes:
+        filters = ChangeFilters.of(_folded(data, PERSON_FILTERS))
+        return Changes(filters, data.get("limit", DEFAULT_LIMIT), data.get("cursor"))
+
+
+@dataclass(frozen=True, slots=True)
+class Webhooks:
+    paging: Paging
+
+
+class WebhooksQuery(PagingQuery[Webhooks]):
+    def parsed(self, data: dict[str, Any]) -> Webhooks:
+        return Webhooks(_page(data))
+
+
+@dataclass(frozen=True, slots=True)
+class Deliveries:
+    statuses: tuple[str, ...]  # sorted, each once; empty: every attempt
+    paging: Paging
+
+
+class DeliveriesQuery(PagingQuery[Deliveries]):
+    status = CommaList(
+        choices=DELIVERY_STATUSES,
+        data_key="filter[status]",
+        metadata={"description": "Comma list of attempt outcomes: succeeded, failed."},
+    )
+
+    def parsed(self, data: dict[str, Any]) -> Deliveries:
+        return Deliveries(tuple(sorted(set(data.get("status", ())))), _page(data))
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ from typing import Protocol
 from aiohttp import web
 
 from ..config import Config, Network
-from ..keys import LIMITS, RATE_DECISION, Caller
+from ..data.api_keys import ActiveKey
+from ..keys import LIMITS, RATE_DECISION
 from .errors import TooManyRequests
 
 EPSILON = 1e-9  # tokens; absorbs float drift, so 0.1 s at 10/s refills one whole token
@@ -306,7 +307,7 @@ def setup_ratelimit(app: web.Application, config: Config) -> None:
     app[LIMITS] = MemoryLimits(config)
 
 
-async def check_limits(request: web.Request, address: str, caller: Caller | None) -> None:
+async def check_limits(request: web.Request, address: str, caller: ActiveKey | None) -> None:
     """Ask the limits once for this request: 429 when refused, else its state for the headers.
 
     Called by the authentication middleware once the key is resolved, so that a failed

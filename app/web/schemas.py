@@ -10,7 +10,13 @@ from marshmallow import Schema, fields, validate
 
 from ..data.automation import REASONS, VERDICTS
 from ..data.fields import StrictDate, UtcTimestamp
-from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from ..data.vocabulary import (
+    DELIVERY_STATUSES,
+    EVENT_TYPES,
+    INSCRIPTION_STATUSES,
+    SECTION_STATUSES,
+    SECTION_TYPES,
+)
 
 
 class VictimSchema(Schema):
@@ -89,6 +95,23 @@ class InscriptionSchema(Schema):
     groups = fields.List(fields.Nested(GroupSchema), required=True)
     victim_country = fields.String(required=True)
     events = fields.List(fields.Nested(SectionSchema), required=True)
+
+
+class InscriptionChangeSchema(InscriptionSchema):
+    """An inscription of the change feed: the record, its ids and its completion."""
+
+    id = fields.Integer(required=True, metadata={"example": 12})
+    employee_id = fields.Integer(required=True, metadata={"example": 7})
+    course_id = fields.Integer(required=True, metadata={"example": 1})
+    completed_at = StrictDate(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The latest completed_at of its sections once the "
+                  "inscription is completed; null before (or when no section has one)."},
+    )  # fmt: skip
+
+    class Meta:
+        fields = (*InscriptionSchema().fields, "id", "employee_id", "course_id", "completed_at")
 
 
 class EventRowSchema(Schema):
@@ -248,8 +271,8 @@ class TrainingSchema(Schema):
     overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 1)
 
 
-class EmployeeSchema(Schema):
-    """An employee of the directory with their people risk (contract.md 12)."""
+class EmployeeChangeSchema(Schema):
+    """An employee of the change feed: who they are and their teams (no figures)."""
 
     id = fields.Integer(required=True, metadata={"example": 7})
     first_name = fields.String(required=True, metadata={"example": "José"})
@@ -260,8 +283,59 @@ class EmployeeSchema(Schema):
     groups = fields.List(
         fields.Nested(GroupSchema), required=True, metadata={"description": "Teams, by name."}
     )
+
+
+class EmployeeSchema(EmployeeChangeSchema):
+    """An employee of the directory with their people risk (contract.md 12)."""
+
     phishing = fields.Nested(PhishingSchema, required=True)
     training = fields.Nested(TrainingSchema, required=True)
+
+
+class WebhookSchema(Schema):
+    """A webhook subscription as the API shows it: never its secret nor its full URL."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    label = fields.String(required=True, metadata={"example": "SOC"})
+    url_host = fields.String(
+        required=True,
+        metadata={"description": "The receiver's host name only.", "example": "soc.example.com"},
+    )
+    event_types = fields.List(
+        fields.String(validate=validate.OneOf(EVENT_TYPES)),
+        required=True,
+        metadata={"example": ["fail", "report"]},
+    )
+    status = fields.String(
+        required=True,
+        validate=validate.OneOf(("enabled", "disabled", "failing")),
+        metadata={"description": "failing: the retry schedule was spent (the operator "
+                  "enables it again); disabled: by the operator, or the receiver said 410."},
+    )  # fmt: skip
+    last_success_at = UtcTimestamp(required=True, allow_none=True)
+    last_failure_at = UtcTimestamp(required=True, allow_none=True)
+    consecutive_failures = _count("Failed attempts since the last success.", 0)
+
+
+class DeliverySchema(Schema):
+    """One attempt to deliver a message, as the sender logged it."""
+
+    id = fields.Integer(required=True, metadata={"example": 10})
+    message_id = fields.String(
+        required=True,
+        metadata={"description": "webhook-id: the same for every attempt of a message.",
+                  "example": "msg_671_1001"},
+    )  # fmt: skip
+    event_id = fields.Integer(required=True, metadata={"example": 1001})
+    attempt = fields.Integer(required=True, metadata={"example": 1})
+    attempted_at = UtcTimestamp(required=True)
+    status = fields.String(required=True, validate=validate.OneOf(DELIVERY_STATUSES))
+    response_status = fields.Integer(
+        required=True, allow_none=True, metadata={"description": "null: no answer came."}
+    )
+    error = fields.String(
+        required=True, allow_none=True, metadata={"description": "Why no answer came."}
+    )
 
 
 class CourseSchema(Schema):
@@ -285,6 +359,53 @@ class CourseSchema(Schema):
             "inscriptions, rounded half up to 1 decimal; null when there is none.",
             "example": 81.3,
         },
+    )
+
+
+class PartnerCompanySchema(Schema):
+    """One of the partner's companies, its figures side by side with the others'."""
+
+    id = fields.Integer(required=True, metadata={"example": 1})
+    name = fields.String(required=True, metadata={"example": "Northwind Logistics"})
+    employees = _count("Employees of the company.", 87)
+    campaigns = _count("Campaigns of the company, of any date.", 4)
+    last_launch_date = UtcTimestamp(
+        required=True,
+        allow_none=True,
+        metadata={"description": "The latest campaign's launch; null: no campaign."},
+    )
+    sends = _count(
+        "Targets of the campaigns launched in the last 12 months (see the description).", 120
+    )
+    click_rate = _rate("people who clicked, summed over those campaigns,", "sends", 0.2)
+    fail_rate = _rate("people who failed, summed over those campaigns,", "sends", 0.1)
+    report_rate = _rate("people who reported, summed over those campaigns,", "sends", 0.3)
+    inscriptions = _count("Course inscriptions of the company.", 60)
+    completion_rate = _rate("completed inscriptions", "inscriptions", 0.5)
+    overdue = _count("Inscriptions not completed whose due date is before today (UTC).", 5)
+
+
+class KeySchema(Schema):
+    """The calling key, by RFC 7662's names (``client_id`` is its public prefix)."""
+
+    active = fields.Boolean(
+        required=True, metadata={"description": "Always true: an inactive key is answered 401."}
+    )
+    scope = fields.String(required=True, metadata={"example": "events:read reports:read"})
+    client_id = fields.String(required=True, metadata={"example": "rk_sample_no"})
+    label = fields.String(required=True)
+    iat = fields.Integer(required=True, metadata={"description": "Made at (unix seconds)."})
+    exp = fields.Integer(
+        required=True,
+        allow_none=True,
+        metadata={"description": "Expires at (unix seconds); null: when revoked."},
+    )
+    company_id = fields.Integer(metadata={"description": "A company's key: its company."})
+    partner_id = fields.Integer(metadata={"description": "A partner's key: its partner."})
+    companies = fields.List(
+        fields.Integer(),
+        required=True,
+        metadata={"description": "The companies the key reads, ascending."},
     )
 
 

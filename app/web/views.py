@@ -8,26 +8,43 @@ from collections.abc import Callable
 from aiohttp import web
 from marshmallow import Schema
 
-from ..data import campaigns, courses, employees, events, feed, inscriptions, stats
+from ..data import (
+    campaigns,
+    changes,
+    courses,
+    employees,
+    events,
+    feed,
+    inscriptions,
+    partners,
+    stats,
+    webhooks,
+)
+from ..data.api_keys import unix_seconds
 from ..data.listings import Listing
 from ..data.schema import DatabaseError
-from ..keys import CALLER, LIMITS, PARSERS, POOL, TODAY
+from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
+from .access import require_partner
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
 from .formats import Offer, listing_offer
-from .openapi import documented
+from .openapi import documented, documented_object
 from .params import (
     CampaignEventsQuery,
     CampaignQuery,
     CampaignsQuery,
+    ChangesQuery,
     CoursesQuery,
+    DeliveriesQuery,
     EmployeeEventsQuery,
     EmployeeQuery,
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    PartnerCompaniesQuery,
     PhishingStatsQuery,
     StatsQuery,
+    WebhooksQuery,
     stats_filters,
 )
 from .responder import (
@@ -42,12 +59,18 @@ from .schemas import (
     CampaignReportSchema,
     CampaignSummarySchema,
     CourseSchema,
+    DeliverySchema,
+    EmployeeChangeSchema,
     EmployeeEventSchema,
     EmployeeSchema,
     FeedEventSchema,
+    InscriptionChangeSchema,
     InscriptionSchema,
+    KeySchema,
+    PartnerCompanySchema,
     PhishingStatsSchema,
     TrainingStatsSchema,
+    WebhookSchema,
     stats_rows,
 )
 
@@ -60,6 +83,12 @@ CAMPAIGN_QUERY = CampaignQuery()
 EMPLOYEES_QUERY = EmployeesQuery()
 EMPLOYEE_QUERY = EmployeeQuery()
 COURSES_QUERY = CoursesQuery()
+PARTNER_COMPANIES_QUERY = PartnerCompaniesQuery()
+CHANGES_QUERY = ChangesQuery()
+WEBHOOKS_QUERY = WebhooksQuery()
+DELIVERIES_QUERY = DeliveriesQuery()
+PHISHING_STATS_QUERY = PhishingStatsQuery()
+TRAINING_STATS_QUERY = StatsQuery()
 
 # Each listing's formats, the CSV columns from the schema of its records.
 CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
@@ -69,8 +98,11 @@ FEED_EVENTS = listing_offer(FeedEventSchema)
 CAMPAIGNS = listing_offer(CampaignSummarySchema)
 EMPLOYEES = listing_offer(EmployeeSchema)
 COURSES = listing_offer(CourseSchema)
-PHISHING_STATS_QUERY = PhishingStatsQuery()
-TRAINING_STATS_QUERY = StatsQuery()
+PARTNER_COMPANIES = listing_offer(PartnerCompanySchema)
+INSCRIPTION_CHANGES = listing_offer(InscriptionChangeSchema)
+EMPLOYEE_CHANGES = listing_offer(EmployeeChangeSchema)
+WEBHOOKS = listing_offer(WebhookSchema)
+DELIVERIES = listing_offer(DeliverySchema)
 # The stats' rows carry the group's key only when grouped: an offer (CSV columns) each.
 STATS_OFFERS: dict[tuple[type[Schema], str | None], Offer] = {
     (schema, group): listing_offer(stats_rows(schema, group))
@@ -123,6 +155,36 @@ async def event_feed(request: web.Request) -> web.StreamResponse:
     return await respond_window(request, listing, cursor, FEED_EVENTS)
 
 
+@documented(ChangesQuery, InscriptionChangeSchema, cursor=True)
+async def inscription_changes(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/course-inscriptions/changes: the inscriptions' change feed."""
+    return await _change_feed(request, "inscriptions", INSCRIPTION_CHANGES)
+
+
+@documented(ChangesQuery, EmployeeChangeSchema, cursor=True)
+async def employee_changes(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/victimsapi/changes: the employees' change feed."""
+    return await _change_feed(request, "employees", EMPLOYEE_CHANGES)
+
+
+CHANGE_LISTINGS = {
+    "inscriptions": changes.inscription_changes,
+    "employees": changes.employee_changes,
+}
+
+
+async def _change_feed(request: web.Request, name: str, offer: Offer) -> web.StreamResponse:
+    """A change feed read as the event feed is: by cursor, bound to company and filters."""
+    query = request.app[PARSERS].parse(CHANGES_QUERY, request)
+    company_id = request[CALLER].company_id
+    pool = request.app[POOL]
+    signer = CursorSigner(await pool.cursor_secret(), pool.feed_mark)
+    scope = query.filters.scope(name)
+    cursor = await cursor_page(signer, company_id, scope, query.cursor, query.limit)
+    listing = CHANGE_LISTINGS[name](company_id, query.filters, cursor.after)
+    return await respond_window(request, listing, cursor, offer)
+
+
 @documented(CampaignsQuery, CampaignSummarySchema)
 async def campaign_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/campaigns: the campaigns with their funnel (contract.md 11)."""
@@ -168,6 +230,53 @@ async def course_list(request: web.Request) -> web.StreamResponse:
     today = request.app[TODAY]()
     listing = courses.courses_listing(request[CALLER].company_id, query.titles, today)
     return await respond_page(request, listing, query.paging, COURSES, today.isoformat())
+
+
+@documented(PartnerCompaniesQuery, PartnerCompanySchema)
+async def partner_companies(request: web.Request) -> web.StreamResponse:
+    """GET /api/partners/v1/companies: the partner's companies side by side."""
+    query = request.app[PARSERS].parse(PARTNER_COMPANIES_QUERY, request)
+    today = request.app[TODAY]()
+    partner_id = require_partner(request[API_KEY])
+    listing = partners.partner_companies_listing(partner_id, query.names, today)
+    return await respond_page(request, listing, query.paging, PARTNER_COMPANIES, today.isoformat())
+
+
+@documented_object(KeySchema)
+async def key_introspection(request: web.Request) -> web.Response:
+    """GET /api/companies/v1/key: the calling key's facts, RFC 7662's names; never the key."""
+    key = request[API_KEY]
+    owner = (
+        {"company_id": key.company_id} if key.partner_id is None else {"partner_id": key.partner_id}
+    )
+    facts = {
+        "active": True,
+        "scope": " ".join(sorted(key.scopes)),
+        "client_id": key.prefix,
+        "label": key.label,
+        "iat": unix_seconds(key.created_at),
+        "exp": unix_seconds(key.expires_at),
+        **owner,
+        "companies": sorted(key.companies),
+    }
+    return web.json_response(facts, headers={"Cache-Control": "no-store"})
+
+
+@documented(WebhooksQuery, WebhookSchema)
+async def webhook_list(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/webhooks: the company's webhook subscriptions."""
+    query = request.app[PARSERS].parse(WEBHOOKS_QUERY, request)
+    listing = webhooks.webhooks_listing(request[CALLER].company_id)
+    return await respond_page(request, listing, query.paging, WEBHOOKS)
+
+
+@documented(DeliveriesQuery, DeliverySchema, path_id="webhook")
+async def webhook_deliveries(request: web.Request) -> web.StreamResponse:
+    """GET /api/companies/v1/webhooks/{id}/deliveries: its attempts, newest first."""
+    webhook_id, query = request.app[PARSERS].parse_with_id(DELIVERIES_QUERY, request)
+    company_id = request[CALLER].company_id
+    listing = webhooks.deliveries_listing(company_id, webhook_id, query.statuses)
+    return await respond_page(request, listing, query.paging, DELIVERIES)
 
 
 @documented(PhishingStatsQuery, PhishingStatsSchema)

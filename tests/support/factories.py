@@ -20,6 +20,7 @@ from app.tools.loader import SAMPLE_FIXTURE, load_files
 KEY_1 = "rk_sample_northwind_7f3c9a1e5b2d4c6f8a0b"  # company 1, Northwind Logistics
 KEY_2 = "rk_sample_bluefin_2d8e6a4c0b9f7e5d3c1a"  # company 2, Bluefin Health
 KEYS = {1: KEY_1, 2: KEY_2}
+KEY_PARTNER = "rk_sample_harbour_5c1e9b7d3a8f6e4d2b0c"  # partner 1, reads companies 1 and 2
 API = "/api/companies/v1"
 DATA_TABLES = (
     "companies",
@@ -42,6 +43,7 @@ TITLES = {
     405: "Method Not Allowed",
     406: "Not Acceptable",
     414: "Request-URI Too Long",  # Python's phrase; the parser's limits (issue 11)
+    403: "Forbidden",
     429: "Too Many Requests",
     431: "Request Header Fields Too Large",
     500: "Internal Server Error",
@@ -121,8 +123,11 @@ def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         conn.close()
 
 
-def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list[tuple[Any, ...]]]:
-    """Every row of the tables (default: all of them), ordered by every column: comparable."""
+def dump_tables(
+    db: Path, tables: Iterable[str] | None = None, without: tuple[str, ...] = ()
+) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of the tables (default: all of them), ordered by every column: comparable.
+    The columns ``without`` names are left out."""
     conn = sqlite3.connect(db)
     try:
         if tables is None:
@@ -130,9 +135,11 @@ def dump_tables(db: Path, tables: Iterable[str] | None = None) -> dict[str, list
             tables = [name for (name,) in listed]
         rows = {}
         for table in tables:
-            width = len(conn.execute(f"SELECT * FROM {table} LIMIT 0").description)
-            order = ", ".join(str(i) for i in range(1, width + 1))
-            rows[table] = conn.execute(f"SELECT * FROM {table} ORDER BY {order}").fetchall()
+            described = conn.execute(f"SELECT * FROM {table} LIMIT 0").description
+            columns = ", ".join(d[0] for d in described if d[0] not in without)
+            rows[table] = conn.execute(
+                f"SELECT {columns} FROM {table} ORDER BY {columns}"
+            ).fetchall()
         return rows
     finally:
         conn.close()
@@ -193,10 +200,91 @@ async def assert_problem(response: ClientResponse, status: int) -> dict[str, Any
     return body
 
 
-# What schema version 7 added (inscriptions' completion dates, the teams' index;
-# PostgreSQL's unixepoch): dropped again by the tests that make an older database.
-SINCE_VERSION_6 = (
+# What schema version 7 added (inscriptions' completion dates, the teams' index,
+# PostgreSQL's unixepoch; partners, scoped keys, folded company names; the change feeds'
+# triggers, places and the webhook tables): dropped again by the tests that make an older
+# database. The hooks' block goes first: its triggers read the completion date.
+# -- hooks' block: the triggers by table (SQLite has one more for deletions).
+CHANGE_TRIGGERS = {
+    "inscriptions_moved": "inscriptions",
+    "section_results_added": "section_results",
+    "section_results_changed": "section_results",
+    "employees_moved": "employees",
+    "team_members_added": "team_members",
+    "team_members_changed": "team_members",
+    "teams_renamed": "teams",
+}
+_SQLITE_ONLY_TRIGGERS = ("section_results_removed", "team_members_removed")
+HOOKS_SINCE_VERSION_6 = (
+    *(f"DROP TRIGGER IF EXISTS {name}" for name in (*CHANGE_TRIGGERS, *_SQLITE_ONLY_TRIGGERS)),
+    *(
+        f"DROP INDEX IF EXISTS {t}_{kind}"
+        for t in ("inscriptions", "employees")
+        for kind in ("by_seq", "unplaced")
+    ),
+    "ALTER TABLE inscriptions DROP COLUMN seq",
+    "ALTER TABLE employees DROP COLUMN seq",
+    "DROP TABLE webhook_deliveries",
+    "DROP TABLE webhooks",
+)
+PG_HOOKS_SINCE_VERSION_6 = (
+    *(f"DROP TRIGGER IF EXISTS {name} ON {table}" for name, table in CHANGE_TRIGGERS.items()),
+    "DROP TABLE webhook_deliveries, webhooks",
+    "ALTER TABLE inscriptions DROP COLUMN seq",
+    "ALTER TABLE employees DROP COLUMN seq",
+)
+# -- stats' block
+STATS_SINCE_VERSION_6 = (
     "ALTER TABLE inscriptions DROP COLUMN completed_at",
     "DROP INDEX IF EXISTS teams_by_company",
 )
-PG_SINCE_VERSION_6 = (*SINCE_VERSION_6, "DROP FUNCTION unixepoch(text)")
+# -- keys' block: partner keys go, api_keys takes version 6's shape again (company_id not
+# null, no scopes), partners and the folded company names go.
+KEYS_SINCE_VERSION_6 = (
+    "CREATE TABLE api_keys_6 (id INTEGER PRIMARY KEY,"
+    " company_id INTEGER NOT NULL REFERENCES companies(id),"
+    " key_hash TEXT NOT NULL UNIQUE CHECK (length(key_hash) = 64), prefix TEXT NOT NULL,"
+    " label TEXT NOT NULL, created_at TEXT NOT NULL, revoked_at TEXT, expires_at TEXT)",
+    "INSERT INTO api_keys_6 SELECT id, company_id, key_hash, prefix, label, created_at,"
+    " revoked_at, expires_at FROM api_keys WHERE company_id IS NOT NULL",
+    "DROP TABLE api_keys",
+    "ALTER TABLE api_keys_6 RENAME TO api_keys",
+    "CREATE INDEX api_keys_by_company ON api_keys (company_id)",
+    "DROP TABLE partner_companies",
+    "DROP TABLE partners",
+    "ALTER TABLE companies DROP COLUMN name_key",
+)
+PG_KEYS_SINCE_VERSION_6 = (
+    "DELETE FROM api_keys WHERE company_id IS NULL",
+    "ALTER TABLE api_keys DROP CONSTRAINT api_keys_one_owner, DROP COLUMN partner_id,"
+    " DROP COLUMN scopes, ALTER COLUMN company_id SET NOT NULL",
+    "DROP TABLE partner_companies, partners",
+    "ALTER TABLE companies DROP COLUMN name_key",
+)
+SINCE_VERSION_6 = (*HOOKS_SINCE_VERSION_6, *STATS_SINCE_VERSION_6, *KEYS_SINCE_VERSION_6)
+PG_SINCE_VERSION_6 = (
+    *PG_HOOKS_SINCE_VERSION_6,
+    *STATS_SINCE_VERSION_6,
+    "DROP FUNCTION unixepoch(text)",
+    *PG_KEYS_SINCE_VERSION_6,
+)
+
+
+def version_6_copy(sample_db: Path, target: Path) -> Path:
+    """A copy of the sample file made version 6 again (what version 7 added, dropped)."""
+    conn = sqlite3.connect(sample_db, isolation_level=None)
+    conn.execute("VACUUM INTO ?", (str(target),))
+    conn.close()
+    conn = sqlite3.connect(target, isolation_level=None)
+    for statement in SINCE_VERSION_6:
+        conn.execute(statement)
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+    return target
+
+
+async def to_version_6(conn: Any) -> None:
+    """Make a PostgreSQL sample database (an asyncpg connection's) version 6 again."""
+    for statement in PG_SINCE_VERSION_6:
+        await conn.execute(statement)
+    await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")

@@ -5,19 +5,23 @@ collector that follows the feed's cursor as a SIEM would.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp.test_utils import TestClient
 
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 
 from .factories import API, KEYS
-from .stores import run_apart
+from .stores import fresh_database, run_apart
 from .verdicts import decide
 
 FEED = f"{API}/events"
@@ -182,3 +186,24 @@ class Collector:
         """Follow next until an answer comes back empty."""
         while await self.poll(limit):
             pass
+
+
+NewWorld = Callable[[Path], AbstractContextManager[World]]
+
+
+def world_maker(request: pytest.FixtureRequest, store_kind: str) -> NewWorld:
+    """Worlds in the store under test: a new file, or a new empty PostgreSQL database."""
+    pg_url = request.getfixturevalue("pg_url") if store_kind == "postgresql" else ""
+
+    @contextlib.contextmanager
+    def new(directory: Path) -> Iterator[World]:
+        if not pg_url:
+            yield World(directory)
+            return
+        databases = fresh_database(pg_url, template="template0")
+        try:
+            yield World(directory, next(databases))
+        finally:
+            databases.close()  # drops the database
+
+    return new

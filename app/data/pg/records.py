@@ -8,6 +8,7 @@ records are in :mod:`.reports`.
 
 from __future__ import annotations
 
+from ..employees import PERSON_COLUMNS
 from . import reports
 from .objects import GROUPS, array
 
@@ -52,6 +53,17 @@ INSCRIPTION = f"(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS}) r)"
 INSCRIPTION_ROW = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
     i.id, e.id AS victim_id, c.id AS course_id) r)"""
 
+INSCRIPTION_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT {INSCRIPTION_COLUMNS},
+    i.id, i.employee_id, i.course_id, i.completed_at) r)"""
+EMPLOYEE_CHANGE = f"""(SELECT row_to_json(r) FROM (SELECT
+    {", ".join(f"e.{c}" for c in PERSON_COLUMNS)}, {GROUPS} AS groups) r)"""
+
+WEBHOOK = """(SELECT row_to_json(r) FROM (SELECT w.id, w.label, w.url_host,
+    array_to_json(string_to_array(w.event_types, ',')) AS event_types, w.status,
+    w.last_success_at, w.last_failure_at, w.consecutive_failures) r)"""
+WEBHOOK_DELIVERY = """(SELECT row_to_json(r) FROM (SELECT d.id, d.message_id, d.event_id,
+    d.attempt, d.attempted_at, d.status, d.response_status, d.error) r)"""
+
 RECORDS: dict[str, str] = {
     "campaign_event": CAMPAIGN_EVENT,
     "employee_event": EMPLOYEE_EVENT,
@@ -59,8 +71,13 @@ RECORDS: dict[str, str] = {
     "event_row": EVENT_ROW,
     "inscription_row": INSCRIPTION_ROW,
     "feed_event": FEED_EVENT,
+    "inscription_change": INSCRIPTION_CHANGE,
+    "employee_change": EMPLOYEE_CHANGE,
+    "webhook": WEBHOOK,
+    "webhook_delivery": WEBHOOK_DELIVERY,
     **reports.CAMPAIGNS,
     **reports.EMPLOYEES,
     "course": reports.COURSE,
+    "partner_company": reports.PARTNER_COMPANY,
     **reports.STATS,
 }

@@ -9,7 +9,7 @@ in the page's one statement, as on SQLite.
 
 from __future__ import annotations
 
-from .. import campaigns, courses, employees, stats
+from .. import campaigns, courses, employees, partners, stats
 from ..summaries import filter_key
 from ..vocabulary import AUTOMATION_FILTERS
 from .aggregates import rate, rounded_mean, seconds_after
@@ -58,6 +58,8 @@ COURSE = json_object(
     courses.course_fields(rate, rounded_mean),
     f"FROM ({courses.COVERAGE}) k, ({courses.RESULTS}) res",
 )
+
+PARTNER_COMPANY = json_object(partners.company_fields(rate), partners.SOURCE)
 
 # The stats' rows (app/data/stats.py), by record name: the grid's SQL is shared.
 STATS = {

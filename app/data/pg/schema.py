@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import asyncpg
 
+from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
-from ..schema import DERIVE_COMPLETED_AT, SCHEMA_VERSION, DatabaseError
+from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
 from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from . import summaries
@@ -280,6 +281,31 @@ TRIGGERS = (
     + FEED_MARK_TRIGGER
 )
 
+# --- Schema version 7: scoped keys, partners and their companies --------------------------
+# SQLite's version 7 (app/data/schema.py): a key belongs to one company or to one partner
+# and holds its scopes. A new database runs it after SCHEMA; an upgrade runs it in
+# migrate_6_to_7.
+SCHEMA_7 = f"""
+CREATE TABLE IF NOT EXISTS partners (
+    id   BIGINT PRIMARY KEY,
+    name {TEXT} NOT NULL
+);
+CREATE TABLE IF NOT EXISTS partner_companies (
+    partner_id BIGINT NOT NULL REFERENCES partners(id),
+    company_id BIGINT NOT NULL REFERENCES companies(id),
+    PRIMARY KEY (partner_id, company_id)
+);
+ALTER TABLE api_keys ALTER COLUMN company_id DROP NOT NULL,
+    ADD COLUMN IF NOT EXISTS partner_id BIGINT REFERENCES partners(id),
+    ADD COLUMN IF NOT EXISTS scopes {TEXT} NOT NULL DEFAULT '{ALL_SCOPES}',
+    DROP CONSTRAINT IF EXISTS api_keys_one_owner,
+    ADD CONSTRAINT api_keys_one_owner CHECK ((company_id IS NULL) <> (partner_id IS NULL));
+CREATE INDEX IF NOT EXISTS api_keys_by_partner ON api_keys (partner_id);
+ALTER TABLE companies ADD COLUMN IF NOT EXISTS name_key {TEXT} NOT NULL DEFAULT '';
+"""
+
+# --- end of schema version 7 ---------------------------------------------------------------
+
 META_DEFAULTS = (
     "INSERT INTO meta (key, value) VALUES ('schema_version', $1),"
     " ('data_version', '0'), ('data_token', md5(random()::text || clock_timestamp())),"
@@ -314,9 +340,10 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS + SUMMARIES)
+            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7 + SUMMARIES)
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
+            await add_change_feeds(conn)
             return False
         if version not in (2, 3, 4, 5, 6, 7):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
@@ -387,13 +414,168 @@ async def migrate_5_to_6(conn: asyncpg.Connection) -> None:
     await conn.execute(EVENTS_BY_TYPE)
 
 
-# --- From schema version 6 to 7 ---
+# --- From schema version 6 to 7 (one step, one marked block per feature) ---
 async def migrate_6_to_7(conn: asyncpg.Connection) -> None:
-    """Inscriptions get their completion date, derived for the stored ones (SQLite's
-    MIGRATE_6_TO_7), and the stats get SQLite's unixepoch."""
+    """SQLite's MIGRATE_6_TO_7: the stats' completion dates and unixepoch, the keys'
+    partners and scopes, then the change feeds (below), which place every row with its
+    completion date."""
+    # -- stats: inscriptions get their completion date, derived for the stored ones.
     await conn.execute(f"ALTER TABLE inscriptions ADD COLUMN {_day('completed_at')}")
     await conn.execute(DERIVE_COMPLETED_AT)
     await conn.execute(STATS_SUPPORT)
+    # -- keys: partners, scoped keys, and company names folded by Python as the loaders
+    # fold them.
+    await conn.execute(SCHEMA_7)
+    for row in await conn.fetch("SELECT id, name FROM companies"):
+        await conn.execute(
+            "UPDATE companies SET name_key = $2 WHERE id = $1", row["id"], row["name"].casefold()
+        )
+    # -- hooks: the change feeds.
+    await add_change_feeds(conn)
+
+
+# -- hooks (same step 6 -> 7): the change feeds of inscriptions and employees
+# (SQLite's block says how: an unplaced row has a NULL seq until the write's end).
+_PERSON = ("first_name", "last_name", "email", "department", "country")
+
+
+def _differs(columns: tuple[str, ...]) -> str:
+    return " OR ".join(f"OLD.{c} IS DISTINCT FROM NEW.{c}" for c in columns)
+
+
+def _moves(name: str, on: str, when: str, table: str, rows: str) -> str:
+    """A row trigger that leaves ``table``'s rows ``rows`` unplaced after a write ``on``."""
+    condition = f" WHEN ({when})" if when else ""
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE {table} SET seq = NULL WHERE id IN ({rows}) AND seq IS NOT NULL;
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER {name} AFTER {on} FOR EACH ROW{condition}
+    EXECUTE FUNCTION {name}();
+"""
+
+
+def _unplaced(name: str, table: str, columns: tuple[str, ...]) -> str:
+    """A trigger that leaves a changed row of ``table`` unplaced (it changes the row)."""
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.seq := NULL;
+    RETURN NEW;
+END $$;
+CREATE OR REPLACE TRIGGER {name} BEFORE UPDATE ON {table} FOR EACH ROW
+    WHEN ({_differs(columns)}) EXECUTE FUNCTION {name}();
+"""
+
+
+_SECTION_ROW = "CASE TG_OP WHEN 'DELETE' THEN OLD.inscription_id ELSE NEW.inscription_id END"
+_MEMBER_ROW = "CASE TG_OP WHEN 'DELETE' THEN OLD.employee_id ELSE NEW.employee_id END"
+# Webhook subscriptions and their delivery attempts (SQLite's WEBHOOK_TABLES).
+WEBHOOK_TABLES = f"""
+CREATE TABLE IF NOT EXISTS webhooks (
+    id                   BIGSERIAL PRIMARY KEY,
+    company_id           BIGINT NOT NULL REFERENCES companies(id),
+    label                {TEXT} NOT NULL,
+    url                  {TEXT} NOT NULL,
+    url_host             {TEXT} NOT NULL,
+    event_types          {TEXT} NOT NULL,
+    secret               {TEXT} NOT NULL,
+    old_secret           {TEXT},
+    old_secret_until     {TEXT},
+    status               {TEXT} NOT NULL CHECK (status IN ('enabled', 'disabled', 'failing')),
+    position_seq         BIGINT NOT NULL,
+    position_id          BIGINT NOT NULL,
+    created_at           {TEXT} NOT NULL,
+    last_success_at      {TEXT},
+    last_failure_at      {TEXT},
+    consecutive_failures BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS webhook_deliveries (
+    id              BIGSERIAL PRIMARY KEY,
+    webhook_id      BIGINT NOT NULL REFERENCES webhooks(id),
+    message_id      {TEXT} NOT NULL,
+    event_id        BIGINT NOT NULL,
+    attempt         BIGINT NOT NULL,
+    attempted_at    {TEXT} NOT NULL,
+    status          {TEXT} NOT NULL CHECK (status IN ('succeeded', 'failed')),
+    response_status BIGINT,
+    error           {TEXT}
+);
+CREATE INDEX IF NOT EXISTS webhooks_by_company ON webhooks (company_id, id);
+CREATE INDEX IF NOT EXISTS webhook_deliveries_by_webhook ON webhook_deliveries (webhook_id, id);
+"""
+CHANGE_FEEDS = (
+    WEBHOOK_TABLES
+    + """
+ALTER TABLE inscriptions ADD COLUMN IF NOT EXISTS seq BIGINT;
+ALTER TABLE employees ADD COLUMN IF NOT EXISTS seq BIGINT;
+CREATE INDEX IF NOT EXISTS inscriptions_by_seq ON inscriptions (company_id, seq, id);
+CREATE INDEX IF NOT EXISTS employees_by_seq ON employees (company_id, seq, id);
+CREATE INDEX IF NOT EXISTS inscriptions_unplaced ON inscriptions (id) WHERE seq IS NULL;
+CREATE INDEX IF NOT EXISTS employees_unplaced ON employees (id) WHERE seq IS NULL;
+"""
+    + _unplaced(
+        "inscriptions_moved",
+        "inscriptions",
+        INSCRIPTION_CHANGES,
+    )
+    + _unplaced("employees_moved", "employees", _PERSON)
+    + _moves(
+        "section_results_added",
+        "INSERT OR DELETE ON section_results",
+        "",
+        "inscriptions",
+        _SECTION_ROW,
+    )
+    + _moves(
+        "section_results_changed",
+        "UPDATE ON section_results",
+        _differs(("inscription_id", "completed_at", "result", "status")),
+        "inscriptions",
+        "NEW.inscription_id, OLD.inscription_id",
+    )
+    + _moves("team_members_added", "INSERT OR DELETE ON team_members", "", "employees", _MEMBER_ROW)
+    + _moves(
+        "team_members_changed",
+        "UPDATE ON team_members",
+        "",
+        "employees",
+        "NEW.employee_id, OLD.employee_id",
+    )
+    + _moves(
+        "teams_renamed",
+        "UPDATE ON teams",
+        "OLD.name IS DISTINCT FROM NEW.name",
+        "employees",
+        "SELECT employee_id FROM team_members WHERE team_id = NEW.id",
+    )
+)
+_ADVANCE = (
+    "UPDATE meta SET value = (value::bigint + $1)::text WHERE key = 'change_seq'"
+    " RETURNING value::bigint - $1"
+)
+_PLACE = (
+    "UPDATE {0} t SET seq = $1 + r.n FROM (SELECT id, row_number() OVER (ORDER BY id) AS n"
+    " FROM {0} WHERE seq IS NULL) r WHERE r.id = t.id"
+)
+
+
+async def place_changes(conn: asyncpg.Connection) -> None:
+    """SQLite's :func:`app.data.schema.place_changes`: the changed rows' places. The
+    change sequence moves first, so a concurrent writer waits for this one's commit."""
+    for table in ("inscriptions", "employees"):
+        moved = await conn.fetchval(f"SELECT count(*) FROM {table} WHERE seq IS NULL")
+        if moved:
+            seq = await conn.fetchval(_ADVANCE, moved)
+            await conn.execute(_PLACE.format(table), seq)
+
+
+async def add_change_feeds(conn: asyncpg.Connection) -> None:
+    """The change feeds: their columns, indexes and triggers; every row takes a place."""
+    await conn.execute(CHANGE_FEEDS)
+    await place_changes(conn)
 
 
 # --- end of 6 to 7 ---
@@ -417,7 +599,9 @@ async def bump_data_version(conn: asyncpg.Connection) -> str:
     """Mark a committed change (inside the writer's transaction); tell listening servers.
 
     NOTIFY is delivered at commit, so servers hear of the load exactly when it is visible.
+    The rows the write changed take their places in the change feeds first.
     """
+    await place_changes(conn)
     rows = await conn.fetch(BUMP)
     token = next(str(r["value"]) for r in rows if r["key"] == "data_token")
     await conn.execute("SELECT pg_notify($1, $2)", CHANNEL, token)

@@ -25,7 +25,7 @@ from typing import Any
 import asyncpg
 
 from .. import feed
-from ..api_keys import ActiveKey
+from ..api_keys import CALLER_COLUMNS, ActiveKey, active_key
 from ..listings import (
     CHUNK_ROWS,
     ChunkEncoder,
@@ -46,8 +46,9 @@ log = logging.getLogger("app.pg")
 
 INLINE_ROWS = 200
 CALLER = (
-    "SELECT id, company_id, extract(epoch FROM expires_at::timestamptz - now())::float8"
-    " FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL"
+    "SELECT " + CALLER_COLUMNS.format(agg="string_agg(company_id::text, ',')") + ","
+    " extract(epoch FROM expires_at::timestamptz - now())::float8"
+    " FROM api_keys k WHERE key_hash = $1 AND revoked_at IS NULL"
     " AND (expires_at IS NULL OR expires_at::timestamptz > now())"
 )
 POLL_SECONDS = 1.0
@@ -188,7 +189,7 @@ class PgStore:
     async def find_caller(self, key_hash: str) -> ActiveKey | None:
         async with self._connection() as conn:
             row = await conn.fetchrow(CALLER, key_hash)
-        return ActiveKey(int(row[0]), int(row[1]), row[2]) if row else None
+        return active_key(row) if row else None
 
     async def check_guard(self, guard: Guard | None) -> None:
         async with self._connection() as conn:

@@ -1,0 +1,166 @@
+"""Webhook subscriptions: what the tool writes, what the sender reads and records.
+
+A subscription has its own position in the event feed (``position_seq``,
+``position_id``: the feed's (seq, id) of the last event it delivered or skipped), its
+own filter of event types, and a signing secret (``whsec_`` and the base64 of 32 random
+bytes, Standard Webhooks 1.0). A rotation keeps the old secret signing beside the new
+one for 24 hours. The statements are written once for both stores (``?`` parameters,
+numbered for PostgreSQL by :func:`app.data.pg.sql.numbered`).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import secrets
+import sqlite3
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from .fields import MAX_ID
+from .listings import Listing, Record, owned, placeholders
+from .vocabulary import EVENT_TYPES
+
+ROTATION = dt.timedelta(hours=24)  # the old secret keeps signing this long after a rotation
+STATUSES = ("enabled", "disabled", "failing")
+
+
+class WebhookRefused(Exception):
+    """A subscription that cannot be made or changed as asked (one line for the user)."""
+
+
+def new_secret() -> str:
+    """A signing secret as Standard Webhooks writes one: ``whsec_`` + base64(32 bytes)."""
+    return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode("ascii")
+
+
+def utc_text(moment: dt.datetime) -> str:
+    return moment.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """What ``create`` checked: an HTTPS URL, its host, the event types (sorted)."""
+
+    company_id: int
+    url: str
+    host: str
+    types: str
+    label: str
+
+    @classmethod
+    def of(cls, company_id: int, url: str, events: str, label: str) -> Subscription:
+        parts = urlsplit(url.strip())
+        if parts.scheme != "https" or not parts.hostname:
+            raise WebhookRefused(f"{url!r} is not an https:// URL with a host")
+        types = sorted({t.strip().lower() for t in events.split(",") if t.strip()})
+        unknown = [t for t in types if t not in EVENT_TYPES]
+        if not types or unknown:
+            raise WebhookRefused(f"--events takes a comma list of {', '.join(EVENT_TYPES)}")
+        if not label.strip():
+            raise WebhookRefused("--label is blank")
+        return cls(company_id, url.strip(), parts.hostname, ",".join(types), label.strip())
+
+
+# The statements of the tool, the same on both stores.
+CREATE = (
+    "INSERT INTO webhooks (company_id, label, url, url_host, event_types, secret, status,"
+    " position_seq, position_id, created_at) SELECT ?, ?, ?, ?, ?, ?, 'enabled',"
+    " CAST(value AS BIGINT), ?, ? FROM meta WHERE key = 'change_seq' RETURNING id"
+)
+COMPANY_EXISTS = "SELECT 1 FROM companies WHERE id = ?"
+LIST = (
+    "SELECT id, company_id, label, url_host, event_types, status, created_at,"
+    " last_success_at, last_failure_at, consecutive_failures, old_secret_until"
+    " FROM webhooks ORDER BY id"
+)
+SET_STATUS = (
+    "UPDATE webhooks SET status = ?, consecutive_failures = CASE WHEN ? = 'enabled'"
+    " THEN 0 ELSE consecutive_failures END WHERE id = ? RETURNING id"
+)
+DELETE_DELIVERIES = "DELETE FROM webhook_deliveries WHERE webhook_id = ?"
+DELETE = "DELETE FROM webhooks WHERE id = ? RETURNING id"
+ROTATE = (
+    "UPDATE webhooks SET old_secret = secret, old_secret_until = ?, secret = ?"
+    " WHERE id = ? RETURNING id"
+)
+
+
+def create_args(sub: Subscription, secret: str, now: dt.datetime) -> tuple[object, ...]:
+    """CREATE's parameters: a new subscription starts after every event written so far."""
+    return (sub.company_id, sub.label, sub.url, sub.host, sub.types, secret, MAX_ID,
+            utc_text(now))  # fmt: skip
+
+
+def missing(webhook_id: int) -> WebhookRefused:
+    return WebhookRefused(f"no webhook {webhook_id}")
+
+
+# SQLite: each function runs inside the caller's write transaction.
+
+
+def create(conn: sqlite3.Connection, sub: Subscription, now: dt.datetime) -> tuple[int, str]:
+    """A new subscription and its secret (shown once by the tool)."""
+    if conn.execute(COMPANY_EXISTS, (sub.company_id,)).fetchone() is None:
+        raise WebhookRefused(f"no company {sub.company_id}")
+    secret = new_secret()
+    (webhook_id,) = conn.execute(CREATE, create_args(sub, secret, now)).fetchone()
+    return int(webhook_id), secret
+
+
+def list_all(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+    return conn.execute(LIST).fetchall()
+
+
+def set_status(conn: sqlite3.Connection, webhook_id: int, status: str) -> None:
+    if conn.execute(SET_STATUS, (status, status, webhook_id)).fetchone() is None:
+        raise missing(webhook_id)
+
+
+def delete(conn: sqlite3.Connection, webhook_id: int) -> None:
+    conn.execute(DELETE_DELIVERIES, (webhook_id,))
+    if conn.execute(DELETE, (webhook_id,)).fetchone() is None:
+        raise missing(webhook_id)
+
+
+def rotate(conn: sqlite3.Connection, webhook_id: int, now: dt.datetime) -> str:
+    secret = new_secret()
+    if conn.execute(ROTATE, (utc_text(now + ROTATION), secret, webhook_id)).fetchone() is None:
+        raise missing(webhook_id)
+    return secret
+
+
+# What the API shows of a subscription (never its secret nor its full URL) and of its
+# delivery attempts (the sender's log), newest first.
+WEBHOOK = Record(
+    "webhook",
+    """json_object('id', w.id, 'label', w.label, 'url_host', w.url_host,
+    'event_types', json('["' || replace(w.event_types, ',', '","') || '"]'),
+    'status', w.status, 'last_success_at', w.last_success_at,
+    'last_failure_at', w.last_failure_at, 'consecutive_failures', w.consecutive_failures)""",
+)
+DELIVERY = Record(
+    "webhook_delivery",
+    """json_object('id', d.id, 'message_id', d.message_id, 'event_id', d.event_id,
+    'attempt', d.attempt, 'attempted_at', d.attempted_at, 'status', d.status,
+    'response_status', d.response_status, 'error', d.error)""",
+)
+
+
+def webhooks_listing(company_id: int) -> Listing:
+    """The company's subscriptions, by id."""
+    rows_from = "FROM webhooks w WHERE w.company_id = ?"
+    return Listing(WEBHOOK, rows_from, rows_from, "w.id", (company_id,))
+
+
+def deliveries_listing(company_id: int, webhook_id: int, statuses: tuple[str, ...]) -> Listing:
+    """One subscription's delivery attempts, newest first; RecordNotFound unless the
+    company's."""
+    where = ["d.webhook_id = ?"]
+    params: list[object] = [webhook_id]
+    if statuses:
+        where.append(f"d.status IN ({placeholders(statuses)})")
+        params.extend(statuses)
+    rows_from = f"FROM webhook_deliveries d WHERE {' AND '.join(where)}"
+    guard = owned("webhooks", webhook_id, company_id)
+    return Listing(DELIVERY, rows_from, rows_from, "d.id DESC", tuple(params), guard)

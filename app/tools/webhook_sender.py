@@ -1,0 +1,384 @@
+"""The webhook sender (``reporting-webhooks run``): each subscription is a reader of the
+event feed that POSTs, Standard Webhooks 1.0.
+
+Per subscription, in feed order: one message per event of its types, signed with its
+secret (and the old one during a rotation); its position moves only after a 2xx, in
+the transaction that logs the delivery. ``webhook-id`` is the event's place in the
+feed (``msg_<seq>_<id>``): the same for every retry and after a restart, new when the
+event changes (a changed event takes a new place). A lock per store (a file lock
+beside the SQLite file; an advisory lock on PostgreSQL) keeps a second sender out.
+SIGTERM lets the message in flight finish, then the sender exits 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import signal
+import socket
+import ssl
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import aiohttp
+import asyncpg
+import yarl
+from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.resolver import DefaultResolver
+
+from ..data.feed import FeedFilters, feed_listing
+from ..data.pg import sql as pg_sql
+from ..data.schema import connect_writer, write_transaction
+from ..data.webhooks import utc_text
+from .cli import ToolError
+
+LOG = logging.getLogger("reporting.webhooks")
+# The Standard Webhooks schedule: the delays before attempts 1 to 10 (seconds).
+SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0)
+TIMEOUT = 15.0
+BATCH = 100  # events read at a time per subscription
+
+SUBSCRIPTIONS = (
+    "SELECT id, company_id, url, event_types, secret, old_secret, old_secret_until,"
+    " position_seq, position_id FROM webhooks WHERE status = 'enabled' ORDER BY id"
+)
+LOGGED = (
+    "INSERT INTO webhook_deliveries (webhook_id, message_id, event_id, attempt,"
+    " attempted_at, status, response_status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+)
+MOVED = (
+    "UPDATE webhooks SET position_seq = ?, position_id = ?, last_success_at = ?,"
+    " consecutive_failures = 0 WHERE id = ?"
+)
+FAILED = (
+    "UPDATE webhooks SET last_failure_at = ?, consecutive_failures = consecutive_failures + 1"
+    " WHERE id = ?"
+)
+STATUS = "UPDATE webhooks SET status = ? WHERE id = ?"
+
+
+@dataclass(frozen=True, slots=True)
+class Hook:
+    id: int
+    company_id: int
+    url: str
+    types: tuple[str, ...]
+    secrets: tuple[str, ...]  # the current one first, then the old one while it still signs
+    position: tuple[int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    message_id: str
+    event_id: int
+    attempt: int
+    ok: bool
+    status: int | None
+    error: str | None
+
+
+def hook_of(row: Sequence[Any], now: str) -> Hook:
+    old = (row[5],) if row[5] and row[6] and row[6] > now else ()
+    return Hook(row[0], row[1], row[2], tuple(row[3].split(",")), (row[4], *old),
+                (row[7], row[8]))  # fmt: skip
+
+
+def sign(secrets: Sequence[str], message_id: str, timestamp: int, body: bytes) -> str:
+    """``webhook-signature``: ``v1,<base64 HMAC-SHA256 of id.timestamp.body>`` per secret."""
+    signed = f"{message_id}.{timestamp}.".encode() + body
+    return " ".join(
+        "v1," + base64.b64encode(
+            hmac.digest(base64.b64decode(s.removeprefix("whsec_")), signed, hashlib.sha256)
+        ).decode("ascii")
+        for s in secrets
+    )  # fmt: skip
+
+
+def message(record: bytes) -> bytes:
+    """The body: the event's type and timestamp, and the /events record as ``data``."""
+    event = json.loads(record)
+    head = {"type": f"campaign_event.{event['type']}", "timestamp": event["timestamp"]}
+    return json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"data":' + record + b"}"
+
+
+class Store(Protocol):
+    async def hooks(self) -> list[Hook]: ...
+    async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]: ...
+    async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None: ...
+    async def set_status(self, hook: Hook, status: str) -> None: ...
+    async def close(self) -> None: ...
+
+
+def _listing(hook: Hook) -> Any:
+    return feed_listing(hook.company_id, FeedFilters.of(hook.types), hook.position)
+
+
+def _log_params(hook: Hook, attempt: Attempt, now: str) -> tuple[Any, ...]:
+    status = "succeeded" if attempt.ok else "failed"
+    return (hook.id, attempt.message_id, attempt.event_id, attempt.attempt, now, status,
+            attempt.status, attempt.error)  # fmt: skip
+
+
+class SqliteStore:
+    """The sender's reads and writes on a SQLite file, under a file lock beside it."""
+
+    def __init__(self, path: str) -> None:
+        if not Path(path).is_file():
+            raise ToolError(f"database file {path} does not exist")
+        self._lock = open(f"{path}.webhooks.lock", "w")  # noqa: SIM115 (held while running)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise ToolError("another webhook sender is running on this database") from None
+        self.conn = connect_writer(path)
+
+    async def hooks(self) -> list[Hook]:
+        now = utc_text(dt.datetime.now(dt.UTC))
+        return [hook_of(row, now) for row in self.conn.execute(SUBSCRIPTIONS)]
+
+    async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
+        listing = _listing(hook)
+        rows = self.conn.execute(listing.select_keyed(), (*listing.select_params, BATCH))
+        return [(bytes(r[0]), r[1], r[2]) for r in rows]
+
+    async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
+        now = utc_text(dt.datetime.now(dt.UTC))
+        with write_transaction(self.conn):
+            self.conn.execute(LOGGED, _log_params(hook, attempt, now))
+            if moved:
+                self.conn.execute(MOVED, (*moved, now, hook.id))
+            else:
+                self.conn.execute(FAILED, (now, hook.id))
+
+    async def set_status(self, hook: Hook, status: str) -> None:
+        with write_transaction(self.conn):
+            self.conn.execute(STATUS, (status, hook.id))
+
+    async def close(self) -> None:
+        self.conn.close()
+        self._lock.close()
+
+
+class PgStore:
+    """The same on PostgreSQL, under a session advisory lock."""
+
+    def __init__(self, conn: asyncpg.Connection) -> None:
+        self.conn = conn
+
+    @classmethod
+    async def open(cls, url: str) -> PgStore:
+        conn = await asyncpg.connect(url)
+        if not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext('reporting webhooks'))"):
+            await conn.close()
+            raise ToolError("another webhook sender is running on this database")
+        return cls(conn)
+
+    async def hooks(self) -> list[Hook]:
+        now = utc_text(dt.datetime.now(dt.UTC))
+        return [hook_of(tuple(row), now) for row in await self.conn.fetch(SUBSCRIPTIONS)]
+
+    async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
+        listing = _listing(hook)
+        rows = await self.conn.fetch(pg_sql.select_keyed(listing), *listing.select_params, BATCH)
+        return [(bytes(r[0]), r[1], r[2]) for r in rows]
+
+    async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
+        now = utc_text(dt.datetime.now(dt.UTC))
+        async with self.conn.transaction():
+            await self.conn.execute(pg_sql.numbered(LOGGED), *_log_params(hook, attempt, now))
+            if moved:
+                await self.conn.execute(pg_sql.numbered(MOVED), *moved, now, hook.id)
+            else:
+                await self.conn.execute(pg_sql.numbered(FAILED), now, hook.id)
+
+    async def set_status(self, hook: Hook, status: str) -> None:
+        await self.conn.execute(pg_sql.numbered(STATUS), status, hook.id)
+
+    async def close(self) -> None:
+        await self.conn.close()
+
+
+class GuardedResolver(AbstractResolver):
+    """Resolves as usual, then drops loopback, private, link-local and other non-public
+    addresses unless the operator allowed them: the connection only uses what is left,
+    so a name cannot be re-resolved to an inner address between check and connect."""
+
+    def __init__(self, allowed: Sequence[ipaddress.IPv4Network | ipaddress.IPv6Network]) -> None:
+        self._inner = DefaultResolver()
+        self._allowed = allowed
+
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
+        found = await self._inner.resolve(host, port, family)
+        kept = [r for r in found if self.permitted(ipaddress.ip_address(r["host"]))]
+        if not kept:
+            raise OSError(f"{host} resolves only to addresses webhooks may not reach")
+        return kept
+
+    def refuses(self, url: str) -> bool:
+        """Whether a URL names an address it may not reach (aiohttp connects to an
+        address given in the URL without resolving it)."""
+        try:
+            address = ipaddress.ip_address(yarl.URL(url).host or "")
+        except ValueError:
+            return False  # a name: resolve() decides
+        return not self.permitted(address)
+
+    def permitted(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+        if any(address in network for network in self._allowed):
+            return True
+        return address.is_global and not address.is_multicast
+
+    async def close(self) -> None:
+        await self._inner.close()
+
+
+@dataclass(frozen=True)
+class Settings:
+    schedule: tuple[float, ...] = SCHEDULE
+    allowed: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    ca_file: str | None = None
+    poll: float = 1.0
+    once: bool = False  # stop once every subscription has caught up
+
+
+class Sender:
+    """Delivers each enabled subscription's events in order until stopped."""
+
+    def __init__(self, store: Store, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.stopping = asyncio.Event()
+        self.resolver = GuardedResolver(settings.allowed)
+
+    async def run(self) -> None:
+        context = ssl.create_default_context(cafile=self.settings.ca_file)
+        connector = aiohttp.TCPConnector(resolver=self.resolver, ssl=context)
+        timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
+            while not self.stopping.is_set():
+                hooks = await self.store.hooks()
+                busy = await asyncio.gather(*(self.drain(http, hook) for hook in hooks))
+                if self.settings.once and not any(busy):
+                    return
+                await self.pause(self.settings.poll if not any(busy) else 0)
+
+    async def pause(self, seconds: float) -> None:
+        """Wait, or less when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    async def drain(self, http: aiohttp.ClientSession, hook: Hook) -> bool:
+        """Send one batch of the subscription's events; True if there were any."""
+        batch = await self.store.events(hook)
+        for record, seq, event_id in batch:
+            if self.stopping.is_set():
+                break
+            if not await self.deliver(http, hook, record, seq, event_id):
+                break
+            hook = replace(hook, position=(seq, event_id))
+        return bool(batch)
+
+    async def deliver(
+        self, http: aiohttp.ClientSession, hook: Hook, record: bytes, seq: int, event_id: int
+    ) -> bool:
+        """One message, retried on the schedule; True once a 2xx moved the position."""
+        message_id, body = f"msg_{seq}_{event_id}", message(record)
+        for number, delay in enumerate(self.settings.schedule, start=1):
+            await self.pause(delay)
+            if self.stopping.is_set() and number > 1:
+                return False
+            status, error, wait = await self.post(http, hook, message_id, body)
+            ok = status is not None and 200 <= status < 300
+            attempt = Attempt(message_id, event_id, number, ok, status, error)
+            await self.store.log(hook, attempt, (seq, event_id) if ok else None)
+            if ok:
+                return True
+            if status == 410:
+                await self.store.set_status(hook, "disabled")
+                LOG.warning("webhook %s: the receiver answered 410 Gone; disabled", hook.id)
+                return False
+            if wait and number < len(self.settings.schedule):
+                await self.pause(wait)
+        await self.store.set_status(hook, "failing")
+        LOG.error(
+            "webhook %s: message %s failed %d times; marked failing (reporting-webhooks"
+            " enable %s sends again from it)", hook.id, message_id,
+            len(self.settings.schedule), hook.id,
+        )  # fmt: skip
+        return False
+
+    async def post(
+        self, http: aiohttp.ClientSession, hook: Hook, message_id: str, body: bytes
+    ) -> tuple[int | None, str | None, float]:
+        """One attempt: the status (None when none came), an error, a Retry-After wait."""
+        if self.resolver.refuses(hook.url):
+            return None, "the URL's address is one webhooks may not reach", 0.0
+        timestamp = int(time.time())
+        headers = {
+            "content-type": "application/json",
+            "webhook-id": message_id,
+            "webhook-timestamp": str(timestamp),
+            "webhook-signature": sign(hook.secrets, message_id, timestamp, body),
+        }
+        try:
+            async with http.post(hook.url, data=body, headers=headers, allow_redirects=False) as r:
+                await r.read()
+                wait = retry_after(r.headers.get("Retry-After")) if r.status in RETRIED else 0.0
+                return r.status, None, wait
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            return None, " ".join(str(exc).split())[:200] or type(exc).__name__, 0.0
+
+
+RETRIED = {429, *range(500, 600)}
+
+
+def retry_after(value: str | None) -> float:
+    """Retry-After in seconds (a number of seconds; a date is read as 0: the schedule)."""
+    try:
+        return max(0.0, float(value)) if value else 0.0
+    except ValueError:
+        return 0.0
+
+
+async def run_sender(db: str | None, url: str | None, settings: Settings) -> None:
+    """Open the store (under its lock) and send until SIGTERM or SIGINT (or caught up)."""
+    store: Store = await PgStore.open(url) if url else SqliteStore(str(db))
+    sender = Sender(store, settings)
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, sender.stopping.set)
+    try:
+        await sender.run()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        await store.close()
+
+
+def schedule_of(text: str) -> tuple[float, ...]:
+    """``0,5,300,...``: the delays before each attempt, in seconds."""
+    try:
+        delays = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        delays = ()
+    if not delays or any(d < 0 for d in delays):
+        raise ValueError(f"{text!r} is not a comma list of seconds")
+    return delays
+
+
+def networks_of(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(x.strip(), strict=False) for x in text.split(",") if x)

@@ -1,0 +1,10 @@
+"""Webhook subscriptions and their sender (installed as reporting-webhooks)."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # a clone needs no install
+from app.tools.webhooks import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,357 @@
+"""Scoped keys, partner keys over several companies, and key introspection.
+
+Every rule on both stores: the key tool makes partners and keys in the store the real
+app reads; answers are compared byte for byte (one X-Request-ID for both requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from datetime import date
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from app.config import Config
+from app.data.api_keys import CACHE_SECONDS, SCOPES
+from app.data.partners import year_before
+from app.main import create_app
+from app.tools.keytool import main
+from app.web.access import ROUTE_SCOPES
+
+from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER, Day, assert_problem
+from .support.stores import Store, on_both_stores
+
+store_kind = on_both_stores()
+KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]{20,}")
+SAME_ID = {"X-Request-ID": "same-request"}
+# A readable URL for every route of company 1 (sample ids: campaign 1, employee 1).
+COMPANY_1_URLS = {
+    f"{API}/campaigns": f"{API}/campaigns",
+    f"{API}/campaigns/{{id}}": f"{API}/campaigns/1",
+    f"{API}/campaigns/{{id}}/events": f"{API}/campaigns/1/events",
+    f"{API}/victimsapi": f"{API}/victimsapi",
+    f"{API}/victimsapi/{{id}}": f"{API}/victimsapi/1",
+    f"{API}/victimsapi/{{id}}/events": f"{API}/victimsapi/1/events",
+    f"{API}/course-inscriptions": f"{API}/course-inscriptions",
+    f"{API}/events": f"{API}/events",
+    f"{API}/courses": f"{API}/courses",
+    f"{API}/key": f"{API}/key",
+}
+PEOPLE = {f"{API}/victimsapi", f"{API}/victimsapi/{{id}}", f"{API}/victimsapi/changes"}
+
+
+async def tool(store: Store, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run the key tool on the store as an operator would; its output."""
+    where = ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+    code = await asyncio.to_thread(main, [*where, *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out
+
+
+async def new_key(store: Store, capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """The key ``create`` printed, once."""
+    (key,) = KEY_PATTERN.findall(await tool(store, capsys, "create", "--label", "t", *argv))
+    return key
+
+
+async def new_partner(store: Store, capsys: pytest.CaptureFixture[str]) -> str:
+    """A new partner's id, as ``partner create`` printed it."""
+    out = await tool(store, capsys, "partner", "create", "--name", "MSP")
+    return str(re.findall(r"partner (\d+)", out)[0])
+
+
+async def partner_key(
+    store: Store, capsys: pytest.CaptureFixture[str], companies: list[int], *argv: str
+) -> str:
+    """A new partner reading ``companies``, and a key of it."""
+    partner = await new_partner(store, capsys)
+    for company in companies:
+        await tool(store, capsys, "partner", "add-company", partner, str(company))
+    return await new_key(store, capsys, "--partner", partner, *argv)
+
+
+async def get(client: TestClient, url: str, key: str, **headers: str) -> Any:
+    return await client.get(url, headers={"X-API-KEY": key, **SAME_ID, **headers})
+
+
+async def exact(client: TestClient, url: str, key: str, **headers: str) -> tuple[int, bytes]:
+    async with await get(client, url, key, **headers) as response:
+        return response.status, await response.read()
+
+
+def test_every_api_route_has_its_scope() -> None:
+    """A route missing from the one table fails here (and is refused to every key)."""
+    app = create_app(Config(db="unused.sqlite3"))
+    paths = {
+        r.resource.canonical
+        for r in app.router.routes()
+        if r.resource is not None
+        and r.resource.canonical.startswith(("/api/companies", "/api/partners"))
+    }
+    assert paths <= set(ROUTE_SCOPES), paths - set(ROUTE_SCOPES)
+    assert {s for s in ROUTE_SCOPES.values() if s} <= set(SCOPES)
+
+
+async def test_the_document_gives_each_operation_its_scope_403_and_header(
+    client: TestClient,
+) -> None:
+    async with client.get("/api/docs/openapi.json") as response:
+        document = await response.json()
+    for path, item in document["paths"].items():
+        if not path.startswith("/api/"):
+            continue
+        operation = item["get"]
+        scope = ROUTE_SCOPES[path]
+        assert operation["x-scope"] == scope
+        assert (f"Scope: `{scope}`." if scope else "Any key") in operation["description"]
+        assert ("403" in operation["responses"]) == (scope is not None)
+        said = "`X-Company-ID`: a partner's key names" in operation["description"]
+        assert said == path.startswith("/api/companies/")
+    text = json.dumps(document)
+    for fact in ("insufficient_scope", "X-Company-ID", "partner", *SCOPES):
+        assert fact in text, fact
+
+
+async def test_a_partner_key_reads_its_companies_and_no_other(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Companies A and B as their own keys see them; C, an unknown id: one 404, same bytes."""
+    partner = await new_partner(store, capsys)
+    await tool(store, capsys, "partner", "add-company", partner, "2")
+    key = await new_key(store, capsys, "--partner", partner)
+    await tool(store, capsys, "partner", "add-company", partner, "1")  # after the key
+    client = await make_client()
+    for route, url in COMPANY_1_URLS.items():
+        if route == f"{API}/key":
+            continue
+        assert await exact(client, url, key, **{"X-Company-ID": "1"}) == await exact(
+            client, url, KEY_1
+        )
+    assert await exact(client, f"{API}/campaigns", key, **{"X-Company-ID": "2"}) == await exact(
+        client, f"{API}/campaigns", KEY_2
+    )
+    only_1 = await partner_key(store, capsys, [1])
+    foreign = await exact(client, f"{API}/campaigns", only_1, **{"X-Company-ID": "2"})
+    assert foreign[0] == 404
+    for unknown in ("3", "999999", str(2**53 - 1)):
+        assert (
+            await exact(client, f"{API}/campaigns", only_1, **{"X-Company-ID": unknown}) == foreign
+        )
+    # ... and exactly what a company key gets for a record of another company.
+    assert await exact(client, f"{API}/campaigns/1", KEY_2) == foreign
+
+
+@pytest.mark.parametrize(
+    ("values", "status"),
+    [([], 400), (["x"], 400), (["1", "1"], 400), (["0"], 400), (["-1"], 400), ([" 1 "], 200)],
+)
+async def test_the_company_header_rules(
+    make_client: Any,
+    store: Store,
+    capsys: pytest.CaptureFixture[str],
+    values: list[str],
+    status: int,
+) -> None:
+    key = await partner_key(store, capsys, [1, 2])
+    client = await make_client()
+    headers = [("X-API-KEY", key), *(("X-Company-ID", v) for v in values)]
+    async with client.get(f"{API}/campaigns", headers=headers) as response:
+        if status == 400:
+            body = await assert_problem(response, 400)
+            assert "X-Company-ID" in body["errors"] and "X-Company-ID" in body["detail"]
+        else:
+            assert response.status == 200
+
+
+async def test_a_company_key_may_name_its_own_company(client: TestClient) -> None:
+    plain = await exact(client, f"{API}/campaigns", KEY_1)
+    assert await exact(client, f"{API}/campaigns", KEY_1, **{"X-Company-ID": "1"}) == plain
+    other = await exact(client, f"{API}/campaigns", KEY_1, **{"X-Company-ID": "2"})
+    assert other == await exact(client, f"{API}/campaigns/999999", KEY_1)
+
+
+async def test_etags_stay_per_company(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = await partner_key(store, capsys, [1, 2])
+    client = await make_client()
+    tags = []
+    for company in ("1", "2"):
+        async with await get(client, f"{API}/courses", key, **{"X-Company-ID": company}) as r:
+            tags.append(r.headers["ETag"])
+    assert tags[0] != tags[1]
+    headers = {"X-Company-ID": "2", "If-None-Match": tags[0]}
+    async with await get(client, f"{API}/courses", key, **headers) as response:
+        assert response.status == 200
+
+
+async def test_without_people_read_every_people_endpoint_is_403(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scopes = " ".join(s for s in SCOPES if s != "people:read")
+    key = await new_key(store, capsys, "--company", "1", "--scope", scopes)
+    client = await make_client()
+    for route, url in COMPANY_1_URLS.items():
+        # A bad parameter too: the scope is checked before any parameter.
+        async with await get(client, f"{url}?per_page=x", key) as response:
+            if route in PEOPLE:
+                body = await assert_problem(response, 403)
+                assert "people:read" in body["detail"]
+                assert response.headers["WWW-Authenticate"] == (
+                    'APIKey header="X-API-KEY", error="insufficient_scope", scope="people:read"'
+                )
+        async with await get(client, url, key) as response:
+            assert response.status == (403 if route in PEOPLE else 200), url
+
+
+async def test_key_introspection_echoes_the_key(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = int(time.time())
+    key = await new_key(store, capsys, "--company", "2", "--scope", "reports:read events:read")
+    partner = await partner_key(store, capsys, [2, 1], "--expires-in", "1h")
+    client = await make_client()
+    async with await get(client, f"{API}/key", key) as response:
+        assert response.headers["Cache-Control"] == "no-store"
+        facts = await response.json()
+    assert facts.pop("iat") >= before - 1
+    assert facts == {
+        "active": True,
+        "scope": "events:read reports:read",
+        "client_id": key[:12],
+        "label": "t",
+        "exp": None,
+        "company_id": 2,
+        "companies": [2],
+    }
+    async with await get(client, f"{API}/key", partner) as response:
+        facts = await response.json()
+    assert facts["partner_id"] >= 1 and "company_id" not in facts
+    assert facts["companies"] == [1, 2] and facts["scope"] == " ".join(SCOPES)
+    assert 3500 <= facts["exp"] - facts["iat"] <= 3601
+    assert partner not in await (await get(client, f"{API}/key", partner)).text()
+
+
+async def test_revoking_a_partner_key_cuts_every_company(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    key = await partner_key(store, capsys, [1, 2])
+    listed = await tool(store, capsys, "list")
+    assert "reports:read" in listed and "(companies 1,2)" in listed
+    key_id = next(line.split()[0] for line in listed.splitlines() if key[:12] in line)
+    client = await make_client()
+    for company in ("1", "2"):
+        assert (await exact(client, f"{API}/courses", key, **{"X-Company-ID": company}))[0] == 200
+    await tool(store, capsys, "revoke", key_id)
+    await asyncio.sleep(CACHE_SECONDS + 0.1)
+    for company in ("1", "2"):
+        assert (await exact(client, f"{API}/courses", key, **{"X-Company-ID": company}))[0] == 401
+
+
+def test_a_bad_scope_is_one_line(sample_db: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--db", str(sample_db), "create", "--company", "1", "--label", "x"]
+    assert main([*argv, "--scope", "people:write"]) == 1
+    assert capsys.readouterr().err.strip().count("\n") == 0
+    assert main(["--db", str(sample_db), "partner", "add-company", "7", "1"]) == 1
+    assert "no partner 7" in capsys.readouterr().err
+
+
+ROLLUP = "/api/partners/v1/companies"
+
+
+def rate(count: int, total: int) -> float | None:
+    """The reports' rounding: half up to 4 decimals, None over nothing."""
+    if not total:
+        return None
+    return float((Decimal(count) / Decimal(total)).quantize(Decimal("0.0001"), ROUND_HALF_UP))
+
+
+async def company_json(client: TestClient, url: str, company: int) -> tuple[Any, int]:
+    """A company's own report through the partner key, and its total."""
+    headers = {"X-API-KEY": KEY_PARTNER, "X-Company-ID": str(company)}
+    async with client.get(url, headers=headers) as response:
+        assert response.status == 200, await response.text()
+        return await response.json(), int(response.headers["X-Total-Count"])
+
+
+@pytest.mark.parametrize("day", [date(2026, 3, 1), date(2025, 7, 15), date(2024, 2, 29)])
+async def test_the_rollup_is_each_company_s_own_reports(
+    dated: tuple[TestClient, Day], day: date
+) -> None:
+    """Every figure of a company's line, from that company's own reports on that day."""
+    client, clock = dated
+    clock.day = day
+    since = f"{year_before(day).isoformat()}T00:00:00Z"
+    async with await get(client, ROLLUP, KEY_PARTNER) as response:
+        assert response.status == 200
+        assert response.headers["X-Total-Count"] == "2"
+        rows = await response.json()
+    assert [row["id"] for row in rows] == [1, 2]
+    for row in rows:
+        company = row["id"]
+        listed, total = await company_json(client, f"{API}/campaigns?per_page=500", company)
+        recent = [c for c in listed if c["launch_date"] >= since]
+        sends = sum(c["targets"] for c in recent)
+        courses, _ = await company_json(client, f"{API}/courses?per_page=500", company)
+        inscriptions = sum(c["inscriptions"] for c in courses)
+        expected = {
+            "id": company,
+            "name": {1: "Northwind Logistics", 2: "Bluefin Health"}[company],
+            "employees": (await company_json(client, f"{API}/victimsapi?per_page=1", company))[1],
+            "campaigns": total,
+            "last_launch_date": max((c["launch_date"] for c in listed), default=None),
+            "sends": sends,
+            "click_rate": rate(sum(c["clicked"] for c in recent), sends),
+            "fail_rate": rate(sum(c["failed"] for c in recent), sends),
+            "report_rate": rate(sum(c["reported"] for c in recent), sends),
+            "inscriptions": inscriptions,
+            "completion_rate": rate(sum(c["completed"] for c in courses), inscriptions),
+            "overdue": sum(c["overdue"] for c in courses),
+        }
+        assert row == expected
+        assert (
+            inscriptions == (await company_json(client, f"{API}/course-inscriptions", company))[1]
+        )
+
+
+async def test_the_rollup_filters_by_name_in_every_format(dated: tuple[TestClient, Day]) -> None:
+    client, _ = dated
+    url = f"{ROLLUP}?filter[name]=bluefin HEALTH,Nobody"
+    async with await get(client, url, KEY_PARTNER) as response:
+        [row] = await response.json()
+    assert row["id"] == 2
+    async with await get(client, f"{url}&format=ndjson", KEY_PARTNER) as response:
+        assert [json.loads(line) for line in (await response.text()).splitlines()] == [row]
+    async with await get(client, f"{url}&format=csv", KEY_PARTNER) as response:
+        header, line = (await response.text()).splitlines()
+    assert header.split(",") == list(row)
+    assert line.split(",")[:2] == ["2", "Bluefin Health"]
+
+
+async def test_the_rollup_is_the_partner_s_only(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    client = await make_client()
+    async with await get(client, ROLLUP, KEY_1) as response:
+        body = await assert_problem(response, 403)
+        challenge = response.headers["WWW-Authenticate"]
+    assert "partner" in body["detail"]
+    assert challenge == 'APIKey header="X-API-KEY", error="insufficient_scope"'
+    only_2 = await partner_key(store, capsys, [2], "--scope", "reports:read")
+    async with await get(client, ROLLUP, only_2) as response:
+        assert [row["id"] for row in await response.json()] == [2]
+    no_reports = await partner_key(store, capsys, [1], "--scope", "events:read")
+    async with await get(client, ROLLUP, no_reports) as response:
+        await assert_problem(response, 403)
+
+
+def test_the_last_12_months_start_a_calendar_year_before() -> None:
+    assert year_before(date(2026, 3, 1)) == date(2025, 3, 1)
+    assert year_before(date(2028, 2, 29)) == date(2027, 2, 28)

@@ -1,0 +1,324 @@
+"""The webhook sender against a real HTTPS receiver on 127.0.0.1 (allowed by the
+operator setting), every message verified with PyPI's ``standardwebhooks``.
+
+The receiver answers as each test scripts it (500, 410, slow); the retry schedule is
+the sender's setting, shortened here (docs/operations.md). Events are loaded by the
+real loader into a copy of the sample; the sender runs in-process (``--once``) or, to
+be killed mid-way, as the real command.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import signal
+import ssl
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import standardwebhooks.webhooks
+import trustme
+from aiohttp import web
+from standardwebhooks import Webhook, WebhookVerificationError
+
+from app.data.schema import connect_writer
+from app.tools.loader import load_files
+from app.tools.webhook_sender import Settings, networks_of, run_sender
+from app.tools.webhooks import main
+
+from .support.factories import API, KEYS, query
+from .support.servers import ROOT, clean_env
+
+LOCAL = networks_of("127.0.0.1")
+SHORT = (0.0, 0.05, 0.05)  # the schedule, shortened: three attempts
+
+
+@dataclass
+class Receiver:
+    """An HTTPS endpoint that keeps each request and answers the next scripted status."""
+
+    url: str = ""
+    ca_file: str = ""
+    answers: list[int] = field(default_factory=list)
+    delay: float = 0.0
+    got: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.read()
+        await asyncio.sleep(self.delay)
+        self.got.append(({k.lower(): v for k, v in request.headers.items()}, body))
+        return web.Response(status=self.answers.pop(0) if self.answers else 200)
+
+
+@pytest.fixture
+async def receiver(tmp_path: Path) -> AsyncIterator[Receiver]:
+    ca = trustme.CA()
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(served)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    hook = Receiver(ca_file=str(tmp_path / "ca.pem"))
+    app = web.Application()
+    app.router.add_post("/hook", hook.handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=served)
+    await site.start()
+    hook.url = f"https://127.0.0.1:{runner.addresses[0][1]}/hook"
+    yield hook
+    await runner.cleanup()
+
+
+def subscribe(db: Path, url: str, events: str = "fail,report") -> tuple[str, str]:
+    """A subscription made by the tool: its id and its secret."""
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    out = StringIO()
+    with redirect_stdout(out):
+        assert main(["--db", str(db), "create", "--company", "1", "--url", url,
+                     "--events", events, "--label", "SOC"]) == 0  # fmt: skip
+    lines = out.getvalue().splitlines()
+    return lines[0].split()[2], lines[1].strip()
+
+
+def new_events(db: Path, tmp_path: Path, ids: range, minute: int = 0, kinds: Any = None) -> None:
+    """Events of company 1's campaign 1, loaded by the real loader."""
+    kinds = kinds or ("fail", "report", "click")  # from id 1001 on
+    events = [
+        {"id": i, "campaign_id": 1, "employee_id": 18, "type": kinds[(i - 1001) % len(kinds)],
+         "timestamp": f"2026-03-01T10:{minute:02d}:{i % 60:02d}Z", "with_captcha": False}
+        for i in ids
+    ]  # fmt: skip
+    path = tmp_path / f"events{ids.start}-{minute}.json"
+    path.write_text(json.dumps({"campaign_events": events}), encoding="utf-8")
+    load_files(db, [path])
+
+
+async def send(db: Path, hook: Receiver, schedule: tuple[float, ...] = SHORT) -> None:
+    await run_sender(str(db), None, Settings(schedule, LOCAL, hook.ca_file, once=True))
+
+
+def verified(secret: str, hook: Receiver) -> list[Any]:
+    return [Webhook(secret).verify(body, headers) for headers, body in hook.got]
+
+
+async def test_every_message_verifies_in_order_with_only_its_types(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    _, secret = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1010))
+    await send(sample_db, receiver)
+    messages = verified(secret, receiver)
+    assert [m["data"]["id"] for m in messages] == [1001, 1002, 1004, 1005, 1007, 1008]
+    assert [m["type"] for m in messages[:2]] == ["campaign_event.fail", "campaign_event.report"]
+    assert messages[0]["timestamp"] == messages[0]["data"]["timestamp"]
+    assert set(messages[0]["data"]) >= {"campaign", "victim", "automation", "ip"}
+    headers = receiver.got[0][0]
+    assert abs(int(headers["webhook-timestamp"]) - dt.datetime.now().timestamp()) < 60
+    assert headers["webhook-signature"].startswith("v1,")
+    await send(sample_db, receiver)  # caught up: nothing again
+    assert len(receiver.got) == 6
+
+
+async def test_a_replay_after_five_minutes_fails(
+    sample_db: Path, tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, secret = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    await send(sample_db, receiver)
+    [(headers, body)] = receiver.got
+    Webhook(secret).verify(body, headers)
+
+    class Later(dt.datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return dt.datetime.now(tz) + dt.timedelta(minutes=5, seconds=1)
+
+    monkeypatch.setattr(standardwebhooks.webhooks, "datetime", Later)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(secret).verify(body, headers)
+
+
+async def test_500_then_200_is_two_attempts_of_one_message(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    webhook_id, secret = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    receiver.answers = [500]
+    await send(sample_db, receiver)
+    assert len(verified(secret, receiver)) == 2
+    assert receiver.got[0][0]["webhook-id"] == receiver.got[1][0]["webhook-id"]
+    log = query(sample_db, "SELECT attempt, status, response_status FROM webhook_deliveries"
+                " WHERE webhook_id = ? ORDER BY id", int(webhook_id))  # fmt: skip
+    assert log == [(1, "failed", 500), (2, "succeeded", 200)]
+
+
+async def test_410_disables_and_a_spent_schedule_marks_failing(
+    sample_db: Path, tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    gone, _ = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1003))
+    receiver.answers = [410]
+    await send(sample_db, receiver)
+    assert len(receiver.got) == 1
+    status = "SELECT status, consecutive_failures FROM webhooks WHERE id = ?"
+    assert query(sample_db, status, int(gone)) == [("disabled", 1)]
+    failing, _ = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1003, 1005))
+    receiver.answers = [503, 429, 500]
+    await send(sample_db, receiver)
+    assert query(sample_db, status, int(failing)) == [("failing", 3)]
+    assert f"webhook {failing}: message" in caplog.text and "marked failing" in caplog.text
+
+
+async def test_a_changed_event_is_a_new_message(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    _, secret = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    await send(sample_db, receiver)
+    new_events(sample_db, tmp_path, range(1001, 1002), minute=30)  # the same event, changed
+    await send(sample_db, receiver)
+    first, second = verified(secret, receiver)
+    assert first["data"]["id"] == second["data"]["id"] == 1001
+    assert first["data"]["timestamp"] != second["data"]["timestamp"]
+    assert receiver.got[0][0]["webhook-id"] != receiver.got[1][0]["webhook-id"]
+
+
+async def test_during_a_rotation_both_secrets_verify(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    webhook_id, old = subscribe(sample_db, receiver.url)
+    assert main(["--db", str(sample_db), "rotate-secret", webhook_id]) == 0
+    [(new,)] = query(sample_db, "SELECT secret FROM webhooks WHERE id = ?", int(webhook_id))
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    await send(sample_db, receiver)
+    assert len(receiver.got[0][0]["webhook-signature"].split(" ")) == 2
+    assert verified(old, receiver) == verified(new, receiver)
+    conn = connect_writer(sample_db)  # the 24 hours have passed
+    conn.execute("UPDATE webhooks SET old_secret_until = '2000-01-01T00:00:00Z'")
+    conn.close()
+    new_events(sample_db, tmp_path, range(1002, 1003))
+    await send(sample_db, receiver)
+    Webhook(new).verify(receiver.got[1][1], receiver.got[1][0])
+    with pytest.raises(WebhookVerificationError):
+        Webhook(old).verify(receiver.got[1][1], receiver.got[1][0])
+
+
+async def test_inner_addresses_are_refused_unless_allowed(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    webhook_id, _ = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    await run_sender(str(sample_db), None, Settings(SHORT, (), receiver.ca_file, once=True))
+    assert receiver.got == []
+    errors = query(sample_db, "SELECT error FROM webhook_deliveries WHERE webhook_id = ?",
+                   int(webhook_id))  # fmt: skip
+    assert len(errors) == 3 and "may not reach" in errors[0][0]
+
+
+def sender_command(db: Path, hook: Receiver, *extra: str) -> list[str]:
+    return [sys.executable, str(ROOT / "scripts" / "webhooks.py"), "--db", str(db), "run",
+            "--allow-addresses", "127.0.0.1", "--ca-file", hook.ca_file,
+            "--retry-schedule", "0,0.05", *extra]  # fmt: skip
+
+
+async def test_killed_mid_way_and_restarted_loses_and_repeats_nothing(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """SIGKILL by PID while messages flow; a restart sends the rest; the receiver counts
+    each event exactly once by webhook-id (a message it answered 2xx but whose position
+    was not yet stored comes again with the same id)."""
+    _, secret = subscribe(sample_db, receiver.url, "fail,report,click")
+    new_events(sample_db, tmp_path, range(1001, 1041))
+    receiver.delay = 0.02
+    proc = await asyncio.create_subprocess_exec(*sender_command(sample_db, receiver),
+                                                env=clean_env())  # fmt: skip
+    while len(receiver.got) < 12:
+        await asyncio.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    await proc.wait()
+    again = await asyncio.create_subprocess_exec(*sender_command(sample_db, receiver, "--once"),
+                                                 env=clean_env())  # fmt: skip
+    assert await again.wait() == 0
+    by_id = {h["webhook-id"]: Webhook(secret).verify(b, h)["data"]["id"] for h, b in receiver.got}
+    assert sorted(by_id.values()) == list(range(1001, 1041))
+
+
+async def test_a_second_sender_is_refused_and_sigterm_stops_cleanly(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    subscribe(sample_db, receiver.url)
+    first = await asyncio.create_subprocess_exec(*sender_command(sample_db, receiver),
+                                                 env=clean_env())  # fmt: skip
+    new_events(sample_db, tmp_path, range(1001, 1004))
+    while len(receiver.got) < 2:
+        await asyncio.sleep(0.01)
+    second = await asyncio.create_subprocess_exec(
+        *sender_command(sample_db, receiver), env=clean_env(), stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await second.communicate()
+    assert second.returncode == 1 and b"another webhook sender is running" in err
+    first.send_signal(signal.SIGTERM)
+    assert await first.wait() == 0
+
+
+async def test_the_api_shows_subscriptions_and_attempts_never_secrets(
+    sample_db: Path, tmp_path: Path, receiver: Receiver, make_client: Any
+) -> None:
+    """GET /webhooks (the host only) and /webhooks/{id}/deliveries (newest first,
+    filter[status]=failed); another company's subscription is 404."""
+    url = receiver.url.replace("https://", "https://user:pw@") + "?token=abc"
+    webhook_id, secret = subscribe(sample_db, url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    receiver.answers = [500]
+    await send(sample_db, receiver)
+    client = await make_client(db=str(sample_db))
+    headers = {"X-API-KEY": KEYS[1]}
+    listed = await client.get(f"{API}/webhooks", headers=headers)
+    text = await listed.text()
+    assert secret not in text and "pw" not in text and "token" not in text
+    [hook] = json.loads(text)
+    assert hook["url_host"] == "127.0.0.1" and hook["event_types"] == ["fail", "report"]
+    assert hook["status"] == "enabled" and hook["consecutive_failures"] == 0
+    assert hook["last_success_at"] >= hook["last_failure_at"]
+    path = f"{API}/webhooks/{webhook_id}/deliveries"
+    attempts = await (await client.get(path, headers=headers)).json()
+    assert [(a["attempt"], a["status"]) for a in attempts] == [(2, "succeeded"), (1, "failed")]
+    failed = await (await client.get(f"{path}?filter[status]=failed", headers=headers)).json()
+    assert [(a["attempt"], a["response_status"]) for a in failed] == [(1, 500)]
+    assert (await client.get(path, headers={"X-API-KEY": KEYS[2]})).status == 404
+    assert await (await client.get(f"{API}/webhooks", headers={"X-API-KEY": KEYS[2]})).json() == []
+    bad = await client.get(f"{path}?filter[status]=lost", headers=headers)
+    assert bad.status == 400 and bad.content_type == "application/problem+json"
+
+
+def test_the_webhooks_listing_is_the_same_on_postgresql(pg_database: str, sample_db: Path) -> None:
+    """The same subscription made on both stores reads the same bytes."""
+    from app.data.pg.sql import select
+    from app.data.webhooks import webhooks_listing
+
+    from .support.stores import run_apart
+
+    argv = ["create", "--company", "1", "--url", "https://a.example/x", "--events", "click",
+            "--label", "BI"]  # fmt: skip
+    assert main(["--db", str(sample_db), *argv]) == 0
+    assert main(["--database-url", pg_database, *argv]) == 0
+    listing = webhooks_listing(1)
+    lite = [bytes(r[0]) for r in query(sample_db, listing.select(), *listing.select_params)]
+
+    async def on_pg() -> list[bytes]:
+        import asyncpg
+
+        conn = await asyncpg.connect(pg_database)
+        try:
+            return [bytes(r[0]) for r in await conn.fetch(select(listing), *listing.select_params)]
+        finally:
+            await conn.close()
+
+    assert run_apart(on_pg()) == lite and len(lite) == 1
