@@ -1,11 +1,10 @@
 """Campaigns with their funnel: the list and the report on one (contract.md 11).
 
-Every figure is computed by SQLite in the statement that reads the page. For each
-campaign ``c`` of the page, the events of each type are one range of the index
-``campaign_events_by_type`` (campaign, type, person, instant, captcha, verdict): a
-count of distinct people is a walk along it (counting, in the same walk, the events of
-each verdict), and a person's first event of a type is where their run of that range
-starts. The fragments are shared with PostgreSQL's JSON of a campaign
+Every figure is read from the summaries the writers keep (:mod:`app.data.summaries`):
+for each campaign ``c`` of the page, its rows of ``campaign_funnels`` under the
+request's filters (one a department: the report's ``by_department``, and summed, the
+campaign's figures), and for each median a walk along the campaign's histogram of
+first instants. The fragments are shared with PostgreSQL's JSON of a campaign
 (:mod:`app.data.pg.reports`): only the JSON and the numbers' rounding differ.
 """
 
@@ -15,9 +14,9 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .aggregates import COUNT_NAMES, Fields, json_pairs, lower_median, rate, seconds_after
-from .automation import and_kept, kept_events
+from .aggregates import COUNT_NAMES, Fields, json_pairs, rate, seconds_after
 from .listings import Listing, Record, owned, placeholders
+from .summaries import FUNNEL_COUNTS, MEDIAN_KINDS, VERDICT_COLUMNS, filter_key
 from .vocabulary import AUTOMATION_FILTERS
 
 
@@ -32,52 +31,22 @@ class CampaignFilters:
     automation: str = "include"  # filter[automation]
 
 
-def events_of(kind: str, captcha: str) -> str:
-    """Campaign ``c``'s events of one type (``captcha``: the with_captcha condition).
-
-    No check of each person's company here: the databases' tenancy rules guarantee it,
-    and a lookup per event would make the figures two to four times slower (measured on
-    both stores). The departments, which join the people anyway, do check it.
-    """
-    return f"FROM campaign_events ev WHERE ev.campaign_id = c.id AND ev.type = '{kind}'{captcha}"
-
-
-def captcha_condition(without_captcha: bool) -> str:
-    """The condition on events ``ev`` that ``filter[with_captcha]=false`` adds."""
-    return " AND ev.with_captcha = 0" if without_captcha else ""
-
-
 # The verdicts a campaign record counts its events of (automation.py decides them).
-VERDICT_COUNTS = {"automated": "automated_events", "suspected": "suspected_events"}
+VERDICT_COUNTS = VERDICT_COLUMNS
 
 
-def figures(captcha: str, kept: str = "") -> str:
+def funnel_rows(key: str) -> str:
+    """Campaign ``c``'s rows of ``campaign_funnels`` (one a department) under filters ``key``."""
+    return f"FROM campaign_funnels f WHERE f.campaign_id = c.id AND f.filters = '{key}'"
+
+
+def figures(key: str) -> str:
     """One row: campaign ``c``'s targets, the four counts of people and the events of
-    each verdict in :data:`VERDICT_COUNTS`.
-
-    Each type's range is walked once, counting its people and, in the same walk, its
-    events of each verdict. ``captcha`` leaves out only captcha-verified events, which
-    are always ``human``: the verdicts' counts are the same with it and without it.
-    ``kept`` (``filter[automation]``'s condition) only decides whose events count as
-    people: the verdicts are counted before any exclusion.
-    """
-    person = f"CASE WHEN {kept} THEN ev.employee_id END" if kept else "ev.employee_id"
-    tallies = ", ".join(
-        f"count(CASE WHEN ev.verdict = '{verdict}' THEN 1 END) AS {verdict}"
-        for verdict in VERDICT_COUNTS
+    each verdict in :data:`VERDICT_COUNTS`, summed over its departments."""
+    sums = ", ".join(
+        f"CAST(coalesce(sum(f.{column}), 0) AS BIGINT) AS {column}" for column in FUNNEL_COUNTS
     )
-    walks = ", ".join(
-        f"(SELECT count(DISTINCT {person}) AS people, {tallies}"
-        f" {events_of(kind, captcha)}) w_{kind}"
-        for kind in COUNT_NAMES
-    )
-    counts = ", ".join(f"w_{kind}.people AS {name}" for kind, name in COUNT_NAMES.items())
-    verdicts = ", ".join(
-        f"{' + '.join(f'w_{kind}.{verdict}' for kind in COUNT_NAMES)} AS {name}"
-        for verdict, name in VERDICT_COUNTS.items()
-    )
-    targets = "(SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id)"
-    return f"SELECT {targets} AS targets, {counts}, {verdicts} FROM {walks}"
+    return f"SELECT {sums} {funnel_rows(key)}"
 
 
 def verdict_counts(row: str) -> Fields:
@@ -85,15 +54,36 @@ def verdict_counts(row: str) -> Fields:
     return [(name, f"{row}.{name}") for name in VERDICT_COUNTS.values()]
 
 
-def firsts(kind: str, captcha: str) -> str:
-    """Column ``v``: each person's first event of ``kind`` in campaign ``c``."""
-    return f"SELECT min(ev.timestamp) AS v {events_of(kind, captcha)} GROUP BY ev.employee_id"
+def median_instant(kind: str, key: str, count: str) -> str:
+    """The lower-middle person's first event of ``kind`` in campaign ``c`` (``count``
+    people had one), from the campaign's histograms of first instants: the hour whose
+    running total of people reaches (count + 1) / 2, then the instant of that hour
+    where the total (with the hours before) does."""
+    rank = f"({count} + 1) / 2"
+    of = f"campaign_id = c.id AND {{0}}.filters = '{key}' AND {{0}}.kind = '{kind}'"
+    hour = (
+        "SELECT x.hour, x.upto - x.people AS before FROM (SELECT b.hour, b.people,"
+        " sum(b.people) OVER (ORDER BY b.hour) AS upto FROM campaign_first_hours b"
+        f" WHERE b.{of.format('b')}) x WHERE x.upto >= {rank} ORDER BY x.hour LIMIT 1"
+    )
+    return (
+        "(SELECT min(m.instant) FROM (SELECT h.instant,"
+        " hr.before + sum(h.people) OVER (ORDER BY h.instant) AS upto"
+        f" FROM ({hour}) hr JOIN campaign_first_instants h ON h.{of.format('h')}"
+        f" AND h.instant > hr.hour AND h.instant < hr.hour || '~') m WHERE m.upto >= {rank})"
+    )
 
 
-def _median_seconds(kind: str, captcha: str) -> str:
-    """Seconds from launch to the lower-middle person's first event of ``kind``."""
-    first = lower_median(firsts(kind, captcha), f"s.{COUNT_NAMES[kind]}")
-    return seconds_after(first, "c.launch_date")
+def medians(key: str, seconds_after: Callable[[str, str], str]) -> Fields:
+    """The two medians of campaign ``c`` whose figures are ``s`` (``seconds_after``: the
+    backend's)."""
+    return [
+        (
+            f"median_seconds_to_first_{kind}",
+            seconds_after(median_instant(kind, key, f"s.{COUNT_NAMES[kind]}"), "c.launch_date"),
+        )
+        for kind in MEDIAN_KINDS
+    ]
 
 
 def counts_and_rates(row: str, rate: Callable[[str, str], str]) -> Fields:
@@ -106,55 +96,25 @@ def counts_and_rates(row: str, rate: Callable[[str, str], str]) -> Fields:
     return [("targets", f"{row}.targets"), *counts, *rates]
 
 
-def department_figures(captcha: str) -> str:
-    """Campaign ``c``'s departments: targets and people per department (no order).
-
-    One row per target and one per (type, person) with such an event, grouped by
-    the person's department; the distinct pairs come straight from the index.
-    """
-    counts = ", ".join(
-        f"count(CASE WHEN type = '{kind}' THEN 1 END) AS {name}"
-        for kind, name in COUNT_NAMES.items()
-    )
-    return f"""SELECT department, sum(target) AS targets, {counts} FROM (
-            SELECT e.department AS department, 1 AS target, NULL AS type
-            FROM campaign_targets t JOIN employees e ON e.id = t.employee_id
-            WHERE t.campaign_id = c.id AND e.company_id = c.company_id
-            UNION ALL
-            SELECT e.department, 0, p.type FROM (
-                SELECT DISTINCT ev.type AS type, ev.employee_id AS employee_id
-                FROM campaign_events ev WHERE ev.campaign_id = c.id{captcha}) p
-            JOIN employees e ON e.id = p.employee_id AND e.company_id = c.company_id) u
-        GROUP BY department"""
-
-
-def _departments(captcha: str) -> str:
+def _departments(key: str) -> str:
     """Campaign ``c``'s ``by_department`` array, by department name."""
     department = json_pairs([("department", "d.department"), *counts_and_rates("d", rate)])
     return f"""(SELECT json_group_array(json_object({department})) FROM (
-        {department_figures(captcha)} ORDER BY department) d)"""
-
-
-def conditions(without_captcha: bool, automation: str) -> tuple[str, str, str]:
-    """The conditions a campaign's figures take from its filters: the walk's (captcha),
-    the people's (``filter[automation]``, bare) and every other figure's (both)."""
-    captcha = captcha_condition(without_captcha)
-    return captcha, kept_events(automation), captcha + and_kept(automation)
+        SELECT f.* {funnel_rows(key)} ORDER BY f.department) d)"""
 
 
 def campaign_json(without_captcha: bool, automation: str, by_department: bool) -> str:
     """The JSON of campaign ``c``, keys in the order of contract.md 11.
 
-    The figures are computed once into ``s`` (MATERIALIZED: otherwise each use of a
+    The figures are read once into ``s`` (MATERIALIZED: otherwise each use of a
     count would run its query again).
     """
-    captcha, kept, counted = conditions(without_captcha, automation)
-    departments = f", 'by_department', {_departments(counted)}" if by_department else ""
-    return f"""(WITH s AS MATERIALIZED ({figures(captcha, kept)})
+    key = filter_key(without_captcha, automation)
+    departments = f", 'by_department', {_departments(key)}" if by_department else ""
+    return f"""(WITH s AS MATERIALIZED ({figures(key)})
     SELECT json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date,
         {json_pairs(counts_and_rates("s", rate))},
-        'median_seconds_to_first_click', {_median_seconds("click", counted)},
-        'median_seconds_to_first_report', {_median_seconds("report", counted)},
+        {json_pairs(medians(key, seconds_after))},
         {json_pairs(verdict_counts("s"))}
         {departments}) FROM s)"""
 

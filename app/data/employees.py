@@ -1,10 +1,10 @@
 """The employee directory with people risk: the list and one employee (contract.md 12).
 
-Each employee's ``phishing`` and ``training`` blocks are computed by SQLite in the
-statement that reads the page, from covering indexes on the employee's events and
-targets and from the training summary of their inscriptions. ``overdue`` compares due
-dates with today's UTC date, which the caller passes (a bound parameter of the record,
-so the answer and its ETag agree). The blocks' keys and SQL are shared with
+Each employee's ``phishing`` block is read from the summary the writers keep
+(``employee_phishing``, :mod:`app.data.summaries`), the ``training`` block from the
+training summary of their inscriptions (:mod:`app.data.training`). ``overdue`` compares
+due dates with today's UTC date, which the caller passes (a bound parameter of the
+record, so the answer and its ETag agree). The blocks' keys and SQL are shared with
 PostgreSQL's JSON (:mod:`app.data.pg.reports`).
 """
 
@@ -15,7 +15,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs
-from .automation import and_kept
 from .inscriptions import GROUPS_JSON, person_conditions
 from .listings import Listing, Record, owned
 from .vocabulary import AUTOMATION_FILTERS, INSCRIPTION_STATUSES
@@ -32,21 +31,19 @@ class EmployeeFilters:
 
 
 # Employee ``e``'s campaigns, distinct campaigns with each event type, latest event: one
-# row of ``phishing_from``.
+# row of ``phishing_from`` (none for a person never targeted: zeros and null).
 PHISHING: Fields = [
-    ("campaigns", "(SELECT count(*) FROM campaign_targets t WHERE t.employee_id = e.id)"),
     *(
-        (name, f"count(DISTINCT CASE WHEN ev.type = '{kind}' THEN ev.campaign_id END)")
-        for kind, name in COUNT_NAMES.items()
+        (name, f"CAST(coalesce(max(p.{name}), 0) AS BIGINT)")
+        for name in ("campaigns", *COUNT_NAMES.values())
     ),
-    ("last_event_at", "max(ev.timestamp)"),
+    ("last_event_at", "max(p.last_event_at)"),
 ]
 
 
 def phishing_from(automation: str) -> str:
-    """Employee ``e``'s events that ``filter[automation]`` keeps (every figure of the
-    block but ``campaigns``, which counts targets)."""
-    return f"FROM campaign_events ev WHERE ev.employee_id = e.id{and_kept(automation)}"
+    """Employee ``e``'s row of the summary ``employee_phishing`` under ``filter[automation]``."""
+    return f"FROM employee_phishing p WHERE p.employee_id = e.id AND p.automation = '{automation}'"
 
 
 # Employee ``e``'s inscriptions by status (their summary row, :mod:`app.data.training`),
@@ -86,10 +83,7 @@ EMPLOYEES = {
 
 def _campaigns_with(kind: str, automation: str) -> str:
     """How many distinct campaigns employee ``e`` had an event of ``kind`` in."""
-    return (
-        "(SELECT count(DISTINCT ev.campaign_id) FROM campaign_events ev"
-        f" WHERE ev.employee_id = e.id AND ev.type = '{kind}'{and_kept(automation)})"
-    )
+    return f"(SELECT coalesce(max(p.{COUNT_NAMES[kind]}), 0) {phishing_from(automation)})"
 
 
 def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date) -> Listing:

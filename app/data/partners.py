@@ -1,7 +1,7 @@
 """The partner's rollup: each of a partner's companies in one line of figures.
 
 Every figure is computed by the database in the page's one statement, from the same
-fragments as the campaign and course reports (:mod:`app.data.campaigns`,
+summaries and fragments as the campaign and course reports (:mod:`app.data.campaigns`,
 :mod:`app.data.courses`); PostgreSQL's JSON is built from the same fields
 (:mod:`app.data.pg.reports`). The last 12 months are the campaigns launched on or after
 :func:`year_before` today's UTC date, which the caller passes, as ``overdue`` is counted
@@ -14,24 +14,19 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs, rate
-from .campaigns import events_of
 from .listings import Listing, Record, placeholders
 
 # Company ``co``'s campaigns of the last 12 months (launched at or after ``?``): targets,
-# and the people who opened, clicked, reported and failed, each summed over the campaigns
-# (each campaign's people counted as its report counts them).
-_PEOPLE = ", ".join(
-    f"(SELECT count(DISTINCT ev.employee_id) {events_of(kind, '')}) AS {name}"
-    for kind, name in COUNT_NAMES.items()
-)
+# and the people who opened, clicked, reported and failed, each summed over the campaigns'
+# funnels (the writers' summaries, each campaign's people counted as its report counts them).
 # Sums as integers: PostgreSQL's sum of bigints is numeric (and would divide exactly).
 _SUMS = ", ".join(
     f"CAST(coalesce(sum(x.{name}), 0) AS BIGINT) AS {name}"
     for name in ("targets", *COUNT_NAMES.values())
 )
-RECENT = f"""SELECT {_SUMS} FROM (SELECT
-    (SELECT count(*) FROM campaign_targets t WHERE t.campaign_id = c.id) AS targets, {_PEOPLE}
-    FROM campaigns c WHERE c.company_id = co.id AND c.launch_date >= ?) x"""
+RECENT = f"""SELECT {_SUMS} FROM campaigns c JOIN campaign_funnels x
+    ON x.campaign_id = c.id AND x.filters = 'include'
+    WHERE c.company_id = co.id AND c.launch_date >= ?"""
 # Company ``co``'s inscriptions: how many, completed, and overdue on the date ``?``.
 TRAINING = """SELECT count(*) AS inscriptions,
     count(CASE WHEN i.status = 'completed' THEN 1 END) AS completed,

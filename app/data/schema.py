@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 
-from . import training
+from . import summaries, training
 from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .stats_summary import EVERYTHING, SQLITE_TABLES, refresh
@@ -507,7 +507,11 @@ def place_changes(conn: sqlite3.Connection) -> None:
 # tables (made with the others), filled from the stored rows once the verdicts are decided.
 # -- training: the training summaries and the triggers that keep them
 # (app/data/training.py), counted once from the stored rows.
-SUMMARY_TABLES = SQLITE_TABLES + training.TABLES + training.TRIGGERS
+# -- reports: the campaign reports' and the directory's summaries, kept by the writers
+# (app/data/summaries.py); the upgrade fills them for the stored data.
+SUMMARY_TABLES = (
+    SQLITE_TABLES + training.TABLES + training.TRIGGERS + summaries.SCHEMA + summaries.TRIGGERS
+)
 
 
 def fill_summaries(conn: sqlite3.Connection) -> None:
@@ -592,8 +596,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             chosen = rules or rules_from_env()
             classify(conn, chosen, "SELECT id FROM main.campaigns", int(seq))
         add_change_feeds(conn)  # schema step 6 -> 7, hooks block (a new file too)
-        if version in (1, 2, 3, 4, 5, 6, 7):  # 7 to 8, stats' block
+        if version in (1, 2, 3, 4, 5, 6, 7):  # 7 to 8, stats' and reports' blocks
             fill_summaries(conn)
+            summaries.fill(conn)  # after any verdicts decided above
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -169,6 +169,10 @@ TRIGGERS = "".join(
 )
 
 # Every summary counted afresh from the rows (into empty tables: the upgrade).
-FILL = tuple(s.upsert(f"SELECT {s.signed(s.source, 1)} FROM {s.source}") for s in SUMMARIES)
+# Counted from scratch (emptied first: filling twice never doubles a count).
+FILL = (
+    *(f"DELETE FROM {s.table}" for s in SUMMARIES),
+    *(s.upsert(f"SELECT {s.signed(s.source, 1)} FROM {s.source}") for s in SUMMARIES),
+)
 MIGRATE_7_TO_8 = (*FILL,)  # after TABLES and TRIGGERS (the schema's CREATEs)
 # --- end of 7 to 8 ---

@@ -35,6 +35,8 @@ from ..data.schema import (
 )
 from ..data.stats_summary import Touched
 from ..data.stats_summary import refresh as refresh_stats
+from ..data.summaries import EVERY_SEND
+from ..data.summaries import refresh as refresh_reports
 from .cli import ToolError, add_store_arguments, command, plural
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .generator_words import (
@@ -231,6 +233,9 @@ def generate_companies(
             new = f"SELECT id FROM main.campaigns WHERE id > {origin.campaigns}"
             classify(conn, rules, new, origin.change_seq)
             refresh_stats(conn, origin.change_seq, made(origin))
+            refresh_reports(
+                conn, f"{EVERY_SEND} WHERE campaign_id > {origin.campaigns}", origin.change_seq
+            )
             bump_data_version(conn)
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return companies, counts

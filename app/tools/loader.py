@@ -34,6 +34,7 @@ from ..data.schema import (
 )
 from ..data.stats_summary import Touched
 from ..data.stats_summary import refresh as refresh_stats
+from ..data.summaries import refresh as refresh_reports
 from .cli import add_store_arguments, cause_of, command, plural
 from .fixture_format import TABLES
 from .fixture_reader import Item
@@ -151,6 +152,7 @@ def _check_and_write(
     if counts["campaign_events"] or counts["campaign_targets"]:
         classify(conn, rules, TOUCHED, seq)
     refresh_stats(conn, seq, LOADED)
+    refresh_reports(conn, TOUCHED_SENDS, seq)
     bump_data_version(conn)
     return counts
 
@@ -160,6 +162,8 @@ TOUCHED = (
     "SELECT campaign_id FROM temp.stage_campaign_events WHERE valid"
     " UNION SELECT campaign_id FROM temp.stage_campaign_targets WHERE valid"
 )
+# The sends whose summaries a load may change besides those of its events: its targets.
+TOUCHED_SENDS = "SELECT campaign_id, employee_id FROM temp.stage_campaign_targets WHERE valid"
 
 
 # What the stats' summaries take again (app/data/stats_summary.py): the rows it gave.

@@ -17,6 +17,7 @@ import asyncpg
 
 from ..data.pg.schema import bump_data_version, ensure_schema
 from ..data.pg.stats_summary import refresh as refresh_stats
+from ..data.pg.summaries import fill as fill_reports
 from ..data.stats_summary import EVERYTHING
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .pg_loader import sqlite_decimal
@@ -95,6 +96,7 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
             )
             await conn.executemany("INSERT INTO meta (key, value) VALUES ($1, $2)", list(marks))
             await refresh_stats(conn, 0, EVERYTHING)
+            await fill_reports(conn)
             await bump_data_version(conn)
         # Statistics, and the visibility map: the reports' figures come from index-only
         # scans, which PostgreSQL only plans once the copied pages are known all-visible

@@ -27,6 +27,7 @@ from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, ensure_schema
 from ..data.pg.stats_summary import refresh as refresh_stats
+from ..data.pg.summaries import refresh as refresh_reports
 from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
 from ..data.stats_summary import Touched
 from .fixture_format import TABLES as FIXTURE_TABLES
@@ -277,6 +278,7 @@ async def write(
         if counts["campaign_events"] or counts["campaign_targets"]:
             await classify(conn, rules, TOUCHED, seq)
         await refresh_stats(conn, seq, LOADED)
+        await refresh_reports(conn, TOUCHED_SENDS, seq)
         await bump_data_version(conn)
     return counts
 
@@ -286,6 +288,8 @@ TOUCHED = (
     "SELECT campaign_id FROM stage_campaign_events"
     " UNION SELECT campaign_id FROM stage_campaign_targets"
 )
+# The sends whose summaries a load may change besides those of its events (SQLite's too).
+TOUCHED_SENDS = "SELECT campaign_id, employee_id FROM stage_campaign_targets"
 
 
 # What the stats' summaries take again (the SQLite loader's LOADED): the rows it gave.

@@ -21,9 +21,11 @@ from ..data.pg.automation import classify as classify_pg
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import ensure_schema as ensure_pg
 from ..data.pg.stats_summary import refresh as refresh_stats_pg
+from ..data.pg.summaries import refresh as refresh_reports_pg
 from ..data.schema import bump_data_version, connect_writer, write_transaction
 from ..data.stats_summary import Touched
 from ..data.stats_summary import refresh as refresh_stats
+from ..data.summaries import refresh as refresh_reports
 from .cli import ToolError, add_store_arguments, command, plural
 from .keytool import existing
 
@@ -50,6 +52,7 @@ def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
             seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0]
             moved = classify(conn, rules, scope(company), int(seq))
             refresh_stats(conn, int(seq), Touched())
+            refresh_reports(conn, "", int(seq))
             if moved:
                 bump_data_version(conn)
             return moved
@@ -71,6 +74,7 @@ async def reclassify_pg(url: str, company: int | None, rules: Rules) -> Moved:
             seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
             moved = await classify_pg(conn, rules, scope(company), seq)
             await refresh_stats_pg(conn, seq, Touched())
+            await refresh_reports_pg(conn, "", seq)
             if moved:
                 await bump_pg(conn)
             return moved

@@ -33,13 +33,11 @@ def rounded_mean(total: str, count: str) -> str:
     return f"CASE WHEN {count} > 0 THEN {real(f'{tenths} / 10')} END"
 
 
-def median_seconds_after(values: str, start: str) -> str:
-    """Whole seconds from ``start`` to the lower middle of the ``v`` instants of
-    ``values``, 0 when it came first; NULL when there are none.
-
-    ``percentile_disc(0.5)`` is the first value whose share reaches one half: of n
-    values the ((n + 1) / 2)-th smallest, SQLite's lower middle.
-    """
-    middle = f"SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY f.v) AS v FROM ({values}) f"
+def seconds_after(instant: str, start: str) -> str:
+    """Whole seconds from ``start`` to ``instant``, 0 when it came first; NULL stays NULL
+    (SQLite's :func:`app.data.aggregates.seconds_after`; ``greatest`` ignores a NULL)."""
     seconds = f"extract(epoch FROM m.v::timestamptz - {start}::timestamptz)"
-    return f"(SELECT greatest(0, {seconds})::bigint FROM ({middle}) m WHERE m.v IS NOT NULL)"
+    return (
+        f"(SELECT greatest(0, {seconds})::bigint FROM (SELECT {instant} AS v) m"
+        " WHERE m.v IS NOT NULL)"
+    )

@@ -10,36 +10,32 @@ in the page's one statement, as on SQLite.
 from __future__ import annotations
 
 from .. import campaigns, courses, employees, partners, stats
+from ..summaries import filter_key
 from ..vocabulary import AUTOMATION_FILTERS
-from .aggregates import median_seconds_after, rate, rounded_mean
+from .aggregates import rate, rounded_mean, seconds_after
 from .objects import GROUPS, array, json_object, json_select
 
-MEDIANS = (("click", "median_seconds_to_first_click"), ("report", "median_seconds_to_first_report"))
 
-
-def _departments(captcha: str) -> str:
+def _departments(key: str) -> str:
     """Campaign ``c``'s ``by_department`` array, by department name."""
-    fields = [("department", "d.department"), *campaigns.counts_and_rates("d", rate)]
-    return array(fields, f"FROM ({campaigns.department_figures(captcha)}) d", "d.department")
+    fields = [("department", "f.department"), *campaigns.counts_and_rates("f", rate)]
+    return array(fields, campaigns.funnel_rows(key), "f.department")
 
 
 def campaign_json(without_captcha: bool, automation: str, by_department: bool) -> str:
     """The JSON of campaign ``c`` (SQLite's :func:`app.data.campaigns.campaign_json`),
-    the figures computed once into ``s`` as there."""
-    captcha, kept, counted = campaigns.conditions(without_captcha, automation)
+    the figures read once into ``s`` as there."""
+    key = filter_key(without_captcha, automation)
     fields = [
         ("id", "c.id"),
         ("title", "c.title"),
         ("launch_date", "c.launch_date"),
         *campaigns.counts_and_rates("s", rate),
-        *(
-            (name, median_seconds_after(campaigns.firsts(kind, counted), "c.launch_date"))
-            for kind, name in MEDIANS
-        ),
+        *campaigns.medians(key, seconds_after),
         *campaigns.verdict_counts("s"),
-        *([("by_department", _departments(counted))] if by_department else []),
+        *([("by_department", _departments(key))] if by_department else []),
     ]
-    figures = campaigns.figures(captcha, kept)
+    figures = campaigns.figures(key)
     return f"(WITH s AS MATERIALIZED ({figures}) {json_select(fields, 'FROM s')})"
 
 

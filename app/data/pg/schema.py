@@ -15,7 +15,9 @@ from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
 from ..stats_summary import EVERYTHING
+from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
+from . import summaries
 from .automation import classify
 from .stats_summary import PG_TABLES, refresh
 from .training import SCHEMA_8 as TRAINING_TABLES
@@ -342,7 +344,9 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version == SCHEMA_VERSION:
             return False
         if version is None:
-            await conn.execute(SCHEMA + TRIGGERS + SCHEMA_7 + PG_TABLES + TRAINING_TABLES)
+            await conn.execute(
+                SCHEMA + TRIGGERS + SCHEMA_7 + PG_TABLES + TRAINING_TABLES + SUMMARIES
+            )
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             await add_change_feeds(conn)
@@ -584,15 +588,23 @@ async def add_change_feeds(conn: asyncpg.Connection) -> None:
 
 
 # --- From schema version 7 to 8 (one step, one marked block per feature) ---
+# The reports' summaries kept by the writers (app/data/summaries.py).
+SUMMARIES = summary_tables("BIGINT", TEXT) + summaries.TRIGGERS
+
+
 async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
     """The stats' summaries (SQLite's SUMMARY_TABLES), filled from the stored rows; the
-    training summaries (app/data/pg/training.py), counted once, then kept by triggers."""
+    training summaries (app/data/pg/training.py), counted once, then kept by triggers;
+    the reports' summaries, filled."""
     # -- stats' block
     await conn.execute(PG_TABLES)
     seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
     await refresh(conn, seq, EVERYTHING)
     # -- training's block
     await add_training_summaries(conn)
+    # -- reports' block (after any verdicts decided above)
+    await conn.execute(SUMMARIES)
+    await summaries.fill(conn)
 
 
 # --- end of 7 to 8 ---
