@@ -153,6 +153,8 @@ async def test_both_stores_carry_the_same_rules(store: Store) -> None:
         try:
             twins = other.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
             expected = {name.removesuffix("_on_update") for (name,) in twins}
+            # The change feeds' deletions: one PostgreSQL trigger takes inserts and deletes.
+            expected -= {"section_results_removed", "team_members_removed"}
         finally:
             other.close()
         assert {name for (name,) in rows} == expected

@@ -27,8 +27,10 @@ from aiohttp import web
 from standardwebhooks import Webhook, WebhookVerificationError
 
 from app.data.schema import connect_writer
+from app.tools.cli import ToolError
 from app.tools.loader import load_files
-from app.tools.webhook_sender import Settings, networks_of, run_sender
+from app.tools.pg_loader import load_pg
+from app.tools.webhook_sender import PgStore, Settings, networks_of, run_sender
 from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
@@ -75,19 +77,24 @@ async def receiver(tmp_path: Path) -> AsyncIterator[Receiver]:
 
 def subscribe(db: Path, url: str, events: str = "fail,report") -> tuple[str, str]:
     """A subscription made by the tool: its id and its secret."""
+    return subscribe_on(["--db", str(db)], url, events)
+
+
+def subscribe_on(store: list[str], url: str, events: str = "fail,report") -> tuple[str, str]:
+    """The same on the store ``store`` names (``--db`` or ``--database-url``)."""
     from contextlib import redirect_stdout
     from io import StringIO
 
     out = StringIO()
     with redirect_stdout(out):
-        assert main(["--db", str(db), "create", "--company", "1", "--url", url,
+        assert main([*store, "create", "--company", "1", "--url", url,
                      "--events", events, "--label", "SOC"]) == 0  # fmt: skip
     lines = out.getvalue().splitlines()
     return lines[0].split()[2], lines[1].strip()
 
 
-def new_events(db: Path, tmp_path: Path, ids: range, minute: int = 0, kinds: Any = None) -> None:
-    """Events of company 1's campaign 1, loaded by the real loader."""
+def events_file(tmp_path: Path, ids: range, minute: int = 0, kinds: Any = None) -> Path:
+    """A fixture of events of company 1's campaign 1."""
     kinds = kinds or ("fail", "report", "click")  # from id 1001 on
     events = [
         {"id": i, "campaign_id": 1, "employee_id": 18, "type": kinds[(i - 1001) % len(kinds)],
@@ -96,7 +103,12 @@ def new_events(db: Path, tmp_path: Path, ids: range, minute: int = 0, kinds: Any
     ]  # fmt: skip
     path = tmp_path / f"events{ids.start}-{minute}.json"
     path.write_text(json.dumps({"campaign_events": events}), encoding="utf-8")
-    load_files(db, [path])
+    return path
+
+
+def new_events(db: Path, tmp_path: Path, ids: range, minute: int = 0, kinds: Any = None) -> None:
+    """Events of company 1's campaign 1, loaded by the real loader."""
+    load_files(db, [events_file(tmp_path, ids, minute, kinds)])
 
 
 async def send(db: Path, hook: Receiver, schedule: tuple[float, ...] = SHORT) -> None:
@@ -322,3 +334,25 @@ def test_the_webhooks_listing_is_the_same_on_postgresql(pg_database: str, sample
             await conn.close()
 
     assert run_apart(on_pg()) == lite and len(lite) == 1
+
+
+async def test_the_sender_on_postgresql_sends_the_same_and_keeps_a_second_out(
+    pg_database: str, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A subscription made on PostgreSQL, events loaded by its loader: the same messages
+    as on SQLite, in order, verified; a second sender is refused by the advisory lock."""
+    store = ["--database-url", pg_database]
+    _, secret = await asyncio.to_thread(subscribe_on, store, receiver.url)
+    await load_pg(pg_database, [events_file(tmp_path, range(1001, 1010))])
+    first = await PgStore.open(pg_database)
+    try:
+        with pytest.raises(ToolError, match="another webhook sender is running"):
+            await PgStore.open(pg_database)
+    finally:
+        await first.close()
+    settings = Settings(SHORT, LOCAL, receiver.ca_file, once=True)
+    await run_sender(None, pg_database, settings)
+    messages = verified(secret, receiver)
+    assert [m["data"]["id"] for m in messages] == [1001, 1002, 1004, 1005, 1007, 1008]
+    await run_sender(None, pg_database, settings)  # caught up: nothing again
+    assert len(receiver.got) == 6

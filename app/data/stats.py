@@ -337,7 +337,7 @@ def summarised(filters: StatsFilters) -> bool:
 
 def raw_listing(endpoint: str, company_id: int, filters: StatsFilters) -> Listing:
     """The rows computed from the raw rows at each request: the slower path of the filters
-    the summaries do not cover (and the benchmark's reference for the others)."""
+    the summaries do not cover."""
     grid = phishing_grid if endpoint == "phishing" else training_grid
     rows_from, counted_from, params = grid(filters, company_id)
     record = RECORDS[endpoint, filters.group_by]
