@@ -553,7 +553,8 @@ def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
     assert state(sample_db) == expected
     # The renumbered events are changed ones: the feed sends them again, under their new ids.
     change_seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
-    assert max(feed_places(sample_db).values()) == int(change_seq) > int(seq)
+    # (The change sequence counts the employees' feed too: renumbered people move there.)
+    assert int(seq) < max(feed_places(sample_db).values()) <= int(change_seq)
     # Importing the export again changes nothing: the ids are those it derives.
     import_export(sample_db, path, 1)
     assert state(sample_db) == expected
@@ -571,14 +572,14 @@ async def pg_run(url: str, statements: list[str]) -> None:
 
 
 async def pg_rows(url: str) -> list[Any]:
-    """The data token, then the rows an import writes (events without their ``seq``)."""
+    """The data token, then the rows an import writes (without their feed places, ``seq``)."""
     conn = await asyncpg.connect(url)
     try:
         found = [await conn.fetchval("SELECT value FROM meta WHERE key = 'data_token'")]
         for table in TABLES:
             columns = EVENT_COLUMNS if table == "campaign_events" else "*"
             rows = await conn.fetch(f"SELECT {columns} FROM {table}")
-            found.append(sorted(map(tuple, rows)))
+            found.append(sorted(tuple(v for k, v in r.items() if k != "seq") for r in rows))
         return found
     finally:
         await conn.close()
