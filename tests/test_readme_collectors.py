@@ -204,9 +204,10 @@ def test_a_line_separator_inside_a_record_is_not_a_record(tmp_path: Path) -> Non
 
 @pytest.fixture(scope="module")
 def tenant(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A generated company of 150,000 events, alone in its database."""
+    """A generated company of 150,000 events, alone in its database (in few campaigns:
+    fewer summaries for the generator to fill)."""
     db = tmp_path_factory.mktemp("tenant") / "tenant.sqlite3"
-    sizes = Sizes(companies=1, employees=500, campaigns=150, events_per_campaign=1000,
+    sizes = Sizes(companies=1, employees=500, campaigns=30, events_per_campaign=5000,
                   courses=1, inscriptions=1)  # fmt: skip
     generate(db, sizes, SEED)
     assert len(events_of(db, 1)) == TENANT_EVENTS

@@ -8,6 +8,7 @@ import ipaddress
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from functools import cache
 from typing import Any
 
 from app.data.automation import SCANNER_AGENTS
@@ -90,8 +91,10 @@ def _inside(text: str, nets: list[Any]) -> bool:
     return any(address in n or (mapped is not None and mapped in n) for n in nets)
 
 
+@cache
 def sample_verdicts() -> dict[int, dict[str, Any]]:
-    """The sample's events' ``automation``, by the default settings."""
+    """The sample's events' ``automation``, by the default settings (worked out once:
+    callers only read it)."""
     data = sample()
     sent = {
         (t["campaign_id"], t["employee_id"]): t.get("sent_at") for t in data["campaign_targets"]
