@@ -63,7 +63,8 @@ def report_datasets(draw: st.DrawFn) -> Data:
             sent = draw(st.none() | st.just(campaign["launch_date"]))
             targets.append({"campaign_id": campaign["id"], "employee_id": person, "sent_at": sent})
     data["campaign_targets"] = targets
-    ids = iter(draw(st.randoms(use_true_random=False)).sample(range(1, FREE_ID), 16))
+    # Ids for the rows added here, above the dataset's own (which stay below FREE_ID).
+    ids = iter(draw(st.randoms(use_true_random=False)).sample(range(FREE_ID, 2 * FREE_ID), 16))
     for row in data["campaign_events"]:  # scanners, shared addresses (automation's rules)
         row |= {"user_agent": draw(st.sampled_from(AGENTS)), "ip": draw(st.sampled_from(ADDRESSES))}
     clicks = [e for e in data["campaign_events"] if e["type"] == "click"]

@@ -197,8 +197,10 @@ def expected(raw: dict[str, set[tuple[Any, ...]]]) -> dict[str, set[tuple[Any, .
             if last is not None and (block["last"] is None or last > block["last"]):
                 block["last"] = last
     hours: Counter[tuple[Any, ...]] = Counter()
+    histograms: dict[tuple[Any, ...], list[str]] = defaultdict(list)
     for (campaign, key, kind, at), n in instants.items():
         hours[campaign, key, kind, at[:13]] += n
+        histograms[campaign, key, kind] += [at] * n
     columns = list(next(iter(sends.values())))  # the sample's sends come first
     funnel_names = ("targets", *COUNTS, "automated_events", "suspected_events")
     return {
@@ -214,6 +216,10 @@ def expected(raw: dict[str, set[tuple[Any, ...]]]) -> dict[str, set[tuple[Any, .
         },
         "SELECT campaign_id, filters, kind, hour, people FROM campaign_first_hours": {
             (*key, n) for key, n in hours.items()
+        },
+        # The lower middle of each histogram's first instants: the ((n + 1) // 2)-th.
+        "SELECT campaign_id, filters, kind, instant FROM campaign_medians": {
+            (*key, sorted(every)[(len(every) + 1) // 2 - 1]) for key, every in histograms.items()
         },
         "SELECT employee_id, automation, campaigns, opened, clicked, reported, failed,"
         " last_event_at FROM employee_phishing": {
@@ -250,38 +256,44 @@ async def test_every_summary_equals_its_recomputation_after_each_write(
     await assert_summaries_hold(store)
 
 
-# What version 8 added: the summaries' tables and triggers.
-SINCE_VERSION_7 = (
-    *(
+# What versions 8 and 9 added: the summaries' tables (and triggers), the medians' table.
+SINCE = {
+    7: [
         f"DROP TABLE {table}"
         for table in (
             "send_firsts", "campaign_funnels", "campaign_first_instants", "campaign_first_hours",
-            "employee_phishing", "stale_sends",
+            "campaign_medians", "employee_phishing", "stale_sends",
         )
-    ),
-)  # fmt: skip
+    ],
+    8: ["DROP TABLE campaign_medians"],
+}  # fmt: skip
 
 
-async def test_the_upgrade_from_version_7_fills_the_summaries(store: Store) -> None:
+@pytest.mark.parametrize("version", list(SINCE))
+async def test_the_upgrade_fills_the_summaries(store: Store, version: int) -> None:
     if store.url:
         conn = await asyncpg.connect(store.url)
         try:
-            for statement in SINCE_VERSION_7:
+            for statement in SINCE[version]:
                 await conn.execute(f"{statement} CASCADE")
-            await conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+            await conn.execute(
+                "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(version)
+            )
             assert await ensure_schema(conn)
-            assert await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'") == "8"
+            stored = await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'")
+            assert stored == str(SCHEMA_VERSION)
         finally:
             await conn.close()
     else:
         conn = sqlite3.connect(store.sqlite_path, isolation_level=None)
-        for statement in SINCE_VERSION_7:
+        for statement in SINCE[version]:
             conn.execute(statement)
-        for (trigger,) in conn.execute(
+        triggers = (
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%stale_sends'"
-        ).fetchall():
+        )
+        for (trigger,) in conn.execute(triggers).fetchall() if version == 7 else []:
             conn.execute(f"DROP TRIGGER {trigger}")
-        conn.execute("PRAGMA user_version = 7")
+        conn.execute(f"PRAGMA user_version = {version}")
         conn.close()
         assert upgrade_if_older(store.sqlite_path)
         assert query(store.sqlite_path, "PRAGMA user_version") == [(SCHEMA_VERSION,)]

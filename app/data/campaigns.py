@@ -66,33 +66,18 @@ def verdict_counts(row: str) -> Fields:
     return [(name, f"{row}.{name}") for name in VERDICT_COUNTS.values()]
 
 
-def median_instant(kind: str, key: str, count: str) -> str:
-    """The lower-middle person's first event of ``kind`` in campaign ``c`` (``count``
-    people had one), from the campaign's histograms of first instants: the hour whose
-    running total of people reaches (count + 1) / 2, then the instant of that hour
-    where the total (with the hours before) does."""
-    rank = f"({count} + 1) / 2"
-    of = f"campaign_id = c.id AND {{0}}.filters = '{key}' AND {{0}}.kind = '{kind}'"
-    hour = (
-        "SELECT x.hour, x.upto - x.people AS before FROM (SELECT b.hour, b.people,"
-        " sum(b.people) OVER (ORDER BY b.hour) AS upto FROM campaign_first_hours b"
-        f" WHERE b.{of.format('b')}) x WHERE x.upto >= {rank} ORDER BY x.hour LIMIT 1"
-    )
-    return (
-        "(SELECT min(m.instant) FROM (SELECT h.instant,"
-        " hr.before + sum(h.people) OVER (ORDER BY h.instant) AS upto"
-        f" FROM ({hour}) hr JOIN campaign_first_instants h ON h.{of.format('h')}"
-        f" AND h.instant > hr.hour AND h.instant < hr.hour || '~') m WHERE m.upto >= {rank})"
-    )
-
-
 def medians(key: str, seconds_after: Callable[[str, str], str]) -> Fields:
-    """The two medians of campaign ``c`` whose figures are ``s`` (``seconds_after``: the
-    backend's)."""
+    """The two medians of campaign ``c`` whose figures are ``s``, from the medians the
+    writers keep (``seconds_after``: the backend's); none when no one was counted."""
     return [
         (
             f"median_seconds_to_first_{kind}",
-            seconds_after(median_instant(kind, key, f"s.{COUNT_NAMES[kind]}"), "c.launch_date"),
+            seconds_after(
+                f"CASE WHEN s.{COUNT_NAMES[kind]} > 0 THEN (SELECT md.instant"
+                f" FROM campaign_medians md WHERE md.campaign_id = c.id"
+                f" AND md.filters = '{key}' AND md.kind = '{kind}') END",
+                "c.launch_date",
+            ),
         )
         for kind in MEDIAN_KINDS
     ]

@@ -17,7 +17,7 @@ from .automation import VERDICTS, Rules, classify, rules_from_env
 from .stats_summary import EVERYTHING, SQLITE_TABLES, refresh
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -545,14 +545,14 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 7 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 8 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -599,6 +599,8 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         if version in (1, 2, 3, 4, 5, 6, 7):  # 7 to 8, stats' and reports' blocks
             fill_summaries(conn)
             summaries.fill(conn)  # after any verdicts decided above
+        if version == 8:  # 8 to 9: the campaigns' medians, from the histograms kept
+            conn.execute(summaries.MEDIANS_OF_EVERY_CAMPAIGN)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

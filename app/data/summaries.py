@@ -12,8 +12,10 @@ costs what its answer holds, not what the company's history holds:
   of people and the two counts of events: sums of the send rows.
 - ``campaign_first_instants``: per (campaign, filter, kind, instant) how many people's
   first click (report) came at that instant: the medians' exact histogram, and
-  ``campaign_first_hours`` the same per hour (``YYYY-MM-DDTHH``), so that a median walks
-  the hours, then one hour's instants, never the whole campaign.
+  ``campaign_first_hours`` the same per hour (``YYYY-MM-DDTHH``).
+- ``campaign_medians``: per (campaign, filter, kind) the lower-middle person's first
+  instant, found by walking the hours, then one hour's instants, whenever a write
+  changes that histogram: a report reads one row per median.
 - ``employee_phishing``: per (employee, value of ``filter[automation]``) the directory's
   block.
 - ``stale_sends``: sends a trigger marked because an event or target moved to another
@@ -103,6 +105,13 @@ CREATE TABLE IF NOT EXISTS campaign_first_hours (
     hour        {text} NOT NULL,
     people      {integer} NOT NULL,
     PRIMARY KEY (campaign_id, filters, kind, hour)
+);
+CREATE TABLE IF NOT EXISTS campaign_medians (
+    campaign_id {integer} NOT NULL,
+    filters     {text} NOT NULL,
+    kind        {text} NOT NULL,
+    instant     {text} NOT NULL,
+    PRIMARY KEY (campaign_id, filters, kind)
 );
 CREATE TABLE IF NOT EXISTS employee_phishing (
     employee_id {integer} NOT NULL,
@@ -314,6 +323,52 @@ APPLY = [
     *_apply("campaign_first_hours", "hours", HOUR_KEYS, ("people",)),
 ]
 
+
+def _median_instant() -> str:
+    """The lower-middle person's first instant in the histogram that ``k`` names
+    (``k.campaign_id``, ``k.filters``, ``k.kind``) of ``k.n`` people: the first hour whose
+    running total of people reaches (n + 1) / 2, then, counting on from the hours before
+    it, the first instant of that hour whose total does."""
+    of = "{0}.campaign_id = k.campaign_id AND {0}.filters = k.filters AND {0}.kind = k.kind"
+    rank = "(k.n + 1) / 2"
+    hour = (
+        "SELECT x.hour, x.upto - x.people AS before FROM (SELECT b.hour, b.people,"
+        " sum(b.people) OVER (ORDER BY b.hour) AS upto FROM campaign_first_hours b"
+        f" WHERE {of.format('b')}) x WHERE x.upto >= {rank} ORDER BY x.hour LIMIT 1"
+    )
+    return (
+        "(SELECT min(m.instant) FROM (SELECT h.instant,"
+        " hr.before + sum(h.people) OVER (ORDER BY h.instant) AS upto"
+        f" FROM ({hour}) hr JOIN campaign_first_instants h ON {of.format('h')}"
+        f" AND h.instant > hr.hour AND h.instant < hr.hour || '~') m WHERE m.upto >= {rank})"
+    )
+
+
+def medians_of(histograms: str) -> str:
+    """Insert the medians of the histograms that the table ``histograms`` names (rows of
+    campaign_id, filters, kind); an emptied histogram gets none. Each histogram's people
+    are counted once (MATERIALIZED), not again for each row its walk reads."""
+    people = (
+        "SELECT CAST(sum(a.people) AS BIGINT) FROM campaign_first_hours a"  # numeric on PG
+        " WHERE a.campaign_id = t.campaign_id AND a.filters = t.filters AND a.kind = t.kind"
+    )
+    return (
+        "INSERT INTO campaign_medians (campaign_id, filters, kind, instant)"
+        " WITH k AS MATERIALIZED (SELECT t.campaign_id, t.filters, t.kind,"
+        f" ({people}) AS n FROM (SELECT DISTINCT campaign_id, filters, kind"
+        f" FROM {histograms}) t)"
+        f" SELECT k.campaign_id, k.filters, k.kind, {_median_instant()} FROM k WHERE k.n > 0"
+    )
+
+
+MEDIAN_KEYS = "campaign_id, filters, kind"
+MEDIANS = [
+    f"DELETE FROM campaign_medians WHERE ({MEDIAN_KEYS}) IN"
+    f" (SELECT {MEDIAN_KEYS} FROM summary_instants)",
+    medians_of("summary_instants"),
+]
+MEDIANS_OF_EVERY_CAMPAIGN = medians_of("campaign_first_hours")  # schema step 8 to 9
+
 # The directory's block of every person with a touched send, from all their send rows.
 TOUCHED_PEOPLE = "SELECT DISTINCT employee_id FROM summary_touched"
 DELETE_PEOPLE = f"DELETE FROM employee_phishing WHERE employee_id IN ({TOUCHED_PEOPLE})"
@@ -330,6 +385,7 @@ WRITES = [
     DELETE_SENDS,
     INSERT_SENDS,
     *APPLY,
+    *MEDIANS,
     DELETE_PEOPLE,
     INSERT_PEOPLE,
     "DELETE FROM stale_sends",

@@ -15,6 +15,7 @@ from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
 from ..stats_summary import EVERYTHING
+from ..summaries import MEDIANS_OF_EVERY_CAMPAIGN
 from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from . import summaries
@@ -332,7 +333,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 7 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 8 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -351,7 +352,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await conn.execute(FEED_MARK_START)
             await add_change_feeds(conn)
             return False
-        if version not in (2, 3, 4, 5, 6, 7):
+        if version not in (2, 3, 4, 5, 6, 7, 8):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -363,7 +364,10 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_5_to_6(conn)
         if version in (2, 3, 4, 5, 6):
             await migrate_6_to_7(conn)
-        await migrate_7_to_8(conn)
+        if version != 8:
+            await migrate_7_to_8(conn)
+        else:
+            await migrate_8_to_9(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -608,6 +612,12 @@ async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
 
 
 # --- end of 7 to 8 ---
+
+
+async def migrate_8_to_9(conn: asyncpg.Connection) -> None:
+    """The campaigns' medians (a table of the reports' summaries), from the histograms."""
+    await conn.execute(SUMMARIES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
+    await conn.execute(MEDIANS_OF_EVERY_CAMPAIGN)
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
