@@ -146,7 +146,9 @@ async def test_load_committed_while_streaming(
         assert old_version == "old"
         # Two streams stop reading after their first bytes: the server is mid-body
         # (its snapshot taken) while the load commits.
-        held = [await session.get(EVENTS_URL) for _ in range(2)]
+        # Their guard spans the whole load, which a busy machine may make long.
+        held_guard = aiohttp.ClientTimeout(total=4 * GUARD_SECONDS)
+        held = [await session.get(EVENTS_URL, timeout=held_guard) for _ in range(2)]
         heads = [await resp.content.read(65536) for resp in held]
         done = asyncio.Event()
         pages: list[int | None] = [None, None, 1, 40]

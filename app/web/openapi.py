@@ -421,4 +421,25 @@ def describe_access(path: str, operation: dict[str, Any]) -> None:
 
 def setup_openapi(app: web.Application) -> None:
     """Serve /api/docs (Swagger UI) and /api/docs/openapi.json; call after setup_routes."""
-    setup_swagger(app, TITLE, json.dumps(build_document(app), indent=1).encode())
+    setup_swagger(app, TITLE, _document_text(app))
+
+
+# The served documents by what they are made of: an app like one before (the test
+# suite makes one a test) reuses its text instead of building it again.
+_TEXTS: dict[tuple[Any, ...], bytes] = {}
+
+
+def _document_text(app: web.Application) -> bytes:
+    """The document's JSON text, built once per process for the same routes and limits."""
+    config = app[CONFIG]
+    routes = tuple(
+        (route.method, route.resource.canonical, route.handler)
+        for route in app.router.routes()
+        if route.resource is not None
+    )
+    key = (config.rate_burst, config.rate_per_second, config.auth_failures_per_minute, routes)
+    if key not in _TEXTS:
+        if len(_TEXTS) >= 16:
+            _TEXTS.clear()
+        _TEXTS[key] = json.dumps(build_document(app), indent=1).encode()
+    return _TEXTS[key]
