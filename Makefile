@@ -8,9 +8,10 @@ DB ?= $(or $(REPORTING_DB),reporting.sqlite3)
 FIXTURES ?= fixtures/sample.json
 BENCH_DB := bench-data/bench.sqlite3
 BENCH_LARGE_DB := bench-data/bench-large.sqlite3
+BENCH_TENTH_DB := bench-data/bench-tenth.sqlite3
 
 .PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql \
-	bench-data-large bench-large \
+	bench-data-large bench-large bench-data-tenth bench-tenth \
 	chromium vendor-charts screenshots
 
 $(BIN)/python:
@@ -123,6 +124,20 @@ bench: $(SERVE_STAMP) wrk redis postgresql bench-data
 ## make bench-large: every report, stats, page and stream row on the standard and the large set
 bench-large: $(SERVE_STAMP) bench-data bench-data-large
 	$(BIN)/python scripts/bench_large.py --db $(BENCH_DB) --large $(BENCH_LARGE_DB)
+
+# A tenth of the standard set: the standard set is this one's --scale 10.
+BENCH_TENTH_SIZES := --companies 2 --employees 2000 --campaigns 100 --events-per-campaign 398 \
+	--big-campaign 10000 --mid-campaign 1000 --courses 40 --inscriptions 10000 --sections 5 \
+	--seed 1
+## make bench-data-tenth: a tenth of the standard set (2,000 employees, 50,004 events, 10,000 inscriptions)
+bench-data-tenth: $(SERVE_STAMP)
+	@mkdir -p bench-data; test -f $(BENCH_TENTH_DB) || $(BIN)/reporting-generate \
+	  --db $(BENCH_TENTH_DB) $(BENCH_TENTH_SIZES)
+
+## make bench-tenth: the same comparison one size down: a tenth of the standard set against it
+bench-tenth: $(SERVE_STAMP) bench-data bench-data-tenth
+	$(BIN)/python scripts/bench_large.py --db $(BENCH_TENTH_DB) --large $(BENCH_DB) \
+	  --name bench-tenth
 
 ## make bench-smoke: the same benchmarks for a few seconds on tiny datasets (CI runs it)
 bench-smoke: $(SERVE_STAMP) wrk redis postgresql

@@ -43,7 +43,8 @@ from app.tools.cli import ToolError  # noqa: E402
 from app.tools.loader import load_files  # noqa: E402
 
 ROWS = "abcdklghijopqwxy"  # reports (g-j), stats (o-q, w-y), pages (a, b), streams (c, d, k, l)
-REPORTS, PAGES, STREAMS = "ghijopqwxy", "abghjopqwxy", "cd"
+# (w) to (y) take the documented slower path over the raw rows: no report target for them.
+REPORTS, PAGES, STREAMS = "ghijopq", "abghjopqwxy", "cd"
 TARGET_MS = 15.0  # a report or stats row on the large set
 TARGET_GROWTH = 2.0  # a report or stats row: large time over standard time
 TARGET_FIRST = 3.0  # a page on the large set: its first request over the next ones
@@ -240,9 +241,10 @@ def render(rows: list[bench.Scenario], standard: Side, large: Side, budget: floa
         " the large set's first request over its median.",
         f"Targets: report and stats rows (g)-(j), (o)-(q) at most {TARGET_MS:g} ms on the large"
         f" set and at most {TARGET_GROWTH:g} times their standard time; the first request of"
-        f" a page (a), (b), (g), (h), (j), (o)-(q) at most {TARGET_FIRST:g} times the next"
-        f" ones on the large set; streams (c), (d) at most {TARGET_STREAM:g} times their"
-        f" standard time (ten times the events); (k), (l) are shown only.",
+        f" a page (a), (b), (g), (h), (j), (o)-(q), (w)-(y) at most {TARGET_FIRST:g} times the"
+        f" next ones on the large set; streams (c), (d) at most {TARGET_STREAM:g} times their"
+        " standard time (ten times the events); (k), (l) are shown only, and so are the times"
+        " of (w)-(y), the stats' slower path over the raw rows.",
         f"Load: {LOAD_EVENTS:,} new events of company 1's last campaign (by its targets) loaded"
         f" with the loader into a copy of each set, {LOAD_ROUNDS} batches alternating between"
         " the copies, timed in-process (no interpreter start-up); target: the large set's"
@@ -317,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the seed both sets were made with")
     parser.add_argument("--duration", type=float, default=10.0, help="seconds per row")
     parser.add_argument("--rows", default="", help=f"only these rows, by letter (of {ROWS})")
+    parser.add_argument(
+        "--name",
+        default="bench-large",
+        help="the report's name: bench-data/last-NAME.md and the docs page's NAME markers",
+    )
     args = parser.parse_args(argv)
     if args.db and not args.large:
         parser.error("--db needs --large (the large set)")
@@ -332,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
         budget = 0.3 if args.smoke else args.duration
         report = run(standard, large, budget, letters, work)
     clean = not standard.problems and not large.problems
-    keep(ROOT, report, name="bench-large", smoke=args.smoke, rows=args.rows, clean=clean)
+    keep(ROOT, report, name=args.name, smoke=args.smoke, rows=args.rows, clean=clean)
     return 0 if clean else 1
 
 

@@ -61,7 +61,8 @@ def installs(plan: str) -> list[str]:
 @pytest.mark.system
 @needs_make
 @pytest.mark.parametrize(
-    "target", ["run", "load", "keys", "bench-smoke", "bench-large", "bench-data-large"]
+    "target",
+    ["run", "load", "keys", "bench-smoke", "bench-large", "bench-data-large", "bench-tenth"],
 )
 def test_serving_targets_install_only_the_package(target: str) -> None:
     plan = installs(make("--dry-run", "--always-make", target))

@@ -345,11 +345,11 @@ def bench_page() -> ModuleType:
     return module
 
 
-@pytest.mark.parametrize("name", ["bench", "bench-large"])
+@pytest.mark.parametrize("name", ["bench", "bench-large", "bench-tenth"])
 def test_the_benchmark_writes_only_between_the_markers(tmp_path: Path, name: str) -> None:
     """A table written into a copy of the performance page replaces what stood between the
-    markers of its benchmark (make bench, make bench-large), and every other byte of the
-    page stays."""
+    markers of its benchmark (make bench, make bench-large, make bench-tenth), and every
+    other byte of the page stays."""
     writer = bench_page()
     start, end = writer.markers(name)
     original = read(ROOT / "docs" / "performance.md")

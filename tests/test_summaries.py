@@ -49,6 +49,7 @@ RAW = {
     " FROM campaign_events",
     "targets": "SELECT campaign_id, employee_id FROM campaign_targets",
     "departments": "SELECT id, department FROM employees",
+    "companies": "SELECT id, company_id FROM employees",
 }
 
 
@@ -225,8 +226,22 @@ def expected(raw: dict[str, set[tuple[Any, ...]]]) -> dict[str, set[tuple[Any, .
         " last_event_at FROM employee_phishing": {
             (*key, *block.values()) for key, block in people.items()
         },
+        "SELECT company_id, automation, clicked, failed, people FROM directory_totals": {
+            (*key, n) for key, n in directory_totals(raw, people).items()
+        },
         "SELECT campaign_id, employee_id FROM stale_sends": set(),
     }
+
+
+def directory_totals(
+    raw: dict[str, set[tuple[Any, ...]]], people: dict[tuple[Any, ...], dict[str, Any]]
+) -> Counter[tuple[Any, ...]]:
+    """How many people of each company have each (clicked, failed) block."""
+    company = dict(raw["companies"])
+    totals: Counter[tuple[Any, ...]] = Counter()
+    for (person, automation), block in people.items():
+        totals[company[person], automation, block["clicked"], block["failed"]] += 1
+    return totals
 
 
 async def assert_summaries_hold(store: Store) -> None:
@@ -256,16 +271,17 @@ async def test_every_summary_equals_its_recomputation_after_each_write(
     await assert_summaries_hold(store)
 
 
-# What versions 8 and 9 added: the summaries' tables (and triggers), the medians' table.
+# What versions 8 and 9 added: the summaries' tables (and triggers); the medians' and
+# the directory totals' tables.
 SINCE = {
     7: [
         f"DROP TABLE {table}"
         for table in (
             "send_firsts", "campaign_funnels", "campaign_first_instants", "campaign_first_hours",
-            "campaign_medians", "employee_phishing", "stale_sends",
+            "campaign_medians", "employee_phishing", "directory_totals", "stale_sends",
         )
     ],
-    8: ["DROP TABLE campaign_medians"],
+    8: ["DROP TABLE campaign_medians", "DROP TABLE directory_totals"],
 }  # fmt: skip
 
 

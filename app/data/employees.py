@@ -101,7 +101,22 @@ def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date)
     # is a short read, like a filtered page of inscriptions.
     today_param = (today.isoformat(),)
     record = EMPLOYEES[filters.automation]
-    return Listing(record, rows_from, rows_from, "e.id", tuple(params), None, today_param)
+    summed, summed_params = "", tuple[object, ...]()  # the total is counted
+    if not person and (filters.min_clicked or filters.min_failed):  # a summary holds it
+        summed = SUMMED_TOTAL
+        summed_params = (company_id, filters.automation, filters.min_clicked, filters.min_failed)
+    return Listing(
+        record, rows_from, rows_from, "e.id", tuple(params), None, today_param,
+        summed=summed, summed_params=summed_params,
+    )  # fmt: skip
+
+
+# The directory's total under filter[min_clicked] and filter[min_failed] alone (a minimum
+# above 0 leaves out the people without a block): the summaries' people at those counts.
+SUMMED_TOTAL = (
+    "SELECT CAST(coalesce(sum(t.people), 0) AS BIGINT) FROM directory_totals t"
+    " WHERE t.company_id = ? AND t.automation = ? AND t.clicked >= ? AND t.failed >= ?"
+)
 
 
 def employee_report(

@@ -599,8 +599,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         if version in (1, 2, 3, 4, 5, 6, 7):  # 7 to 8, stats' and reports' blocks
             fill_summaries(conn)
             summaries.fill(conn)  # after any verdicts decided above
-        if version == 8:  # 8 to 9: the campaigns' medians, from the histograms kept
+        if version == 8:  # 8 to 9: the medians and the directory's totals, from the summaries
             conn.execute(summaries.MEDIANS_OF_EVERY_CAMPAIGN)
+            conn.execute(summaries.DIRECTORY_TOTALS_OF_EVERYONE)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

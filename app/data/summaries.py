@@ -18,6 +18,9 @@ costs what its answer holds, not what the company's history holds:
   changes that histogram: a report reads one row per median.
 - ``employee_phishing``: per (employee, value of ``filter[automation]``) the directory's
   block.
+- ``directory_totals``: per (company, value of ``filter[automation]``, clicked, failed)
+  how many of its people have such a block: the directory's total under
+  ``filter[min_clicked]`` and ``filter[min_failed]`` is a sum of a few of these rows.
 - ``stale_sends``: sends a trigger marked because an event or target moved to another
   campaign or person, or a person changed department.
 
@@ -120,6 +123,14 @@ CREATE TABLE IF NOT EXISTS employee_phishing (
     {phishing},
     last_event_at {text},
     PRIMARY KEY (employee_id, automation)
+);
+CREATE TABLE IF NOT EXISTS directory_totals (
+    company_id  {integer} NOT NULL,
+    automation  {text} NOT NULL,
+    clicked     {integer} NOT NULL,
+    failed      {integer} NOT NULL,
+    people      {integer} NOT NULL,
+    PRIMARY KEY (company_id, automation, clicked, failed)
 );
 CREATE TABLE IF NOT EXISTS stale_sends (
     campaign_id {integer} NOT NULL,
@@ -380,14 +391,33 @@ INSERT_PEOPLE = "INSERT INTO employee_phishing " + " UNION ALL ".join(
     for automation in AUTOMATION_FILTERS
 )
 
+
+def _directory_totals(people: str, sign: str = "") -> str:
+    """Add (``sign`` ``-``: take away) the blocks of ``people`` to the directory totals."""
+    return (
+        "INSERT INTO directory_totals (company_id, automation, clicked, failed, people)"
+        f" SELECT e.company_id, p.automation, p.clicked, p.failed, {sign}count(*)"
+        f" FROM employee_phishing p JOIN employees e ON e.id = p.employee_id WHERE {people}"
+        " GROUP BY e.company_id, p.automation, p.clicked, p.failed"
+        " ON CONFLICT (company_id, automation, clicked, failed)"
+        " DO UPDATE SET people = directory_totals.people + excluded.people"
+    )
+
+
+TOUCHED_BLOCKS = f"p.employee_id IN ({TOUCHED_PEOPLE})"
+DIRECTORY_TOTALS_OF_EVERYONE = _directory_totals("true")  # schema step 8 to 9
+
 # After the temporary tables are filled (the store's own CREATE ... AS), in this order.
 WRITES = [
     DELETE_SENDS,
     INSERT_SENDS,
     *APPLY,
     *MEDIANS,
+    _directory_totals(TOUCHED_BLOCKS, "-"),  # the touched people's blocks leave the totals
     DELETE_PEOPLE,
     INSERT_PEOPLE,
+    _directory_totals(TOUCHED_BLOCKS),  # and come back as they are now
+    "DELETE FROM directory_totals WHERE people = 0",
     "DELETE FROM stale_sends",
 ]
 # Each temporary table and the query that fills it, in order.

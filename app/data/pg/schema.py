@@ -15,7 +15,7 @@ from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
 from ..stats_summary import EVERYTHING
-from ..summaries import MEDIANS_OF_EVERY_CAMPAIGN
+from ..summaries import DIRECTORY_TOTALS_OF_EVERYONE, MEDIANS_OF_EVERY_CAMPAIGN
 from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from . import summaries
@@ -615,9 +615,11 @@ async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
 
 
 async def migrate_8_to_9(conn: asyncpg.Connection) -> None:
-    """The campaigns' medians (a table of the reports' summaries), from the histograms."""
+    """The campaigns' medians and the directory's totals (tables of the reports'
+    summaries), from the summaries kept."""
     await conn.execute(SUMMARIES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
     await conn.execute(MEDIANS_OF_EVERY_CAMPAIGN)
+    await conn.execute(DIRECTORY_TOTALS_OF_EVERYONE)
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
