@@ -90,8 +90,9 @@ def person_conditions(
     return where, params
 
 
-def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object], bool]:
-    """The WHERE clause, its bound parameters, and whether it reads employees or courses.
+def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object], str]:
+    """The WHERE clause, its bound parameters, and the joins it reads (employees, courses:
+    only those its filters look at).
 
     Values are only ever bound parameters, never part of the SQL text.
     """
@@ -111,19 +112,25 @@ def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list
         if value is not None:
             where.append(condition)
             params.append(value.isoformat())
-    joins = any(filters.lists.get(name) for name in (*EMPLOYEE_FILTERS, "courses"))
-    return " AND ".join(where), params, joins
+    joins = [
+        join
+        for join, names in ((JOIN_EMPLOYEES, EMPLOYEE_FILTERS), (JOIN_COURSES, ("courses",)))
+        if any(filters.lists.get(name) for name in names)
+    ]
+    return " AND ".join(where), params, " ".join(joins)
 
 
-JOINS = "JOIN employees e ON e.id = i.employee_id JOIN courses c ON c.id = i.course_id"
+JOIN_EMPLOYEES = "JOIN employees e ON e.id = i.employee_id"
+JOIN_COURSES = "JOIN courses c ON c.id = i.course_id"
+JOINS = f"{JOIN_EMPLOYEES} {JOIN_COURSES}"
 
 
 def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listing:
     """The company's inscriptions matching the filters, by start date then id."""
-    where, params, needs_joins = build_where(company_id, filters)
+    where, params, filtered_joins = build_where(company_id, filters)
     # Every inscription has its employee and course (foreign keys), so the count only
-    # joins them when a filter looks at them.
-    counted_from = f"FROM inscriptions i {JOINS if needs_joins else ''} WHERE {where}"
+    # joins the one a filter looks at.
+    counted_from = f"FROM inscriptions i {filtered_joins} WHERE {where}"
     rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
     order = "i.start_date, i.id"
     summed, summed_params = summed_total(company_id, filters)
