@@ -95,13 +95,13 @@ PARAMETERS = {
 # derandomized so that a failure reproduces.
 settings.register_profile(
     "fuzz",
-    max_examples=100,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 settings.register_profile("fuzz-ci", settings.get_profile("fuzz"), derandomize=True, database=None)
 PROFILE = settings.get_profile("fuzz-ci" if os.environ.get("CI") else "fuzz")
-WITHOUT_KEY = settings(PROFILE, max_examples=25)
+WITHOUT_KEY = settings(PROFILE, max_examples=10)
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 UNPARSABLE = "The request could not be parsed as HTTP."
 CONTROL = "Control characters"  # the message of a list value refused for one (issue 12 item 5)
@@ -256,7 +256,7 @@ def test_every_check_finds_only_what_the_descriptions_state(
     config.write_text(REFUSALS)
     command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"]
     command.append(f"{live_server}{SPEC_PATH}")
-    command += ["--checks", "all", "--header", f"X-API-KEY: {KEY_1}", "--max-examples", "30"]
+    command += ["--checks", "all", "--header", f"X-API-KEY: {KEY_1}", "--max-examples", "20"]
     command += ["--generation-deterministic", "--no-color", "--report", "junit"]
     command += ["--report-dir", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
