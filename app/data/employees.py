@@ -101,7 +101,8 @@ def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date)
     # is a short read, like a filtered page of inscriptions.
     today_param = (today.isoformat(),)
     record = EMPLOYEES[filters.automation]
-    summed, summed_params = "", tuple[object, ...]()  # the total is counted
+    summed = ""  # the total is counted
+    summed_params: tuple[object, ...] = ()
     if not person and (filters.min_clicked or filters.min_failed):  # a summary holds it
         summed = SUMMED_TOTAL
         summed_params = (company_id, filters.automation, filters.min_clicked, filters.min_failed)
