@@ -66,7 +66,8 @@ class Listing:
     depends on it), bound before them in the statements that build records. A
     ``heavy`` listing's records each aggregate many rows (the reports): even a short
     page of them may take long. ``export`` is the record of a flat export (CSV), when it
-    differs: the JSON record and the ids that tell its rows apart once files are merged.
+    differs: the JSON record and the ids that tell its rows apart once files are merged;
+    ``lines`` the same rows as CSV lines the database writes (:mod:`.csv_lines`).
     ``summed`` is a statement that reads the total from a summary the writers keep
     (with its own ``summed_params``), when the filters allow one: then no count runs.
     """
@@ -82,12 +83,17 @@ class Listing:
     # The columns of a record's position, for keyset paging (the event feed).
     key: str = ""
     export: Record | None = None
+    lines: Record | None = None
     summed: str = ""
     summed_params: Params = ()
 
     def exported(self) -> Listing:
         """The same rows with the records of a flat export (itself when they are the same)."""
         return self if self.export is None else replace(self, record=self.export, export=None)
+
+    def csv_lines(self) -> Listing | None:
+        """The exported rows as the CSV lines the database builds, when the record has them."""
+        return None if self.lines is None else replace(self, record=self.lines, export=None)
 
     @property
     def select_params(self) -> Params:

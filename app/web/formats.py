@@ -56,6 +56,11 @@ class Body:
         return self.opening + self.encode(texts, True) + self.closing
 
 
+def join_lines(texts: list[bytes], first: bool) -> bytes:
+    """CSV lines the database wrote (:mod:`app.data.csv_lines`), each ending in CRLF."""
+    return b"".join(texts)
+
+
 def encode_json_chunk(texts: list[bytes], first: bool) -> bytes:
     """Records joined as part of a JSON array (the opening bracket comes separately)."""
     if not texts:

@@ -16,6 +16,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 
 from aiohttp import hdrs, web
 
@@ -24,7 +25,7 @@ from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, SHARES, STREAMS
 from .bodies import array_response, whole_response
 from .cursor import CursorPage
 from .errors import TooManyRequests
-from .formats import CSV, RECORD, Body, Offer
+from .formats import CSV, RECORD, Body, Offer, join_lines
 from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
 VARY = "Accept, Accept-Encoding"
@@ -195,7 +196,7 @@ async def respond_record(
 class Prelude:
     """What an answer settled before reading: its body layout, the data token, its ETag,
     and the listing to read (a CSV reads the exported rows, with the ids that tell merged
-    files apart).
+    files apart, as lines the database writes when the listing has them).
 
     ``not_modified`` is the 304 when the client already holds the answer.
     """
@@ -210,7 +211,11 @@ class Prelude:
         self.request = request
         self.company_id = request[CALLER].company_id
         self.body = body
-        self.listing = listing.exported() if body.format is CSV else listing
+        self.listing = listing
+        if body.format is CSV:
+            lines = listing.csv_lines()
+            self.listing = listing.exported() if lines is None else lines
+            self.body = body if lines is None else replace(body, encode=join_lines)
         self.variant = f"{body.format.name}|{variant}"
         self.at(token)
         self.not_modified: web.Response | None = None

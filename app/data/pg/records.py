@@ -8,7 +8,9 @@ records are in :mod:`.reports`.
 
 from __future__ import annotations
 
+from ..csv_lines import POSTGRESQL
 from ..employees import PERSON_COLUMNS
+from ..events import event_line
 from . import reports
 from .objects import GROUPS, array
 
@@ -69,6 +71,7 @@ RECORDS: dict[str, str] = {
     "employee_event": EMPLOYEE_EVENT,
     "inscription": INSCRIPTION,
     "event_row": EVENT_ROW,
+    "event_line": event_line(POSTGRESQL),
     "inscription_row": INSCRIPTION_ROW,
     "feed_event": FEED_EVENT,
     "inscription_change": INSCRIPTION_CHANGE,
