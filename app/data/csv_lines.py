@@ -9,6 +9,11 @@ run as a formula (starting with ``= + - @``, tab or carriage return) gets a lead
 (Python's ``csv.QUOTE_MINIMAL``). Columns the loader holds to digits, an instant or one
 of a few words (ids, timestamps, event types) need none of this and are written as
 they are. tests/test_csv_lines.py holds both ways to the same bytes on both stores.
+
+The cells of a campaign and of an employee are the same in every row that names them,
+so each row keeps its own in a ``csv_cells`` column, written whenever the row is
+(SQLite: triggers; PostgreSQL: a stored generated column); an event's line is then its
+own three cells and the two it reads.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ FORMULA_CODES = "61, 43, 45, 64, 9, 13"
 class Dialect:
     """What differs between SQLite and PostgreSQL, as templates of one value ``{v}``."""
 
+    id_text: str  # the row's id as text
     first_code: str  # the code point of the text's first character
     needs_quotes: str  # true when the text holds a comma, a double quote, CR or LF
     crlf: str
@@ -40,10 +46,28 @@ class Dialect:
         return f"{joined(cells)} || {self.crlf}"
 
 
-SQLITE = Dialect("unicode({v})", "{v} GLOB '*[,\"' || char(10, 13) || ']*'", "char(13, 10)")
-POSTGRESQL = Dialect("ascii({v})", "{v} ~ '[,\"\\r\\n]'", "chr(13) || chr(10)")
+SQLITE = Dialect("id", "unicode({v})", "{v} GLOB '*[,\"' || char(10, 13) || ']*'", "char(13, 10)")
+POSTGRESQL = Dialect("id::text", "ascii({v})", "{v} ~ '[,\"\\r\\n]'", "chr(13) || chr(10)")
 
 
 def joined(cells: list[str]) -> str:
     """Cells (or runs of cells) joined by commas."""
     return " || ',' || ".join(cells)
+
+
+# Each table's exported cells, its id first, as its ``csv_cells`` keeps them: what a
+# campaign and an employee put in an event's exported row.
+PERSON_TEXTS = ("first_name", "last_name", "email", "department")
+KEPT_TEXTS = {"campaigns": ("title",), "employees": PERSON_TEXTS}
+KEPT_AFTER = {"campaigns": ("launch_date",), "employees": ()}  # needing no quotes
+
+
+def kept_cells(table: str, sql: Dialect) -> str:
+    """The ``csv_cells`` of a row of ``table`` (campaigns or employees), from its columns."""
+    texts = [sql.text_cell(column) for column in KEPT_TEXTS[table]]
+    return joined([sql.id_text, *texts, *KEPT_AFTER[table]])
+
+
+def kept_columns(table: str) -> tuple[str, ...]:
+    """The columns ``csv_cells`` is made of (their writes make it again)."""
+    return (*KEPT_TEXTS[table], *KEPT_AFTER[table])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .automation import and_kept, kept_events
-from .csv_lines import SQLITE, Dialect, joined
+from .csv_lines import SQLITE, Dialect
 from .listings import Listing, Record, owned
 
 # JSON of one record, keys in the order of reporting-api.md 2.1 and 2.2.
@@ -24,8 +24,6 @@ EMPLOYEE_EVENT = Record(
     'campaign', json_object('id', c.id, 'title', c.title, 'launch_date', c.launch_date))""",
 )
 
-PERSON_TEXTS = ("first_name", "last_name", "email", "department")
-
 # An event of either listing as an exported row: its campaign and its employee both, so
 # that exports of several campaigns or employees can be merged and told apart.
 EVENT_ROW = Record(
@@ -41,17 +39,15 @@ EVENT_ROW = Record(
 
 
 def event_line(sql: Dialect) -> str:
-    """EVENT_ROW's CSV row, built by the database in the CSV layout's column order (ids,
-    the type and the instants need no quoting: see :mod:`.csv_lines`)."""
-    campaign = joined(["c2.id", sql.text_cell("c2.title"), "c2.launch_date"])
-    person = ["e2.id", *(sql.text_cell(f"e2.{c}") for c in PERSON_TEXTS)]
+    """EVENT_ROW's CSV row, in the CSV layout's column order: the event's own cells (which
+    need no quoting), then the cells its campaign and its employee keep (:mod:`.csv_lines`)."""
     return sql.row(
         [
             "ev.id",
             "ev.type",
             "ev.timestamp",
-            f"(SELECT {campaign} FROM campaigns c2 WHERE c2.id = ev.campaign_id)",
-            f"(SELECT {joined(person)} FROM employees e2 WHERE e2.id = ev.employee_id)",
+            "(SELECT c2.csv_cells FROM campaigns c2 WHERE c2.id = ev.campaign_id)",
+            "(SELECT e2.csv_cells FROM employees e2 WHERE e2.id = ev.employee_id)",
         ]
     )
 

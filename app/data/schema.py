@@ -14,10 +14,11 @@ from pathlib import Path
 from . import summaries, training
 from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
+from .csv_lines import KEPT_TEXTS, SQLITE, kept_cells, kept_columns
 from .stats_summary import EVERYTHING, SQLITE_TABLES, refresh
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -544,15 +545,39 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
+# --- From schema version 9 to 10: the CSV cells campaigns and employees keep ---
+
+
+def add_csv_cells(conn: sqlite3.Connection) -> None:
+    """Each campaign's and employee's exported cells (app/data/csv_lines.py): the column
+    (unless the file has it already), made for the stored rows, and the triggers that make
+    it again at every write."""
+    for table in KEPT_TEXTS:
+        if "csv_cells" not in {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN csv_cells TEXT NOT NULL DEFAULT ''")
+        cells = kept_cells(table, SQLITE)
+        conn.execute(f"UPDATE {table} SET csv_cells = {cells}")
+        make = f"BEGIN UPDATE {table} SET csv_cells = {cells} WHERE id = NEW.id; END"
+        added, changed = f"{table}_csv_cells", f"{table}_csv_cells_again"
+        conn.execute(f"CREATE TRIGGER IF NOT EXISTS {added} AFTER INSERT ON {table} {make}")
+        columns = ", ".join(kept_columns(table))
+        conn.execute(
+            f"CREATE TRIGGER IF NOT EXISTS {changed} AFTER UPDATE OF {columns} ON {table} {make}"
+        )
+
+
+# --- end of schema version 10 ---
+
+
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 8 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 9 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -602,6 +627,7 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         if version == 8:  # 8 to 9: the medians and the directory's totals, from the summaries
             conn.execute(summaries.MEDIANS_OF_EVERY_CAMPAIGN)
             conn.execute(summaries.DIRECTORY_TOTALS_OF_EVERYONE)
+        add_csv_cells(conn)  # 9 to 10 (a new file too)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -25,6 +25,10 @@ from .pg_loader import sqlite_decimal
 # Dependency order (the fixture format's); meta's change sequence and cursor secret come along.
 TABLES = tuple(FIXTURE_TABLES)
 BATCH_ROWS = 50_000
+GENERATED = (
+    "SELECT coalesce(array_agg(column_name::text), '{}') FROM information_schema.columns"
+    " WHERE table_schema = current_schema() AND table_name = $1 AND is_generated = 'ALWAYS'"
+)
 
 
 class CopyRefused(Exception):
@@ -73,7 +77,9 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
                 if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
                     raise CopyRefused(f"the PostgreSQL database already holds {table}")
             for table in TABLES:
-                columns = [row[1] for row in source.execute(f"PRAGMA table_info({table})")]
+                made = set(await conn.fetchval(GENERATED, table))  # PostgreSQL's to write
+                info = source.execute(f"PRAGMA table_info({table})")
+                columns = [row[1] for row in info if row[1] not in made]
                 counts[table] = 0
                 for rows in _batches(source, table, columns):
                     await conn.copy_records_to_table(table, records=rows, columns=columns)

@@ -13,6 +13,7 @@ import asyncpg
 
 from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
+from ..csv_lines import KEPT_TEXTS, POSTGRESQL, kept_cells
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
 from ..stats_summary import EVERYTHING
 from ..summaries import DIRECTORY_TOTALS_OF_EVERYONE, MEDIANS_OF_EVERY_CAMPAIGN
@@ -333,7 +334,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 8 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 9 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -351,8 +352,9 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await conn.execute(META_DEFAULTS, str(SCHEMA_VERSION))
             await conn.execute(FEED_MARK_START)
             await add_change_feeds(conn)
+            await add_csv_cells(conn)
             return False
-        if version not in (2, 3, 4, 5, 6, 7, 8):
+        if version not in (2, 3, 4, 5, 6, 7, 8, 9):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -364,10 +366,11 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await migrate_5_to_6(conn)
         if version in (2, 3, 4, 5, 6):
             await migrate_6_to_7(conn)
-        if version != 8:
+        if version < 8:
             await migrate_7_to_8(conn)
-        else:
+        elif version == 8:
             await migrate_8_to_9(conn)
+        await add_csv_cells(conn)  # 9 to 10
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -620,6 +623,24 @@ async def migrate_8_to_9(conn: asyncpg.Connection) -> None:
     await conn.execute(SUMMARIES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
     await conn.execute(MEDIANS_OF_EVERY_CAMPAIGN)
     await conn.execute(DIRECTORY_TOTALS_OF_EVERYONE)
+
+
+# --- From schema version 9 to 10: the CSV cells campaigns and employees keep ---
+
+
+async def add_csv_cells(conn: asyncpg.Connection) -> None:
+    """Each campaign's and employee's exported cells (app/data/csv_lines.py), a stored
+    generated column (unless the database has it already): PostgreSQL makes it for the
+    stored rows and at every write."""
+    for table in KEPT_TEXTS:
+        cells = kept_cells(table, POSTGRESQL)
+        await conn.execute(
+            f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS csv_cells {TEXT}"
+            f" GENERATED ALWAYS AS ({cells}) STORED"
+        )
+
+
+# --- end of schema version 10 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
