@@ -6,7 +6,7 @@ new events (with ids below the ones already read) and changes others while the s
 runs, and the collector, run again, appends exactly those, each in its new state: the
 last line of each id is the event as the feed gives it now.
 
-At scale, each reads a generated company of 150,000 events unattended from a server at
+At scale, each reads a generated company of 60,000 events unattended from a server at
 the default rate limits: it meets 429s, waits as each ``Retry-After`` says (no 429 follows
 another), prints nothing on stderr and stores every event once. The Python collector
 counts a page's records by line feeds only, so a U+2028 inside a record does not make a
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.system  # a server process and the collectors' own proc
 
 BASE = "http://127.0.0.1:8080"
 FEED_PATH = "path=/api/companies/v1/events "  # the feed's access lines
-TENANT_EVENTS = 150_000
+TENANT_EVENTS = 60_000
 SEED = 22
 
 
@@ -204,10 +204,10 @@ def test_a_line_separator_inside_a_record_is_not_a_record(tmp_path: Path) -> Non
 
 @pytest.fixture(scope="module")
 def tenant(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A generated company of 150,000 events, alone in its database (in few campaigns:
+    """A generated company of 60,000 events, alone in its database (in few campaigns:
     fewer summaries for the generator to fill)."""
     db = tmp_path_factory.mktemp("tenant") / "tenant.sqlite3"
-    sizes = Sizes(companies=1, employees=500, campaigns=30, events_per_campaign=5000,
+    sizes = Sizes(companies=1, employees=500, campaigns=12, events_per_campaign=5000,
                   courses=1, inscriptions=1)  # fmt: skip
     generate(db, sizes, SEED)
     assert len(events_of(db, 1)) == TENANT_EVENTS

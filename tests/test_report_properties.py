@@ -25,7 +25,7 @@ from .support.factories import API, KEYS, Day, comparable
 from .support.stores import ON_POSTGRESQL, Store
 
 PROFILE = settings(
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     suppress_health_check=[
@@ -37,7 +37,7 @@ PROFILE = settings(
     database=None if os.environ.get("CI") else settings.default.database,
 )
 # On PostgreSQL fewer examples: each needs a database of its own.
-PG_PROFILE = settings(PROFILE, max_examples=8)
+PG_PROFILE = settings(PROFILE, max_examples=6)
 SECTION_TYPES = ("lecture", "video", "quiz", "exam", "survey")
 PERSON = ("name", "last_name", "email", "department", "country", "teams")
 AUTOMATION = ("include", "exclude_automated", "exclude_suspected")
