@@ -100,7 +100,7 @@ DOCUMENT = st.one_of(
 
 
 @settings(
-    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(document=DOCUMENT)
 def test_any_json_is_loaded_or_refused_cleanly(document: Any, tmp_path: Path) -> None:

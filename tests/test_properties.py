@@ -46,7 +46,7 @@ from .support.stores import EACH_STORE, ON_POSTGRESQL, Store
 # CI: the same counts, derandomized so that a failure reproduces.
 settings.register_profile(
     "properties",
-    max_examples=30,
+    max_examples=25,
     deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     suppress_health_check=[
