@@ -214,6 +214,17 @@ def summaries(
     return {tuple(r) for r in found}
 
 
+def by_hour(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
+    """stats_seconds' counts summed by hour (seconds // 3600), the rows without any left out."""
+    hours: dict[tuple[Any, ...], list[int]] = {}
+    for row in conn.execute("SELECT * FROM stats_seconds"):
+        key, seconds, counts = row[:5], row[5], row[6:]
+        sums = hours.setdefault((*key, seconds // 3600), [0] * len(counts))
+        for at, count in enumerate(counts):
+            sums[at] += count
+    return {(*key, *sums) for key, sums in hours.items() if any(sums)}
+
+
 def rebuilt(db: Path, tmp_path: Path) -> sqlite3.Connection:
     """A copy of the database whose summaries are made again from scratch."""
     copy = sqlite3.connect(tmp_path / "rebuilt.sqlite3", isolation_level=None)
@@ -229,6 +240,7 @@ def check(db: Path, tmp_path: Path) -> None:
     try:
         assert summaries(conn, "stats_phishing") == expected_phishing(conn)
         assert summaries(conn, "stats_training") == expected_training(conn)
+        assert summaries(conn, "stats_seconds_hours") == by_hour(conn)
         fresh = rebuilt(db, tmp_path)
         for table in stats_summary.SUMMARIES:
             assert summaries(conn, table) == summaries(fresh, table), table
@@ -330,5 +342,26 @@ async def test_a_version_7_postgresql_database_is_upgraded_with_its_summaries(
         for table in stats_summary.SUMMARIES:
             theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
             assert summaries(lite, table) == summaries(None, table, theirs), table
+    finally:
+        await pg.close()
+
+
+def test_a_version_9_file_gets_its_hours(sample_db: Path, tmp_path: Path) -> None:
+    old = older_copy(sample_db, tmp_path / "v9.sqlite3", ["DROP TABLE stats_seconds_hours"], 9)
+    assert upgrade_if_older(old)
+    check(old, tmp_path)
+
+
+async def test_a_version_9_postgresql_database_gets_its_hours(
+    sample_db: Path, pg_database: str
+) -> None:
+    pg = await asyncpg.connect(pg_database)
+    try:
+        await pg.execute("DROP TABLE stats_seconds_hours")
+        await pg.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+        assert await ensure_pg(pg)
+        theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_seconds_hours")]
+        lite = sqlite3.connect(sample_db)
+        assert theirs and summaries(None, "stats_seconds_hours", theirs) == by_hour(lite)
     finally:
         await pg.close()

@@ -15,7 +15,7 @@ from . import summaries, training
 from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .csv_lines import KEPT_TEXTS, SQLITE, kept_cells, kept_columns
-from .stats_summary import EVERYTHING, SQLITE_TABLES, refresh
+from .stats_summary import EVERYTHING, HOURS_OF_EVERY_ROW, SQLITE_TABLES, refresh
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 SCHEMA_VERSION = 10
@@ -545,7 +545,9 @@ def connect_writer(path: str | Path) -> sqlite3.Connection:
     return conn
 
 
-# --- From schema version 9 to 10: the CSV cells campaigns and employees keep ---
+# --- From schema version 9 to 10: the CSV cells campaigns and employees keep; the stats'
+# histograms of seconds counted by hour too (stats_seconds_hours, made with the other
+# summaries' tables, filled by ensure_schema) ---
 
 
 def add_csv_cells(conn: sqlite3.Connection) -> None:
@@ -628,6 +630,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             conn.execute(summaries.MEDIANS_OF_EVERY_CAMPAIGN)
             conn.execute(summaries.DIRECTORY_TOTALS_OF_EVERYONE)
         add_csv_cells(conn)  # 9 to 10 (a new file too)
+        if version in (8, 9):  # 9 to 10: the hours of the stats' histograms
+            for statement in HOURS_OF_EVERY_ROW:
+                conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -12,7 +12,8 @@ above the one before it). The summaries are kept exact and incremental:
   phishing, value of ``filter[automation]``): every figure additive, plus ``campaigns``
   and ``people`` (distinct: kept exact by counting each member's sends per row in
   ``stats_members``) and the medians (recomputed for the rows whose histogram of seconds,
-  ``stats_seconds``, changed).
+  ``stats_seconds``, changed: the same counts by hour, ``stats_seconds_hours``, tell
+  which hour holds each median, and only that hour's seconds are read).
 
 The statements are the same text on both stores (``?`` parameters; PostgreSQL numbers
 them); :mod:`app.data.pg.stats_summary` runs them there.
@@ -82,6 +83,9 @@ CREATE TABLE IF NOT EXISTS stats_members (
 CREATE TABLE IF NOT EXISTS stats_seconds (
     {_KEY}, seconds {{int}} NOT NULL, {_SECONDS},
     PRIMARY KEY (company_id, span, gk, period_start, gv, seconds)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_seconds_hours (
+    {_KEY}, hour {{int}} NOT NULL, {_SECONDS},
+    PRIMARY KEY (company_id, span, gk, period_start, gv, hour)){{without_rowid}};
 CREATE TABLE IF NOT EXISTS stats_training (
     {_KEY}, due {{int}} NOT NULL, completed_on_time {{int}} NOT NULL,
     completed_late {{int}} NOT NULL, not_completed {{int}} NOT NULL,
@@ -110,13 +114,14 @@ END;
 # rebuild (EVERYTHING), as an upgrade does.
 SUMMARIES = (
     "stats_groups", "stats_sends", "stats_inscriptions", "stats_phishing", "stats_members",
-    "stats_seconds", "stats_training",
+    "stats_seconds", "stats_seconds_hours", "stats_training",
 )  # fmt: skip
 
 # --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
 _SCRATCH = (
     "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
     "sumstats_keys", "sumstats_pd", "sumstats_md", "sumstats_mk", "sumstats_sd",
+    "sumstats_hd", "sumstats_hours",
 )  # fmt: skip
 _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
@@ -382,6 +387,28 @@ _SECONDS_KEY = "company_id, span, gk, period_start, gv, seconds"
 _SECONDS_ADDED = f"""INSERT INTO stats_seconds ({_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)})
     SELECT {_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_sd WHERE true
     ON CONFLICT ({_SECONDS_KEY}) DO UPDATE SET {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
+# The same counts by hour (seconds // 3600; never negative), the level a median is found on.
+HOUR_SECONDS = 3600
+# Schema step 9 to 10: the hours' counts of the seconds kept (both stores).
+HOURS_OF_EVERY_ROW = (
+    "DELETE FROM stats_seconds_hours",
+    f"""INSERT INTO stats_seconds_hours (company_id, span, gk, period_start, gv, hour, {
+        ", ".join(_SECONDS_COLUMNS)
+    }) SELECT company_id, span, gk, period_start, gv, seconds / {HOUR_SECONDS}, {
+        ", ".join(f"sum({c})" for c in _SECONDS_COLUMNS)
+    } FROM stats_seconds GROUP BY company_id, span, gk, period_start, gv, seconds / {
+        HOUR_SECONDS
+    }""",
+)
+_HOURS_SUMS = ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
+_HOURS_DELTA = f"""CREATE TEMP TABLE sumstats_hd AS SELECT {_KEY_COLUMNS},
+    seconds / {HOUR_SECONDS} AS hour, {_HOURS_SUMS} FROM sumstats_sd
+    GROUP BY {_KEY_COLUMNS}, seconds / {HOUR_SECONDS}"""
+_HOURS_KEY = "company_id, span, gk, period_start, gv, hour"
+_HOURS_ADDED = f"""INSERT INTO stats_seconds_hours ({_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)})
+    SELECT {_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_hd WHERE true
+    ON CONFLICT ({_HOURS_KEY}) DO UPDATE SET
+    {_added(_SECONDS_COLUMNS, "stats_seconds_hours")}"""
 
 
 def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
@@ -406,13 +433,30 @@ EMPTIED = (
         "stats_seconds", "sumstats_sd", _SECONDS_KEY,
         " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
     ),
+    _emptied(
+        "stats_seconds_hours", "sumstats_hd", _HOURS_KEY,
+        " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
+    ),
 )  # fmt: skip
-# The touched rows' histograms, in order: each row's medians are found by walking them
+# The touched rows' histograms by hour, in order: each row's medians are found in them
+# first (:func:`median_hours`), then in the seconds of the hours that hold them
 # (:func:`medians`), for both stores.
-HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds,
-    {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)} FROM sumstats_keys k JOIN stats_seconds s
+HOUR_HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour,
+    {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)} FROM sumstats_keys k
+    JOIN stats_seconds_hours s
     ON s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk
     AND s.period_start = k.period_start AND s.gv = k.gv
+    ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour"""
+MEDIAN_HOURS = (
+    f"CREATE TEMP TABLE sumstats_hours AS SELECT {_HOURS_KEY} FROM sumstats_hd WHERE 1 = 0"
+)
+ADD_MEDIAN_HOUR = f"INSERT INTO sumstats_hours ({_HOURS_KEY}) VALUES (?, ?, ?, ?, ?, ?)"
+HOUR_SECONDS_OF_MEDIANS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds,
+    {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)}
+    FROM (SELECT DISTINCT {_HOURS_KEY} FROM sumstats_hours) h JOIN stats_seconds s
+    ON s.company_id = h.company_id AND s.span = h.span AND s.gk = h.gk
+    AND s.period_start = h.period_start AND s.gv = h.gv
+    AND s.seconds >= h.hour * {HOUR_SECONDS} AND s.seconds < (h.hour + 1) * {HOUR_SECONDS}
     ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds"""
 NO_MEDIANS = f"UPDATE stats_phishing SET median_click = NULL, median_report = NULL WHERE {_IN_KEYS}"
 SET_MEDIANS = (
@@ -421,26 +465,50 @@ SET_MEDIANS = (
 )
 
 
-def _lower_median(values: list[tuple[int, int]]) -> int | None:
-    """Of n values (each ``(value, how many)``, in order) the ((n + 1) / 2)-th smallest."""
-    rank = (sum(n for _, n in values) + 1) // 2
-    for value, n in values:
-        rank -= n
-        if rank <= 0:
-            return value
-    return None
+Key = tuple[Any, ...]  # company_id, span, gk, period_start, gv
+# Where a row's median of one column lies: its hour, and its rank among that hour's values.
+MedianHours = dict[tuple[Key, int], tuple[int, int]]
 
 
-def medians(rows: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:
-    """The parameters of SET_MEDIANS for the rows of HISTOGRAMS (a row without values of
-    a kind keeps the NULL that NO_MEDIANS gave it)."""
-    for key, found in groupby(rows, key=lambda row: tuple(row[:5])):
-        histogram = list(found)
+def median_hours(rows: Iterable[Sequence[Any]]) -> MedianHours:
+    """For the rows of HOUR_HISTOGRAMS, each key's and column's hour holding the median
+    (of n values the ((n + 1) / 2)-th smallest) and its rank within that hour."""
+    found: MedianHours = {}
+    for key, by_hour in groupby(rows, key=lambda row: tuple(row[:5])):
+        histogram = list(by_hour)
+        for column in range(len(_SECONDS_COLUMNS)):
+            rank = (sum(row[6 + column] for row in histogram) + 1) // 2
+            for row in histogram if rank else ():
+                if rank <= row[6 + column]:
+                    found[key, column] = (row[5], rank)
+                    break
+                rank -= row[6 + column]
+    return found
+
+
+def hours_to_read(found: MedianHours) -> list[tuple[Any, ...]]:
+    """The parameters of ADD_MEDIAN_HOUR: the hours whose seconds hold a median."""
+    return [(*key, hour) for (key, _), (hour, _) in found.items()]
+
+
+def medians(found: MedianHours, rows: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:
+    """The parameters of SET_MEDIANS from the rows of HOUR_SECONDS_OF_MEDIANS (a row
+    without values of a kind keeps the NULL that NO_MEDIANS gave it)."""
+    for key, values in groupby(rows, key=lambda row: tuple(row[:5])):
+        seconds = list(values)
+        found_here = {}
+        for column in range(len(_SECONDS_COLUMNS)):
+            if (key, column) not in found:
+                continue
+            hour, rank = found[key, column]
+            for row in seconds:
+                if row[5] // HOUR_SECONDS == hour and row[6 + column]:
+                    rank -= row[6 + column]
+                    if rank <= 0:
+                        found_here[column] = row[5]
+                        break
         for n, automation in enumerate(AUTOMATION_FILTERS):
-            click, report = (
-                _lower_median([(r[5], r[6 + at]) for r in histogram if r[6 + at]])
-                for at in (n, len(VARIANTS) + n)
-            )
+            click, report = found_here.get(n), found_here.get(len(VARIANTS) + n)
             if click is not None or report is not None:
                 yield click, report, *key, automation
 
@@ -483,6 +551,8 @@ APPLY = (
     *_MEMBERS,
     _SECONDS_DELTA,
     _SECONDS_ADDED,
+    _HOURS_DELTA,
+    _HOURS_ADDED,
     NO_MEDIANS,
     f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
     _TRAINING_DELTA,
@@ -538,7 +608,10 @@ def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
         conn.executemany("INSERT INTO sumstats_days VALUES (?, ?, ?)", day_periods(days))
         for statement in APPLY:
             conn.execute(statement)
-        conn.executemany(SET_MEDIANS, medians(conn.execute(HISTOGRAMS)))
+        at = median_hours(conn.execute(HOUR_HISTOGRAMS))
+        conn.execute(MEDIAN_HOURS)
+        conn.executemany(ADD_MEDIAN_HOUR, hours_to_read(at))
+        conn.executemany(SET_MEDIANS, medians(at, conn.execute(HOUR_SECONDS_OF_MEDIANS)))
         for found, delete in EMPTIED:
             conn.executemany(delete, conn.execute(found).fetchall())
     finally:

@@ -15,7 +15,7 @@ from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..csv_lines import KEPT_TEXTS, POSTGRESQL, kept_cells
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
-from ..stats_summary import EVERYTHING
+from ..stats_summary import EVERYTHING, HOURS_OF_EVERY_ROW
 from ..summaries import DIRECTORY_TOTALS_OF_EVERYONE, MEDIANS_OF_EVERY_CAMPAIGN
 from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
@@ -371,6 +371,8 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         elif version == 8:
             await migrate_8_to_9(conn)
         await add_csv_cells(conn)  # 9 to 10
+        if version in (8, 9):
+            await add_stats_hours(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -625,7 +627,8 @@ async def migrate_8_to_9(conn: asyncpg.Connection) -> None:
     await conn.execute(DIRECTORY_TOTALS_OF_EVERYONE)
 
 
-# --- From schema version 9 to 10: the CSV cells campaigns and employees keep ---
+# --- From schema version 9 to 10: the CSV cells campaigns and employees keep; the stats'
+# histograms of seconds counted by hour too ---
 
 
 async def add_csv_cells(conn: asyncpg.Connection) -> None:
@@ -638,6 +641,14 @@ async def add_csv_cells(conn: asyncpg.Connection) -> None:
             f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS csv_cells {TEXT}"
             f" GENERATED ALWAYS AS ({cells}) STORED"
         )
+
+
+async def add_stats_hours(conn: asyncpg.Connection) -> None:
+    """The stats' histograms of seconds counted by hour (app/data/stats_summary.py), from
+    the seconds kept."""
+    await conn.execute(PG_TABLES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
+    for statement in HOURS_OF_EVERY_ROW:
+        await conn.execute(statement)
 
 
 # --- end of schema version 10 ---

@@ -6,10 +6,13 @@ from __future__ import annotations
 import asyncpg
 
 from ..stats_summary import (
+    ADD_MEDIAN_HOUR,
     APPLY,
     DAYS_OF,
     EMPTIED,
-    HISTOGRAMS,
+    HOUR_HISTOGRAMS,
+    HOUR_SECONDS_OF_MEDIANS,
+    MEDIAN_HOURS,
     MOVED,
     SET_MEDIANS,
     TABLES,
@@ -18,6 +21,8 @@ from ..stats_summary import (
     before_days,
     day_periods,
     drops,
+    hours_to_read,
+    median_hours,
     medians,
     scratch,
 )
@@ -55,8 +60,11 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
     await conn.executemany("INSERT INTO sumstats_days VALUES ($1, $2, $3)", day_periods(days))
     for statement in APPLY:
         await conn.execute(statement)
-    found = medians(await conn.fetch(HISTOGRAMS))
-    await conn.executemany(numbered(SET_MEDIANS), list(found))
+    at = median_hours(await conn.fetch(HOUR_HISTOGRAMS))
+    await conn.execute(MEDIAN_HOURS)
+    await conn.executemany(numbered(ADD_MEDIAN_HOUR), hours_to_read(at))
+    seconds = await conn.fetch(HOUR_SECONDS_OF_MEDIANS)
+    await conn.executemany(numbered(SET_MEDIANS), list(medians(at, seconds)))
     for select, delete in EMPTIED:
         await conn.executemany(numbered(delete), [tuple(r) for r in await conn.fetch(select)])
     for statement in drops():
