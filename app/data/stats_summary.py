@@ -389,26 +389,21 @@ _SECONDS_ADDED = f"""INSERT INTO stats_seconds ({_SECONDS_KEY}, {", ".join(_SECO
     ON CONFLICT ({_SECONDS_KEY}) DO UPDATE SET {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
 # The same counts by hour (seconds // 3600; never negative), the level a median is found on.
 HOUR_SECONDS = 3600
-# Schema step 9 to 10: the hours' counts of the seconds kept (both stores).
-HOURS_OF_EVERY_ROW = (
-    "DELETE FROM stats_seconds_hours",
-    f"""INSERT INTO stats_seconds_hours (company_id, span, gk, period_start, gv, hour, {
-        ", ".join(_SECONDS_COLUMNS)
-    }) SELECT company_id, span, gk, period_start, gv, seconds / {HOUR_SECONDS}, {
-        ", ".join(f"sum({c})" for c in _SECONDS_COLUMNS)
-    } FROM stats_seconds GROUP BY company_id, span, gk, period_start, gv, seconds / {
-        HOUR_SECONDS
-    }""",
-)
-_HOURS_SUMS = ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
-_HOURS_DELTA = f"""CREATE TEMP TABLE sumstats_hd AS SELECT {_KEY_COLUMNS},
-    seconds / {HOUR_SECONDS} AS hour, {_HOURS_SUMS} FROM sumstats_sd
-    GROUP BY {_KEY_COLUMNS}, seconds / {HOUR_SECONDS}"""
 _HOURS_KEY = "company_id, span, gk, period_start, gv, hour"
+_BY_HOUR = f"company_id, span, gk, period_start, gv, seconds / {HOUR_SECONDS}"  # _HOURS_KEY
+_HOURS_SUMS = ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
+_HOURS_DELTA = f"""CREATE TEMP TABLE sumstats_hd AS SELECT {_BY_HOUR} AS hour, {_HOURS_SUMS}
+    FROM sumstats_sd GROUP BY {_BY_HOUR}"""
 _HOURS_ADDED = f"""INSERT INTO stats_seconds_hours ({_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)})
     SELECT {_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_hd WHERE true
     ON CONFLICT ({_HOURS_KEY}) DO UPDATE SET
     {_added(_SECONDS_COLUMNS, "stats_seconds_hours")}"""
+# Schema step 9 to 10: the hours of the seconds already kept (both stores).
+HOURS_OF_EVERY_ROW = (
+    "DELETE FROM stats_seconds_hours",
+    f"""INSERT INTO stats_seconds_hours ({_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)})
+    SELECT {_BY_HOUR}, {_HOURS_SUMS} FROM stats_seconds GROUP BY {_BY_HOUR}""",
+)
 
 
 def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
