@@ -33,7 +33,7 @@ from app.web.formats import encode_json_chunk, join_lines
 from app.web.schemas import CampaignEventSchema, EmployeeEventSchema, exported_rows
 
 from .support.clients import MakeClient
-from .support.factories import API, get, query
+from .support.factories import API, PG_UNDO_VERSION_11, UNDO_VERSION_11, get, query
 from .support.stores import EACH_STORE, Store
 
 ALPHABET = [",", '"', "\r", "\n", "=", "+", "-", "@", "\t", "'", " ", "a", "Z", "é", "\u2028"]
@@ -147,6 +147,8 @@ async def test_a_version_9_database_gets_the_cells_kept(
         try:
             for table in KEPT_TEXTS:
                 await conn.execute(f"ALTER TABLE {table} DROP COLUMN csv_cells")
+            for statement in PG_UNDO_VERSION_11:
+                await conn.execute(statement)
             await conn.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
             assert await ensure_schema(conn)
         finally:
@@ -157,6 +159,8 @@ async def test_a_version_9_database_gets_the_cells_kept(
             conn.execute(f"DROP TRIGGER {table}_csv_cells")
             conn.execute(f"DROP TRIGGER {table}_csv_cells_again")
             conn.execute(f"ALTER TABLE {table} DROP COLUMN csv_cells")
+        for statement in UNDO_VERSION_11:
+            conn.execute(statement)
         conn.execute("PRAGMA user_version = 9")
         conn.close()
         assert upgrade_if_older(store.sqlite_path)

@@ -30,7 +30,7 @@ from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 from app.tools.reclassify import reclassify
 
-from .support.factories import older_copy
+from .support.factories import PG_UNDO_VERSION_11, UNDO_VERSION_11, older_copy
 from .support.stats import bucket_of
 
 DEPARTMENTS = ("Zeta", "alpha", "Ärzte", "HR")
@@ -282,6 +282,21 @@ def test_random_loads_keep_every_summary_exact(sample_db: Path, tmp_path: Path) 
         check(sample_db, tmp_path)
 
 
+def test_a_new_send_in_a_period_the_person_is_already_in(sample_db: Path, tmp_path: Path) -> None:
+    """People are distinct: employee 1's new send, a day after campaign 1's (the only
+    send the load touches), must not count them again in the periods they were in."""
+    campaign = {
+        "id": 900,
+        "company_id": 1,
+        "title": "Next day",
+        "launch_date": "2025-02-12T09:00:00Z",
+    }
+    load_files(sample_db, [write(tmp_path, 0, {
+        "campaigns": [campaign], "campaign_targets": [{"campaign_id": 900, "employee_id": 1}]
+    })])  # fmt: skip
+    check(sample_db, tmp_path)
+
+
 def test_reclassify_moves_the_summaries_with_the_verdicts(sample_db: Path, tmp_path: Path) -> None:
     rng = random.Random(7)
     load_files(sample_db, [write(tmp_path, 0, batch(rng, 0, known_ids(sample_db)))])
@@ -347,7 +362,8 @@ async def test_a_version_7_postgresql_database_is_upgraded_with_its_summaries(
 
 
 def test_a_version_9_file_gets_its_hours(sample_db: Path, tmp_path: Path) -> None:
-    old = older_copy(sample_db, tmp_path / "v9.sqlite3", ["DROP TABLE stats_seconds_hours"], 9)
+    undo = [*UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"]
+    old = older_copy(sample_db, tmp_path / "v9.sqlite3", undo, 9)
     assert upgrade_if_older(old)
     check(old, tmp_path)
 
@@ -357,11 +373,41 @@ async def test_a_version_9_postgresql_database_gets_its_hours(
 ) -> None:
     pg = await asyncpg.connect(pg_database)
     try:
-        await pg.execute("DROP TABLE stats_seconds_hours")
+        for statement in [*PG_UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"]:
+            await pg.execute(statement)
         await pg.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
         assert await ensure_pg(pg)
         theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_seconds_hours")]
         lite = sqlite3.connect(sample_db)
         assert theirs and summaries(None, "stats_seconds_hours", theirs) == by_hour(lite)
+    finally:
+        await pg.close()
+
+
+def test_a_version_10_file_keeps_its_campaign_counts(sample_db: Path, tmp_path: Path) -> None:
+    old = older_copy(sample_db, tmp_path / "v10.sqlite3", UNDO_VERSION_11, 10)
+    assert upgrade_if_older(old)
+    tables = {name for (name,) in sqlite3.connect(old).execute("SELECT name FROM sqlite_master")}
+    assert "stats_members" not in tables
+    check(old, tmp_path)
+    load_files(old, [write(tmp_path, 0, batch(random.Random(10), 0, known_ids(old)))])
+    check(old, tmp_path)
+
+
+async def test_a_version_10_postgresql_database_keeps_its_campaign_counts(
+    sample_db: Path, pg_database: str
+) -> None:
+    pg = await asyncpg.connect(pg_database)
+    try:
+        for statement in PG_UNDO_VERSION_11:
+            await pg.execute(statement)
+        await pg.execute("UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+        assert await ensure_pg(pg)
+        assert await pg.fetchval("SELECT to_regclass('stats_members')") is None
+        theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_campaigns")]
+        lite = sqlite3.connect(sample_db)
+        assert theirs and summaries(None, "stats_campaigns", theirs) == summaries(
+            lite, "stats_campaigns"
+        )
     finally:
         await pg.close()

@@ -26,7 +26,7 @@ from app.data.schema import SCHEMA_VERSION, upgrade_if_older
 from app.data.summaries import filter_key
 from app.tools.reclassify import reclassify, reclassify_pg
 
-from .support.factories import query
+from .support.factories import PG_UNDO_VERSION_11, UNDO_VERSION_11, query
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()
@@ -283,6 +283,7 @@ SINCE = {
     ],
     8: ["DROP TABLE campaign_medians", "DROP TABLE directory_totals"],
 }  # fmt: skip
+UNDO = {7: ([], []), 8: (UNDO_VERSION_11, PG_UNDO_VERSION_11)}  # what 8 to 10 kept
 
 
 @pytest.mark.parametrize("version", list(SINCE))
@@ -292,6 +293,8 @@ async def test_the_upgrade_fills_the_summaries(store: Store, version: int) -> No
         try:
             for statement in SINCE[version]:
                 await conn.execute(f"{statement} CASCADE")
+            for statement in UNDO[version][1]:
+                await conn.execute(statement)
             await conn.execute(
                 "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(version)
             )
@@ -302,7 +305,7 @@ async def test_the_upgrade_fills_the_summaries(store: Store, version: int) -> No
             await conn.close()
     else:
         conn = sqlite3.connect(store.sqlite_path, isolation_level=None)
-        for statement in SINCE[version]:
+        for statement in [*SINCE[version], *UNDO[version][0]]:
             conn.execute(statement)
         triggers = (
             "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE '%stale_sends'"

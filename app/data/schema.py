@@ -15,10 +15,16 @@ from . import summaries, training
 from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .csv_lines import KEPT_TEXTS, SQLITE, kept_cells, kept_columns
-from .stats_summary import EVERYTHING, HOURS_OF_EVERY_ROW, SQLITE_TABLES, refresh
+from .stats_summary import (
+    CAMPAIGNS_OF_MEMBERS,
+    EVERYTHING,
+    HOURS_OF_EVERY_ROW,
+    SQLITE_TABLES,
+    refresh,
+)
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -572,14 +578,14 @@ def add_csv_cells(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 9 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 10 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -632,6 +638,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         add_csv_cells(conn)  # 9 to 10 (a new file too)
         if version in (8, 9):  # 9 to 10: the hours of the stats' histograms
             for statement in HOURS_OF_EVERY_ROW:
+                conn.execute(statement)
+        if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
+            for statement in CAMPAIGNS_OF_MEMBERS:
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

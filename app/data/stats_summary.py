@@ -10,8 +10,9 @@ above the one before it). The summaries are kept exact and incremental:
   it touched away and adds the new one, so only the touched rows are read;
 - the answers' rows, per company, interval (``span``), period, grouping, group value (and, for the
   phishing, value of ``filter[automation]``): every figure additive, plus ``campaigns``
-  and ``people`` (distinct: kept exact by counting each member's sends per row in
-  ``stats_members``) and the medians (recomputed for the rows whose histogram of seconds,
+  (distinct: kept exact by counting each campaign's sends per row in ``stats_campaigns``),
+  ``people`` (distinct: a touched employee's periods are taken away and added again from
+  the snapshot of their sends) and the medians (recomputed for the rows whose histogram of seconds,
   ``stats_seconds``, changed: the same counts by hour, ``stats_seconds_hours``, tell
   which hour holds each median, and only that hour's seconds are read).
 
@@ -77,9 +78,9 @@ CREATE TABLE IF NOT EXISTS stats_phishing (
     opened {{int}} NOT NULL, clicked {{int}} NOT NULL, reported {{int}} NOT NULL,
     failed {{int}} NOT NULL, median_click {{int}}, median_report {{int}},
     PRIMARY KEY (company_id, span, automation, gk, period_start, gv)){{without_rowid}};
-CREATE TABLE IF NOT EXISTS stats_members (
-    {_KEY}, kind {{text}} NOT NULL, member {{int}} NOT NULL, n {{int}} NOT NULL,
-    PRIMARY KEY (company_id, span, gk, period_start, gv, kind, member)){{without_rowid}};
+CREATE TABLE IF NOT EXISTS stats_campaigns (
+    {_KEY}, campaign_id {{int}} NOT NULL, n {{int}} NOT NULL,
+    PRIMARY KEY (company_id, span, gk, period_start, gv, campaign_id)){{without_rowid}};
 CREATE TABLE IF NOT EXISTS stats_seconds (
     {_KEY}, seconds {{int}} NOT NULL, {_SECONDS},
     PRIMARY KEY (company_id, span, gk, period_start, gv, seconds)){{without_rowid}};
@@ -113,15 +114,15 @@ END;
 # The stats' figures, in every table that keeps them: refresh empties them first on a
 # rebuild (EVERYTHING), as an upgrade does.
 SUMMARIES = (
-    "stats_groups", "stats_sends", "stats_inscriptions", "stats_phishing", "stats_members",
+    "stats_groups", "stats_sends", "stats_inscriptions", "stats_phishing", "stats_campaigns",
     "stats_seconds", "stats_seconds_hours", "stats_training",
 )  # fmt: skip
 
 # --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
 _SCRATCH = (
     "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
-    "sumstats_keys", "sumstats_pd", "sumstats_md", "sumstats_mk", "sumstats_sd",
-    "sumstats_hd", "sumstats_hours",
+    "sumstats_pm", "sumstats_pg", "sumstats_keys", "sumstats_pd", "sumstats_md",
+    "sumstats_mk", "sumstats_sd", "sumstats_hd", "sumstats_hours",
 )  # fmt: skip
 _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
@@ -250,7 +251,8 @@ _GROUPS_SNAPSHOT = """INSERT INTO stats_groups SELECT e.id, '', '' FROM sumstats
 
 
 # The contributions of the touched rows, with their sign: taken before the snapshots are
-# written again (-1), then after (+1).
+# written again (-1), then after (+1). For ``people``, a touched employee's whole
+# contribution: the days of all their sends (sumstats_pm) and their groups (sumstats_pg).
 def _contributions(sign: int) -> list[str]:
     return [
         f"""INSERT INTO sumstats_dp SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_t t
@@ -259,6 +261,12 @@ def _contributions(sign: int) -> list[str]:
         f"""INSERT INTO sumstats_di SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_i t
         JOIN stats_inscriptions s ON s.id = t.id
         JOIN stats_groups g ON g.employee_id = s.employee_id""",
+        f"""INSERT INTO sumstats_pm SELECT DISTINCT {sign}, s.company_id, s.employee_id,
+        substr(s.launch_date, 1, 10) FROM sumstats_e e
+        JOIN campaign_targets t ON t.employee_id = e.id
+        JOIN stats_sends s ON s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id""",
+        f"""INSERT INTO sumstats_pg SELECT {sign}, g.employee_id, g.gk, g.gv FROM sumstats_e e
+        JOIN stats_groups g ON g.employee_id = e.id""",
     ]
 
 
@@ -267,6 +275,9 @@ _CREATE_DELTAS = (
     " CROSS JOIN stats_groups g WHERE 1 = 0",
     "CREATE TEMP TABLE sumstats_di AS SELECT 0 AS sign, s.*, g.gk, g.gv"
     " FROM stats_inscriptions s CROSS JOIN stats_groups g WHERE 1 = 0",
+    "CREATE TEMP TABLE sumstats_pm AS SELECT 0 AS sign, s.company_id, s.employee_id,"
+    " s.launch_date AS day FROM stats_sends s WHERE 1 = 0",
+    "CREATE TEMP TABLE sumstats_pg AS SELECT 0 AS sign, g.* FROM stats_groups g WHERE 1 = 0",
 )
 _SNAPSHOTS = (
     "DELETE FROM stats_sends WHERE (campaign_id, employee_id) IN"
@@ -282,6 +293,7 @@ _SNAPSHOTS = (
 # --- The deltas applied to the answers' rows. ---
 DAYS_OF = (
     "SELECT DISTINCT substr(launch_date, 1, 10) FROM sumstats_dp"
+    " UNION SELECT day FROM sumstats_pm"
     " UNION SELECT due_date FROM sumstats_di WHERE due_date IS NOT NULL"
     " UNION SELECT start_date FROM sumstats_di"
 )
@@ -334,30 +346,33 @@ _PHISHING_DELTA = f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, ca
     WHERE true GROUP BY {_P_KEY}, v.automation
     ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
     {_added(_COUNTS, "stats_phishing")}"""
-# campaigns and people: each member's sends per row; a row's count moves when a member's
-# goes from none to some or back.
-_MEMBER_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_P_KEY}, d.kind, d.member,
+# campaigns: each campaign's sends per row; a row's count moves when a campaign's goes
+# from none to some or back.
+_CAMPAIGN_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_P_KEY}, d.campaign_id,
     sum(d.sign) AS d FROM (
-        SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, 'campaign' AS kind,
-        d.campaign_id AS member, sum(d.sign) AS sign FROM sumstats_dp d
-        GROUP BY d.company_id, {_DAY}, d.gk, d.gv, d.campaign_id
-        UNION ALL SELECT d.company_id, {_DAY}, d.gk, d.gv, 'person', d.employee_id, d.sign
-        FROM sumstats_dp d
-    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.kind, d.member"""
-_MEMBER_KEY = "company_id, span, gk, period_start, gv, kind, member"
-_MEMBER_MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT x.company_id, x.span,
-    x.period_start, x.gk, x.gv,
-    sum(CASE WHEN x.kind = 'campaign' THEN x.moved ELSE 0 END) AS campaigns,
-    sum(CASE WHEN x.kind = 'person' THEN x.moved ELSE 0 END) AS people
-    FROM (SELECT md.*, CASE WHEN coalesce(m.n, 0) + md.d > 0 THEN 1 ELSE 0 END
-        - CASE WHEN coalesce(m.n, 0) > 0 THEN 1 ELSE 0 END AS moved
-        FROM sumstats_md md LEFT JOIN stats_members m ON m.company_id = md.company_id
-        AND m.span = md.span AND m.gk = md.gk AND m.period_start = md.period_start
-        AND m.gv = md.gv AND m.kind = md.kind AND m.member = md.member) x
-    GROUP BY x.company_id, x.span, x.period_start, x.gk, x.gv"""
+        SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, d.campaign_id, sum(d.sign) AS sign
+        FROM sumstats_dp d GROUP BY d.company_id, {_DAY}, d.gk, d.gv, d.campaign_id
+    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.campaign_id"""
+_CAMPAIGN_KEY = "company_id, span, gk, period_start, gv, campaign_id"
+# people: a touched employee counts -1 in each (period, group) they were in and +1 in each
+# they are in now (at least one send launched in the period).
+_MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT company_id, span, period_start, gk, gv,
+    sum(campaigns) AS campaigns, sum(people) AS people FROM (
+        SELECT md.company_id, md.span, md.period_start, md.gk, md.gv,
+        CASE WHEN coalesce(c.n, 0) + md.d > 0 THEN 1 ELSE 0 END
+        - CASE WHEN coalesce(c.n, 0) > 0 THEN 1 ELSE 0 END AS campaigns, 0 AS people
+        FROM sumstats_md md LEFT JOIN stats_campaigns c ON c.company_id = md.company_id
+        AND c.span = md.span AND c.gk = md.gk AND c.period_start = md.period_start
+        AND c.gv = md.gv AND c.campaign_id = md.campaign_id
+        UNION ALL SELECT x.company_id, x.span, x.period_start, g.gk, g.gv, 0, x.sign
+        FROM (SELECT DISTINCT p.sign, p.company_id, p.employee_id, m.span, m.period_start
+            FROM sumstats_pm p JOIN sumstats_days m ON m.day = p.day) x
+        JOIN sumstats_pg g ON g.sign = x.sign AND g.employee_id = x.employee_id
+    ) x GROUP BY company_id, span, period_start, gk, gv"""
 _MEMBERS = (
-    f"""INSERT INTO stats_members ({_MEMBER_KEY}, n) SELECT {_MEMBER_KEY}, d FROM sumstats_md
-    WHERE d <> 0 ON CONFLICT ({_MEMBER_KEY}) DO UPDATE SET n = stats_members.n + excluded.n""",
+    f"""INSERT INTO stats_campaigns ({_CAMPAIGN_KEY}, n) SELECT {_CAMPAIGN_KEY}, d
+    FROM sumstats_md WHERE d <> 0
+    ON CONFLICT ({_CAMPAIGN_KEY}) DO UPDATE SET n = stats_campaigns.n + excluded.n""",
     f"""INSERT INTO stats_phishing ({_KEY_COLUMNS}, automation, campaigns, sends, people,
     opened, clicked, reported, failed)
     SELECT k.company_id, k.span, k.period_start, k.gk, k.gv, v.automation, k.campaigns, 0,
@@ -405,6 +420,14 @@ HOURS_OF_EVERY_ROW = (
     SELECT {_BY_HOUR}, {_HOURS_SUMS} FROM stats_seconds GROUP BY {_BY_HOUR}""",
 )
 
+# Schema step 10 to 11: the campaigns' counts kept (stats_members held every employee's
+# too, per row, before people were counted from the sends; both stores).
+CAMPAIGNS_OF_MEMBERS = (
+    f"""INSERT INTO stats_campaigns ({_CAMPAIGN_KEY}, n) SELECT company_id, span, gk,
+    period_start, gv, member, n FROM stats_members WHERE kind = 'campaign'""",
+    "DROP TABLE stats_members",
+)
+
 
 def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
     """The keys of ``table``'s rows that ``delta`` (a temporary table) touched and left
@@ -420,10 +443,10 @@ def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
     )
 
 
-# The rows a refresh left empty (SELECT, then DELETE each): members without sends,
+# The rows a refresh left empty (SELECT, then DELETE each): campaigns without sends,
 # histogram values without sends.
 EMPTIED = (
-    _emptied("stats_members", "sumstats_md", _MEMBER_KEY, "{x}n = 0"),
+    _emptied("stats_campaigns", "sumstats_md", _CAMPAIGN_KEY, "{x}n = 0"),
     _emptied(
         "stats_seconds", "sumstats_sd", _SECONDS_KEY,
         " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
@@ -541,8 +564,8 @@ APPLY = (
     _BY_DAY,
     _KEYS,
     _PHISHING_DELTA,
-    _MEMBER_DELTA,
-    _MEMBER_MOVES,
+    _CAMPAIGN_DELTA,
+    _MOVES,
     *_MEMBERS,
     _SECONDS_DELTA,
     _SECONDS_ADDED,

@@ -284,6 +284,26 @@ def older_copy(db: Path, target: Path, undo: Iterable[str], version: int) -> Pat
     return target
 
 
+def _undo_version_11(integer: str, text: str) -> list[str]:
+    """Version 10 kept every campaign's and every employee's sends per row of the stats
+    in stats_members (version 11 keeps the campaigns' in stats_campaigns)."""
+    return [
+        f"""CREATE TABLE stats_members (company_id {integer} NOT NULL, span {text} NOT NULL,
+        period_start {text} NOT NULL, gk {text} NOT NULL, gv {text} NOT NULL,
+        kind {text} NOT NULL, member {integer} NOT NULL, n {integer} NOT NULL,
+        PRIMARY KEY (company_id, span, gk, period_start, gv, kind, member))""",
+        "INSERT INTO stats_members SELECT company_id, span, period_start, gk, gv, 'campaign',"
+        " campaign_id, n FROM stats_campaigns",
+        "INSERT INTO stats_members SELECT DISTINCT company_id, span, period_start, gk, gv,"
+        " 'person', 1, 1 FROM stats_campaigns",
+        "DROP TABLE stats_campaigns",
+    ]
+
+
+UNDO_VERSION_11 = _undo_version_11("INTEGER", "TEXT")
+PG_UNDO_VERSION_11 = _undo_version_11("BIGINT", 'TEXT COLLATE "C"')
+
+
 def version_6_copy(sample_db: Path, target: Path) -> Path:
     """A copy of the sample file made version 6 again (what version 7 added, dropped)."""
     return older_copy(sample_db, target, SINCE_VERSION_6, 6)

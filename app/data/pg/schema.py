@@ -15,7 +15,7 @@ from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..csv_lines import KEPT_TEXTS, POSTGRESQL, kept_cells
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
-from ..stats_summary import EVERYTHING, HOURS_OF_EVERY_ROW
+from ..stats_summary import CAMPAIGNS_OF_MEMBERS, EVERYTHING, HOURS_OF_EVERY_ROW
 from ..summaries import DIRECTORY_TOTALS_OF_EVERYONE, MEDIANS_OF_EVERY_CAMPAIGN
 from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
@@ -334,7 +334,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 9 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 10 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -354,7 +354,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await add_change_feeds(conn)
             await add_csv_cells(conn)
             return False
-        if version not in (2, 3, 4, 5, 6, 7, 8, 9):
+        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -373,6 +373,8 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         await add_csv_cells(conn)  # 9 to 10
         if version in (8, 9):
             await add_stats_hours(conn)
+        if version in (8, 9, 10):
+            await keep_campaign_counts_only(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -652,6 +654,19 @@ async def add_stats_hours(conn: asyncpg.Connection) -> None:
 
 
 # --- end of schema version 10 ---
+
+
+# --- From schema version 10 to 11: the stats keep each campaign's sends per row, no longer
+# each employee's (people are counted from the sends' snapshot) ---
+
+
+async def keep_campaign_counts_only(conn: asyncpg.Connection) -> None:
+    await conn.execute(PG_TABLES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
+    for statement in CAMPAIGNS_OF_MEMBERS:
+        await conn.execute(statement)
+
+
+# --- end of schema version 11 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
