@@ -22,6 +22,7 @@ from .support.factories import API, KEY_1, PROBLEM_KEYS, TITLES, assert_problem
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 EVENTS = f"{API}/campaigns/1/events"
 AUTH = {"X-API-KEY": KEY_1}
@@ -81,6 +82,7 @@ async def test_429_for_repeated_authentication_failures(make_client: MakeClient)
     assert int(resp.headers["Retry-After"]) >= 1
 
 
+@pytest.mark.writes
 async def test_500_on_a_real_fault_hides_internals_and_logs_them(
     client: TestClient, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -34,6 +34,7 @@ from .support.factories import API, KEY_1, KEY_2, KEYS, assert_problem
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 # ---- authentication and path ids (contract.md 2) ------------------------------------
 
@@ -49,6 +50,7 @@ async def test_missing_empty_or_wrong_key_is_401(
         await assert_problem(resp, 401)
 
 
+@pytest.mark.writes
 async def test_revoked_key_gets_401_within_5_seconds(client: TestClient, store: Store) -> None:
     """Revocation works on a running server within the contract's 5 seconds."""
     resp, _ = await fetch(client, "campaigns", 1)

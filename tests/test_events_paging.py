@@ -32,6 +32,7 @@ from .support.factories import API, KEY_1
 from .support.stores import on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 PAGE_HEADERS = ("X-Total-Count", "X-Page", "X-Per-Page", "X-Total-Pages", "Link")
 FILTERS = {"campaigns": [(TYPE, "Open,click"), (CAPTCHA, "false")], "victimsapi": []}

@@ -28,6 +28,7 @@ from .support.factories import API, KEY_1, KEY_2, assert_problem, get, make_samp
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
 EMPLOYEE = f"{API}/victimsapi/7/events"
@@ -117,6 +118,7 @@ async def test_etag_depends_on_company_and_query(client: TestClient) -> None:
     assert (await get(client, CAMPAIGN, **{"If-None-Match": typed.headers["ETag"]})).status == 200
 
 
+@pytest.mark.writes
 async def test_etag_changes_after_a_load(client: TestClient, store: Store, tmp_path: Path) -> None:
     before = await get(client, CAMPAIGN)
     old_tag, old_ids = before.headers["ETag"], [e["id"] for e in await before.json()]
@@ -249,6 +251,7 @@ def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[i
     return db, ordered_ids(campaign_one_events() + added), directory / "big.json"
 
 
+@pytest.mark.writes
 async def test_large_array_is_streamed_complete_and_in_order(
     make_client: MakeClient,
     big_template: tuple[Path, list[int], Path],

@@ -20,6 +20,7 @@ from .support.factories import API, KEY_1, assert_problem
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 CHALLENGE = 'APIKey header="X-API-KEY"'
 CONTROL_MESSAGE = "Control characters (U+0000 to U+001F, U+007F) are not allowed in values."
@@ -40,6 +41,7 @@ async def test_every_401_names_the_scheme_and_the_header(
     assert response.headers.getall("WWW-Authenticate") == [CHALLENGE]
 
 
+@pytest.mark.writes
 async def test_a_revoked_key_gets_the_challenge_too(client: TestClient, store: Store) -> None:
     await store.execute("UPDATE api_keys SET revoked_at = '2026-01-01T00:00:00Z'")
     response = await client.get(URLS[0], headers={"X-API-KEY": KEY_1})  # never cached before

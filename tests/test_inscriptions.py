@@ -20,6 +20,7 @@ from .support.inscriptions import LIST_VALUES, URL, Filters, expected, get, get_
 from .support.stores import on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 
 @pytest.mark.parametrize("company", [1, 2])

@@ -19,6 +19,7 @@ from .support.inscriptions import Filters, expected, get, query_params
 from .support.stores import on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 
 # A quoted comma, an OR list and a date bound: every link must carry all of them.
 FILTERS: Filters = {

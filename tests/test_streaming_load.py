@@ -29,6 +29,7 @@ pytestmark = pytest.mark.system  # starts server processes (make test-fast skips
 STREAM_EVENTS = 30_000
 ADDED_EVENTS = 1_000
 PER_PAGE = 500
+PAUSE_SECONDS = 0.1  # between a reader's reads: the load gets the CPU it needs too
 EVENTS_URL = f"{API}/campaigns/1/events"
 
 
@@ -122,6 +123,7 @@ async def keep_reading(
         seen.append((page, *await read_version(session, versions, page), began_after))
         if began_after:
             break
+        await asyncio.sleep(PAUSE_SECONDS)
     return seen
 
 

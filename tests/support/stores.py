@@ -149,7 +149,9 @@ def database_url(url: str, name: str) -> str:
 def fresh_database(url: str, template: str = TEMPLATE) -> Iterator[str]:
     """A database copied from ``template`` for one test (template0: empty); dropped afterwards."""
     name = f"t_{uuid.uuid4().hex[:16]}"
-    run_apart(_admin(url, f"CREATE DATABASE {name} TEMPLATE {template}"))
+    # FILE_COPY copies the files (the cluster runs without fsync): about half the time
+    # of PostgreSQL's default, which writes every page through the WAL.
+    run_apart(_admin(url, f"CREATE DATABASE {name} TEMPLATE {template} STRATEGY FILE_COPY"))
     try:
         yield database_url(url, name)
     finally:
