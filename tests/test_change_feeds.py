@@ -166,7 +166,7 @@ steps = st.lists(
     max_size=12,
 )
 SYNC = settings(
-    max_examples=8,
+    max_examples=5,
     deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -51,7 +51,7 @@ MAX_EVENT_ID = 60  # ids are drawn from a small range: new ones often fall below
 START = dt.datetime(2026, 3, 1)
 
 SYNC = settings(
-    max_examples=10,
+    max_examples=6,
     deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate),
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

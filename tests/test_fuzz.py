@@ -95,7 +95,7 @@ PARAMETERS = {
 # derandomized so that a failure reproduces.
 settings.register_profile(
     "fuzz",
-    max_examples=30,
+    max_examples=20,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
@@ -256,7 +256,7 @@ def test_every_check_finds_only_what_the_descriptions_state(
     config.write_text(REFUSALS)
     command = [sys.executable, "-m", "schemathesis.cli", "--config-file", str(config), "run"]
     command.append(f"{live_server}{SPEC_PATH}")
-    command += ["--checks", "all", "--header", f"X-API-KEY: {KEY_1}", "--max-examples", "10"]
+    command += ["--checks", "all", "--header", f"X-API-KEY: {KEY_1}", "--max-examples", "5"]
     command += ["--generation-deterministic", "--no-color", "--report", "junit"]
     command += ["--report-dir", str(tmp_path)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)

@@ -46,7 +46,7 @@ from .support.stores import EACH_STORE, ON_POSTGRESQL, Store
 # CI: the same counts, derandomized so that a failure reproduces.
 settings.register_profile(
     "properties",
-    max_examples=25,
+    max_examples=15,
     deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     suppress_health_check=[
@@ -59,7 +59,7 @@ settings.register_profile(
     "properties-ci", settings.get_profile("properties"), derandomize=True, database=None
 )
 PROFILE = settings.get_profile("properties-ci" if os.environ.get("CI") else "properties")
-JUNK_PROFILE = settings(PROFILE, max_examples=600, phases=tuple(Phase))
+JUNK_PROFILE = settings(PROFILE, max_examples=300, phases=tuple(Phase))
 # On PostgreSQL fewer examples: each needs a database of its own (0.3 s against 0.08 s).
 PG_PROFILE = settings(PROFILE, max_examples=6)
 

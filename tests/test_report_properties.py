@@ -25,7 +25,7 @@ from .support.factories import API, KEYS, Day, comparable
 from .support.stores import ON_POSTGRESQL, Store
 
 PROFILE = settings(
-    max_examples=20,
+    max_examples=12,
     deadline=None,
     phases=(Phase.explicit, Phase.reuse, Phase.generate, Phase.target),
     suppress_health_check=[
