@@ -12,7 +12,7 @@ BENCH_TENTH_DB := bench-data/bench-tenth.sqlite3
 
 # The suite starts many Python processes (servers, tools, pytest's workers): let them keep
 # their compiled modules, even where the environment says not to (a clean clone's
-# collection alone takes twice as long without them).
+# collection alone takes twice as long without them), here and in .venv.
 unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: run test test-fast lint load clean bench bench-data bench-smoke keys wrk redis postgresql \
@@ -25,14 +25,15 @@ $(BIN)/python:
 
 # Two installs: serving needs only the package (make run, load, keys, bench); the test
 # tools (pytest, hypothesis, schemathesis, ruff, mypy) come with make test and make lint.
+# --no-compile: Python compiles (and keeps) only the modules it imports, when it does.
 $(SERVE_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e .
+	$(BIN)/python -m pip install --quiet --no-compile -e .
 	touch $(SERVE_STAMP)
 
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[test]'
 	touch $(STAMP)
 
 ## make run: set up, create the database from the sample data if missing, serve on 127.0.0.1:8080

@@ -95,13 +95,13 @@ PARAMETERS = {
 # derandomized so that a failure reproduces.
 settings.register_profile(
     "fuzz",
-    max_examples=20,
+    max_examples=12,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 settings.register_profile("fuzz-ci", settings.get_profile("fuzz"), derandomize=True, database=None)
 PROFILE = settings.get_profile("fuzz-ci" if os.environ.get("CI") else "fuzz")
-WITHOUT_KEY = settings(PROFILE, max_examples=10)
+WITHOUT_KEY = settings(PROFILE, max_examples=6)
 MODES = [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 UNPARSABLE = "The request could not be parsed as HTTP."
 CONTROL = "Control characters"  # the message of a list value refused for one (issue 12 item 5)

@@ -120,9 +120,9 @@ SUMMARIES = (
 
 # --- What a refresh touches: temporary tables of ids, filled from the writer's Touched. ---
 _SCRATCH = (
-    "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_dp", "sumstats_di",
-    "sumstats_pm", "sumstats_pg", "sumstats_keys", "sumstats_pd", "sumstats_md",
-    "sumstats_mk", "sumstats_sd", "sumstats_hd", "sumstats_hours",
+    "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_sp", "sumstats_dp",
+    "sumstats_di", "sumstats_pm", "sumstats_pg", "sumstats_keys", "sumstats_pd",
+    "sumstats_md", "sumstats_mk", "sumstats_sd", "sumstats_hd", "sumstats_hours",
 )  # fmt: skip
 _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
@@ -251,13 +251,13 @@ _GROUPS_SNAPSHOT = """INSERT INTO stats_groups SELECT e.id, '', '' FROM sumstats
 
 
 # The contributions of the touched rows, with their sign: taken before the snapshots are
-# written again (-1), then after (+1). For ``people``, a touched employee's whole
-# contribution: the days of all their sends (sumstats_pm) and their groups (sumstats_pg).
+# written again (-1), then after (+1): the touched sends (sumstats_sp), inscriptions (with
+# their groups: sumstats_di), and the touched employees' groups (sumstats_pg) and, for
+# ``people``, the days of all their sends (sumstats_pm).
 def _contributions(sign: int) -> list[str]:
     return [
-        f"""INSERT INTO sumstats_dp SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_t t
-        JOIN stats_sends s ON s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id
-        JOIN stats_groups g ON g.employee_id = s.employee_id""",
+        f"""INSERT INTO sumstats_sp SELECT {sign}, s.* FROM sumstats_t t
+        JOIN stats_sends s ON s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id""",
         f"""INSERT INTO sumstats_di SELECT {sign}, s.*, g.gk, g.gv FROM sumstats_i t
         JOIN stats_inscriptions s ON s.id = t.id
         JOIN stats_groups g ON g.employee_id = s.employee_id""",
@@ -271,8 +271,7 @@ def _contributions(sign: int) -> list[str]:
 
 
 _CREATE_DELTAS = (
-    "CREATE TEMP TABLE sumstats_dp AS SELECT 0 AS sign, s.*, g.gk, g.gv FROM stats_sends s"
-    " CROSS JOIN stats_groups g WHERE 1 = 0",
+    "CREATE TEMP TABLE sumstats_sp AS SELECT 0 AS sign, s.* FROM stats_sends s WHERE 1 = 0",
     "CREATE TEMP TABLE sumstats_di AS SELECT 0 AS sign, s.*, g.gk, g.gv"
     " FROM stats_inscriptions s CROSS JOIN stats_groups g WHERE 1 = 0",
     "CREATE TEMP TABLE sumstats_pm AS SELECT 0 AS sign, s.company_id, s.employee_id,"
@@ -289,11 +288,14 @@ _SNAPSHOTS = (
     _GROUPS_SNAPSHOT,
     "DELETE FROM stats_moved_sends",
 )
+# The touched sends' contributions in each of their employee's groups (every employee of
+# a touched send is a touched employee: sumstats_pg holds their groups of either side).
+_BY_GROUP = """CREATE TEMP TABLE sumstats_dp AS SELECT s.*, g.gk, g.gv FROM sumstats_sp s
+    JOIN sumstats_pg g ON g.sign = s.sign AND g.employee_id = s.employee_id"""
 
 # --- The deltas applied to the answers' rows. ---
 DAYS_OF = (
-    "SELECT DISTINCT substr(launch_date, 1, 10) FROM sumstats_dp"
-    " UNION SELECT day FROM sumstats_pm"
+    "SELECT DISTINCT day FROM sumstats_pm"  # every touched send's day is its employee's
     " UNION SELECT due_date FROM sumstats_di WHERE due_date IS NOT NULL"
     " UNION SELECT start_date FROM sumstats_di"
 )
@@ -391,12 +393,13 @@ _SECONDS_DELTA = f"""CREATE TEMP TABLE sumstats_sd AS SELECT {_P_KEY}, d.seconds
 }
         FROM ({
     " UNION ALL ".join(
-        f"SELECT d.company_id, {_DAY} AS day, d.gk, d.gv, d.{column} AS seconds, "
+        f"SELECT d.sign, d.company_id, d.employee_id, {_DAY} AS day, d.{column} AS seconds, "
         + ", ".join(f"d.sign AS {c}" if c == column else f"0 AS {c}" for c in _SECONDS_COLUMNS)
-        + f" FROM sumstats_dp d WHERE d.{column} IS NOT NULL"
+        + f" FROM sumstats_sp d WHERE d.{column} IS NOT NULL"
         for column in _SECONDS_COLUMNS
     )
-}) x GROUP BY company_id, day, gk, gv, seconds
+}) x JOIN sumstats_pg g ON g.sign = x.sign AND g.employee_id = x.employee_id
+        GROUP BY company_id, day, gk, gv, seconds
     ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.seconds"""
 _SECONDS_KEY = "company_id, span, gk, period_start, gv, seconds"
 _SECONDS_ADDED = f"""INSERT INTO stats_seconds ({_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)})
@@ -611,6 +614,7 @@ def before_days(touched: Touched) -> list[str]:
         *_contributions(-1),
         *_SNAPSHOTS,
         *_contributions(1),
+        _BY_GROUP,
     ]
 
 
