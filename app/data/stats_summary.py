@@ -11,10 +11,11 @@ above the one before it). The summaries are kept exact and incremental:
 - the answers' rows, per company, interval (``span``), period, grouping, group value (and, for the
   phishing, value of ``filter[automation]``): every figure additive, plus ``campaigns``
   (distinct: kept exact by counting each campaign's sends per row in ``stats_campaigns``),
-  ``people`` (distinct: a touched employee's periods are taken away and added again from
-  the snapshot of their sends) and the medians (recomputed for the rows whose histogram of seconds,
-  ``stats_seconds``, changed: the same counts by hour, ``stats_seconds_hours``, tell
-  which hour holds each median, and only that hour's seconds are read).
+  ``people`` (distinct: a touched employee is taken out of the rows they were in and put
+  into those they are in now, from the snapshot of all their sends) and the medians
+  (recomputed for the rows whose histogram of seconds, ``stats_seconds``, changed: the
+  same counts by hour, ``stats_seconds_hours``, tell which hour holds each median, and
+  only that hour's seconds are read).
 
 The statements are the same text on both stores (``?`` parameters; PostgreSQL numbers
 them); :mod:`app.data.pg.stats_summary` runs them there.
@@ -371,7 +372,7 @@ _MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT company_id, span, period_sta
             FROM sumstats_pm p JOIN sumstats_days m ON m.day = p.day) x
         JOIN sumstats_pg g ON g.sign = x.sign AND g.employee_id = x.employee_id
     ) x GROUP BY company_id, span, period_start, gk, gv"""
-_MEMBERS = (
+_DISTINCT_MOVES = (
     f"""INSERT INTO stats_campaigns ({_CAMPAIGN_KEY}, n) SELECT {_CAMPAIGN_KEY}, d
     FROM sumstats_md WHERE d <> 0
     ON CONFLICT ({_CAMPAIGN_KEY}) DO UPDATE SET n = stats_campaigns.n + excluded.n""",
@@ -569,7 +570,7 @@ APPLY = (
     _PHISHING_DELTA,
     _CAMPAIGN_DELTA,
     _MOVES,
-    *_MEMBERS,
+    *_DISTINCT_MOVES,
     _SECONDS_DELTA,
     _SECONDS_ADDED,
     _HOURS_DELTA,
