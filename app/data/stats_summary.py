@@ -132,6 +132,8 @@ _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_e (id {int} PRIMARY KEY)",
     "CREATE TEMP TABLE sumstats_days (day {text}, span {text}, period_start {text},"
     " PRIMARY KEY (day, span))",
+    "CREATE TEMP TABLE sumstats_pg (sign {int}, employee_id {int}, gk {text}, gv {text},"
+    " PRIMARY KEY (sign, employee_id, gk, gv))",  # sought by send: (sign, employee_id)
 )
 
 
@@ -277,7 +279,6 @@ _CREATE_DELTAS = (
     " FROM stats_inscriptions s CROSS JOIN stats_groups g WHERE 1 = 0",
     "CREATE TEMP TABLE sumstats_pm AS SELECT 0 AS sign, s.company_id, s.employee_id,"
     " s.launch_date AS day FROM stats_sends s WHERE 1 = 0",
-    "CREATE TEMP TABLE sumstats_pg AS SELECT 0 AS sign, g.* FROM stats_groups g WHERE 1 = 0",
 )
 _SNAPSHOTS = (
     "DELETE FROM stats_sends WHERE (campaign_id, employee_id) IN"
@@ -358,7 +359,8 @@ _CAMPAIGN_DELTA = f"""CREATE TEMP TABLE sumstats_md AS SELECT {_P_KEY}, d.campai
     ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.campaign_id"""
 _CAMPAIGN_KEY = "company_id, span, gk, period_start, gv, campaign_id"
 # people: a touched employee counts -1 in each (period, group) they were in and +1 in each
-# they are in now (at least one send launched in the period).
+# they are in now (at least one send launched in the period), in the periods of their
+# touched sends (elsewhere nothing moved: a change of groups touches all their sends).
 _MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT company_id, span, period_start, gk, gv,
     sum(campaigns) AS campaigns, sum(people) AS people FROM (
         SELECT md.company_id, md.span, md.period_start, md.gk, md.gv,
@@ -369,7 +371,10 @@ _MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT company_id, span, period_sta
         AND c.gv = md.gv AND c.campaign_id = md.campaign_id
         UNION ALL SELECT x.company_id, x.span, x.period_start, g.gk, g.gv, 0, x.sign
         FROM (SELECT DISTINCT p.sign, p.company_id, p.employee_id, m.span, m.period_start
-            FROM sumstats_pm p JOIN sumstats_days m ON m.day = p.day) x
+            FROM sumstats_pm p JOIN sumstats_days m ON m.day = p.day
+            WHERE (p.employee_id, m.span, m.period_start) IN (
+                SELECT s.employee_id, t.span, t.period_start FROM sumstats_sp s
+                JOIN sumstats_days t ON t.day = substr(s.launch_date, 1, 10))) x
         JOIN sumstats_pg g ON g.sign = x.sign AND g.employee_id = x.employee_id
     ) x GROUP BY company_id, span, period_start, gk, gv"""
 _DISTINCT_MOVES = (
