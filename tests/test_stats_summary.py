@@ -361,6 +361,13 @@ async def test_a_version_7_postgresql_database_is_upgraded_with_its_summaries(
         await pg.close()
 
 
+async def take_back(pg: asyncpg.Connection, undo: list[str], version: int) -> None:
+    """Make the PostgreSQL sample ``version`` again by the statements ``undo``."""
+    for statement in undo:
+        await pg.execute(statement)
+    await pg.execute("UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(version))
+
+
 def test_a_version_9_file_gets_its_hours(sample_db: Path, tmp_path: Path) -> None:
     undo = [*UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"]
     old = older_copy(sample_db, tmp_path / "v9.sqlite3", undo, 9)
@@ -373,9 +380,7 @@ async def test_a_version_9_postgresql_database_gets_its_hours(
 ) -> None:
     pg = await asyncpg.connect(pg_database)
     try:
-        for statement in [*PG_UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"]:
-            await pg.execute(statement)
-        await pg.execute("UPDATE meta SET value = '9' WHERE key = 'schema_version'")
+        await take_back(pg, [*PG_UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"], 9)
         assert await ensure_pg(pg)
         theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_seconds_hours")]
         lite = sqlite3.connect(sample_db)
@@ -399,9 +404,7 @@ async def test_a_version_10_postgresql_database_keeps_its_campaign_counts(
 ) -> None:
     pg = await asyncpg.connect(pg_database)
     try:
-        for statement in PG_UNDO_VERSION_11:
-            await pg.execute(statement)
-        await pg.execute("UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+        await take_back(pg, PG_UNDO_VERSION_11, 10)
         assert await ensure_pg(pg)
         assert await pg.fetchval("SELECT to_regclass('stats_members')") is None
         theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_campaigns")]

@@ -454,17 +454,12 @@ def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
 
 # The rows a refresh left empty (SELECT, then DELETE each): campaigns without sends,
 # histogram values without sends.
+_NO_SENDS = " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS)
 EMPTIED = (
     _emptied("stats_campaigns", "sumstats_md", _CAMPAIGN_KEY, "{x}n = 0"),
-    _emptied(
-        "stats_seconds", "sumstats_sd", _SECONDS_KEY,
-        " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
-    ),
-    _emptied(
-        "stats_seconds_hours", "sumstats_hd", _HOURS_KEY,
-        " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS),
-    ),
-)  # fmt: skip
+    _emptied("stats_seconds", "sumstats_sd", _SECONDS_KEY, _NO_SENDS),
+    _emptied("stats_seconds_hours", "sumstats_hd", _HOURS_KEY, _NO_SENDS),
+)
 # The touched rows' histograms by hour, in order: each row's medians are found in them
 # first (:func:`median_hours`), then in the seconds of the hours that hold them
 # (:func:`medians`), for both stores.

@@ -9,6 +9,8 @@ Results are ``numeric`` holding the decimal SQLite prints for the same value.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import asyncpg
 
 from ..api_keys import ALL_SCOPES
@@ -371,10 +373,10 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         elif version == 8:
             await migrate_8_to_9(conn)
         await add_csv_cells(conn)  # 9 to 10
-        if version in (8, 9):
-            await add_stats_hours(conn)
-        if version in (8, 9, 10):
-            await keep_campaign_counts_only(conn)
+        if version in (8, 9):  # 9 to 10: the hours of the stats' histograms
+            await change_stats_summaries(conn, HOURS_OF_EVERY_ROW)
+        if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
+            await change_stats_summaries(conn, CAMPAIGNS_OF_MEMBERS)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -645,24 +647,17 @@ async def add_csv_cells(conn: asyncpg.Connection) -> None:
         )
 
 
-async def add_stats_hours(conn: asyncpg.Connection) -> None:
-    """The stats' histograms of seconds counted by hour (app/data/stats_summary.py), from
-    the seconds kept."""
-    await conn.execute(PG_TABLES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
-    for statement in HOURS_OF_EVERY_ROW:
-        await conn.execute(statement)
-
-
 # --- end of schema version 10 ---
 
 
-# --- From schema version 10 to 11: the stats keep each campaign's sends per row, no longer
-# each employee's (people are counted from the sends' snapshot) ---
+# --- Steps 9 to 10 (the stats' hours) and 10 to 11 (the stats keep each campaign's sends
+# per row, no longer each employee's): app/data/stats_summary.py's statements ---
 
 
-async def keep_campaign_counts_only(conn: asyncpg.Connection) -> None:
+async def change_stats_summaries(conn: asyncpg.Connection, statements: Sequence[str]) -> None:
+    """Make the stats' tables a step adds, then run its statements on the stored rows."""
     await conn.execute(PG_TABLES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
-    for statement in CAMPAIGNS_OF_MEMBERS:
+    for statement in statements:
         await conn.execute(statement)
 
 
