@@ -8,6 +8,7 @@ left; a fork finds nothing half written, and the child writes its own lines.
 from __future__ import annotations
 
 import io
+import json
 import logging
 import logging.handlers
 import os
@@ -18,7 +19,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.web.logs import FLUSH_SECONDS, LogWriter, RecordQueue, TextFormatter, setup_logging
+from app.web.logs import (
+    FLUSH_SECONDS,
+    AccessRecord,
+    JsonFormatter,
+    LogWriter,
+    RecordQueue,
+    TextFormatter,
+    setup_logging,
+)
 
 
 class Watched(io.StringIO):
@@ -118,3 +127,27 @@ def test_a_forked_child_writes_its_own_lines_once() -> None:
             logger.handlers = []
     with os.fdopen(read) as output:
         assert sorted(output.read().splitlines()) == ["after", "before", "child"]
+
+
+def test_every_line_carries_its_own_time() -> None:
+    """The formatters make a second's text once; a line of another second, later or
+    earlier (a clock set back), still gets its own, to the millisecond."""
+    text, json_lines = TextFormatter("%(asctime)s"), JsonFormatter()
+    plain = logging.Formatter("%(asctime)s")
+    for created in (1_000_000.999, 1_000_001.0, 1_000_001.5, 999_999.25, 1_000_001.75):
+        record = AccessRecord("app.access", {"path": "/"})
+        record.created, record.msecs = created, (created - int(created)) * 1000
+        assert text.format(record) == plain.format(record)
+        utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
+        assert json.loads(json_lines.format(record))["time"] == utc
+
+
+def test_an_access_record_is_a_full_log_record() -> None:
+    """Made without LogRecord's constructor, it still has every attribute one has, so any
+    format string works on it, and the values of a record made now."""
+    made = AccessRecord("app.access", {"path": "/"})
+    standard = logging.LogRecord("app.access", logging.INFO, "", 0, "", (), None)
+    assert set(vars(made)) >= set(vars(standard))
+    assert (made.levelname, made.process, made.getMessage()) == ("INFO", os.getpid(), "path=/")
+    assert abs(made.created - standard.created) < 5
+    assert abs(made.relativeCreated - standard.relativeCreated) < 5000

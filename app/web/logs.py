@@ -81,8 +81,34 @@ def escape_controls(text: str, also: str = "") -> str:
     )
 
 
+class OncePerSecond:
+    """The text of a second, made again only when the second changes: every line asks
+    for its time, and a busy server writes thousands of lines a second."""
+
+    def __init__(self, make: Callable[[int], str]) -> None:
+        self.make = make
+        self.last = (-1, "")  # one attribute, replaced whole: safe to read from any thread
+
+    def __call__(self, second: int) -> str:
+        last = self.last
+        if last[0] != second:
+            last = self.last = (second, self.make(second))
+        return last[1]
+
+
 class TextFormatter(logging.Formatter):
     """The plain-text format; a message's control characters are escaped (tracebacks stay)."""
+
+    def __init__(self, fmt: str | None = None) -> None:
+        super().__init__(fmt)
+        self.second_text = OncePerSecond(
+            lambda second: time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second))
+        )
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        return f"{self.second_text(int(record.created))},{int(record.msecs):03d}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return escape_controls(super().formatMessage(record))
@@ -91,9 +117,15 @@ class TextFormatter(logging.Formatter):
 class JsonFormatter(logging.Formatter):
     """One JSON object a line; access lines carry their fields, others their message."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.second_text = OncePerSecond(
+            lambda second: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(second))
+        )
+
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + "Z",
+            "time": self.second_text(int(record.created)),
             "level": record.levelname,
             "logger": record.name,
             "pid": record.process,
@@ -236,18 +268,41 @@ class AccessLogger(AbstractAccessLogger):
             "request_id": request.get(REQUEST_ID, ""),
             "remote": request.remote,
         }
-        # makeRecord and handle, not info(): no search for the caller's frame, and the
-        # text is joined and escaped only when the record is formatted (off this path).
-        logger = self.logger
-        line = AccessLine(fields)
-        extra = {"access": fields}
-        logger.handle(
-            logger.makeRecord(logger.name, logging.INFO, "", 0, line, (), None, extra=extra)
-        )
+        # handle(), not info(): no search for the caller's frame, and the text is joined
+        # and escaped only when the record is formatted (off this path).
+        self.logger.handle(AccessRecord(self.logger.name, fields))
 
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
+
+
+class AccessRecord(logging.LogRecord):
+    """An access line's record, holding what a formatter may read and made cheaply.
+
+    LogRecord's own constructor splits a source path, looks up the process's name and
+    more on every call; an access line has no source, and its time is now.
+    """
+
+    def __init__(self, name: str, fields: dict[str, object]) -> None:
+        self.__dict__.update(_RECORD_TEMPLATE)
+        now = time.time()
+        self.name = name
+        self.msg = AccessLine(fields)
+        self.access = fields
+        self.created = now
+        self.msecs = int((now - int(now)) * 1000) + 0.0
+        self.relativeCreated = (now - _LOGGING_STARTED) * 1000
+        self.process = os.getpid()
+
+
+# Every attribute a LogRecord has, as an access line's: INFO, no source, no thread.
+_RECORD_TEMPLATE = {
+    **vars(logging.LogRecord("app.access", logging.INFO, "", 0, "", (), None)),
+    "thread": None,
+    "threadName": None,
+}
+_LOGGING_STARTED = _RECORD_TEMPLATE["created"] - _RECORD_TEMPLATE["relativeCreated"] / 1000
 
 
 class AccessLine:
