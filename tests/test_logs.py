@@ -21,7 +21,9 @@ import pytest
 
 from app.web.logs import (
     FLUSH_SECONDS,
-    AccessRecord,
+    AccessEntry,
+    AccessLine,
+    AccessLogger,
     JsonFormatter,
     LogWriter,
     RecordQueue,
@@ -129,25 +131,53 @@ def test_a_forked_child_writes_its_own_lines_once() -> None:
         assert sorted(output.read().splitlines()) == ["after", "before", "child"]
 
 
+def access_record(created: float, fields: dict[str, object]) -> logging.LogRecord:
+    """An access line's record made the standard library's way, at ``created``."""
+    record = logging.LogRecord("app.access", logging.INFO, "", 0, AccessLine(fields), (), None)
+    record.access, record.created = fields, created
+    record.msecs = int((created - int(created)) * 1000) + 0.0
+    return record
+
+
+LINE = "%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s"
+
+
 def test_every_line_carries_its_own_time() -> None:
     """The formatters make a second's text once; a line of another second, later or
     earlier (a clock set back), still gets its own, to the millisecond."""
     text, json_lines = TextFormatter("%(asctime)s"), JsonFormatter()
     plain = logging.Formatter("%(asctime)s")
     for created in (1_000_000.999, 1_000_001.0, 1_000_001.5, 999_999.25, 1_000_001.75):
-        record = AccessRecord("app.access", {"path": "/"})
-        record.created, record.msecs = created, (created - int(created)) * 1000
+        record = access_record(created, {"path": "/"})
         assert text.format(record) == plain.format(record)
         utc = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(created))
         assert json.loads(json_lines.format(record))["time"] == utc
 
 
-def test_an_access_record_is_a_full_log_record() -> None:
-    """Made without LogRecord's constructor, it still has every attribute one has, so any
-    format string works on it, and the values of a record made now."""
-    made = AccessRecord("app.access", {"path": "/"})
-    standard = logging.LogRecord("app.access", logging.INFO, "", 0, "", (), None)
-    assert set(vars(made)) >= set(vars(standard))
-    assert (made.levelname, made.process, made.getMessage()) == ("INFO", os.getpid(), "path=/")
-    assert abs(made.created - standard.created) < 5
-    assert abs(made.relativeCreated - standard.relativeCreated) < 5000
+@pytest.mark.parametrize("formatter", [TextFormatter(LINE), JsonFormatter()], ids=["text", "json"])
+def test_a_queued_access_line_is_written_as_its_record_would_be(
+    formatter: TextFormatter | JsonFormatter,
+) -> None:
+    """The writer turns a queued access entry into the very line the record of the same
+    fields and time would have given: escapes included."""
+    fields: dict[str, object] = {
+        "method": "GET",
+        "path": "/a b\\c\r\n\u2028",
+        "status": 404,
+        "duration_ms": 0.5,
+        "company": None,
+        "request_id": "r 1",
+    }
+    for created in (1_000_000.001, 1_000_000.999, 1_700_000_000.5):
+        entry = AccessEntry("app.access", created, fields)
+        assert formatter.access_line(entry) == formatter.format(access_record(created, fields))
+
+
+def test_access_lines_skip_the_record_only_behind_the_writer_alone(root: logging.Logger) -> None:
+    """Queued as entries when the writer's queue is the one handler; made into records
+    that every handler sees once another handler (pytest's capture, say) is there."""
+    access = logging.getLogger("app.access")
+    writer = setup_logging("INFO", "text")
+    assert AccessLogger(access, "").writer is writer
+    root.addHandler(logging.NullHandler())
+    assert AccessLogger(access, "").writer is None

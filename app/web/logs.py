@@ -2,7 +2,8 @@
 
 Every line is handed through the standard library's queue handler to a listener thread
 that formats it and writes a batch every ``FLUSH_SECONDS``: a request's own path only
-builds its record, so the access log costs little and stays on. Escaping, like all
+builds its record, so the access log costs little and stays on. An access line skips
+even the record: its fields go on the writer's queue as they are. Escaping, like all
 formatting, happens on that thread.
 """
 
@@ -17,7 +18,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
@@ -99,8 +100,9 @@ class OncePerSecond:
 class TextFormatter(logging.Formatter):
     """The plain-text format; a message's control characters are escaped (tracebacks stay)."""
 
-    def __init__(self, fmt: str | None = None) -> None:
+    def __init__(self, fmt: str = "%(message)s") -> None:
         super().__init__(fmt)
+        self.line_format = fmt
         self.second_text = OncePerSecond(
             lambda second: time.strftime("%Y-%m-%d %H:%M:%S", self.converter(second))
         )
@@ -108,10 +110,25 @@ class TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        return f"{self.second_text(int(record.created))},{int(record.msecs):03d}"
+        return self.time_text(record.created)
+
+    def time_text(self, created: float) -> str:
+        """``2025-06-01 10:00:00,250``: the default time of a line, to the millisecond."""
+        return f"{self.second_text(int(created))},{int((created - int(created)) * 1000):03d}"
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         return escape_controls(super().formatMessage(record))
+
+    def access_line(self, entry: AccessEntry) -> str:
+        """What :meth:`format` makes of an access line's record, without making one: the
+        format may name the time, process, level, logger and message."""
+        return self.line_format % {
+            "asctime": self.time_text(entry.created),
+            "process": os.getpid(),
+            "levelname": "INFO",
+            "name": entry.logger,
+            "message": str(AccessLine(entry.fields)),
+        }
 
 
 class JsonFormatter(logging.Formatter):
@@ -124,26 +141,39 @@ class JsonFormatter(logging.Formatter):
         )
 
     def format(self, record: logging.LogRecord) -> str:
-        entry = {
-            "time": self.second_text(int(record.created)),
-            "level": record.levelname,
-            "logger": record.name,
-            "pid": record.process,
-        }
+        entry = self.start(record.created, record.levelname, record.name, record.process)
         access = getattr(record, "access", None)
         if isinstance(access, dict):
-            # The backslash is escaped too, so an escape always means the client sent it.
-            entry.update(
-                {
-                    k: escape_controls(v, "\\") if isinstance(v, str) else v
-                    for k, v in access.items()
-                }
-            )
+            entry.update(escaped_fields(access))
         else:
             entry["message"] = escape_controls(record.getMessage())
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=False)
+
+    def start(self, created: float, level: str, logger: str, pid: int | None) -> dict[str, Any]:
+        """The members every line begins with."""
+        return {
+            "time": self.second_text(int(created)),
+            "level": level,
+            "logger": logger,
+            "pid": pid,
+        }
+
+    def access_line(self, entry: AccessEntry) -> str:
+        """What :meth:`format` makes of an access line's record, without making one."""
+        line = self.start(entry.created, "INFO", entry.logger, os.getpid())
+        line.update(escaped_fields(entry.fields))
+        return json.dumps(line, ensure_ascii=False)
+
+
+LineFormatter = TextFormatter | JsonFormatter  # what the writer formats lines with
+
+
+def escaped_fields(fields: dict[str, object]) -> dict[str, object]:
+    """An access line's fields for JSON: the backslash is escaped too, so an escape always
+    means the client sent that character."""
+    return {k: escape_controls(v, "\\") if isinstance(v, str) else v for k, v in fields.items()}
 
 
 FLUSH_SECONDS = 0.1  # how stale a line may be before it is written
@@ -158,21 +188,17 @@ class LogWriter(logging.handlers.QueueListener):
     starting a worker) having written everything, and starts again on both sides.
     """
 
-    def __init__(self, records: queue.SimpleQueue[Any], stream: IO[str], fmt: logging.Formatter):
+    def __init__(self, records: queue.SimpleQueue[Any], stream: IO[str], fmt: LineFormatter):
         super().__init__(records)
         self.records = records
         self.stream = stream
+        self.formatter = fmt
         self.formats = logging.Handler()  # its format and handleError, as a handler's
         self.formats.setFormatter(fmt)
         self.lines: list[str] = []
         self.running = False
         self.awake = threading.Event()  # set by stop: no more waiting for lines to gather
         os.register_at_fork(before=self.stop, after_in_parent=self.start, after_in_child=self.start)
-
-    @property
-    def formatter(self) -> logging.Formatter | None:
-        """The format every line is written in (text or JSON)."""
-        return self.formats.formatter
 
     def dequeue(self, block: bool) -> Any:
         """The next record; when none waits, write the batch, then let lines gather."""
@@ -181,8 +207,11 @@ class LogWriter(logging.handlers.QueueListener):
             self.awake.wait(FLUSH_SECONDS)
         return super().dequeue(block)
 
-    def handle(self, record: logging.LogRecord) -> None:
+    def handle(self, record: logging.LogRecord | AccessEntry) -> None:
         """Format the record into the batch; a record that cannot be formatted is reported."""
+        if isinstance(record, AccessEntry):
+            self.lines.append(self.formatter.access_line(record) + "\n")
+            return
         try:
             self.lines.append(self.formats.format(record) + "\n")
         except Exception:
@@ -238,7 +267,7 @@ class RecordQueue(logging.handlers.QueueHandler):
 
 def setup_logging(level: str, fmt: str) -> LogWriter:
     """Send every log line to stderr in the configured format, written in batches."""
-    formatter: logging.Formatter = JsonFormatter()
+    formatter: LineFormatter = JsonFormatter()
     if fmt != "json":
         formatter = TextFormatter("%(asctime)s [%(process)d] %(levelname)s %(name)s %(message)s")
     writer = LogWriter(queue.SimpleQueue(), sys.stderr, formatter)
@@ -254,8 +283,14 @@ class AccessLogger(AbstractAccessLogger):
     """One line per request: method, path, status, duration, company, request id.
 
     Every string field is escaped: the path is the client's, decoded (``%0D%0A`` is a
-    real line break by then).
+    real line break by then). When the writer's queue is the only place the logger's
+    records go (as :func:`setup_logging` sets it up), a line is queued as its fields
+    and the time: the writer makes the text, and the request builds no log record.
     """
+
+    def __init__(self, logger: logging.Logger, log_format: str) -> None:
+        super().__init__(logger, log_format)
+        self.writer = sole_writer(logger)
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         caller = request.get(CALLER)
@@ -268,41 +303,48 @@ class AccessLogger(AbstractAccessLogger):
             "request_id": request.get(REQUEST_ID, ""),
             "remote": request.remote,
         }
-        # handle(), not info(): no search for the caller's frame, and the text is joined
-        # and escaped only when the record is formatted (off this path).
-        self.logger.handle(AccessRecord(self.logger.name, fields))
+        logger = self.logger
+        if self.writer is not None:
+            self.writer.records.put(AccessEntry(logger.name, now(), fields))
+            return
+        # makeRecord and handle, not info(): no search for the caller's frame, and the
+        # text is joined and escaped only when the record is formatted.
+        extra = {"access": fields}
+        line = AccessLine(fields)
+        logger.handle(
+            logger.makeRecord(logger.name, logging.INFO, "", 0, line, (), None, extra=extra)
+        )
 
     @property
     def enabled(self) -> bool:
         return self.logger.isEnabledFor(logging.INFO)
 
 
-class AccessRecord(logging.LogRecord):
-    """An access line's record, holding what a formatter may read and made cheaply.
-
-    LogRecord's own constructor splits a source path, looks up the process's name and
-    more on every call; an access line has no source, and its time is now.
-    """
-
-    def __init__(self, name: str, fields: dict[str, object]) -> None:
-        self.__dict__.update(_RECORD_TEMPLATE)
-        now = time.time()
-        self.name = name
-        self.msg = AccessLine(fields)
-        self.access = fields
-        self.created = now
-        self.msecs = int((now - int(now)) * 1000) + 0.0
-        self.relativeCreated = (now - _LOGGING_STARTED) * 1000
-        self.process = os.getpid()
+now = time.time  # log() has an argument named time
 
 
-# Every attribute a LogRecord has, as an access line's: INFO, no source, no thread.
-_RECORD_TEMPLATE = {
-    **vars(logging.LogRecord("app.access", logging.INFO, "", 0, "", (), None)),
-    "thread": None,
-    "threadName": None,
-}
-_LOGGING_STARTED = _RECORD_TEMPLATE["created"] - _RECORD_TEMPLATE["relativeCreated"] / 1000
+class AccessEntry(NamedTuple):
+    """An access line on its way to the writer: the logger's name, when, the fields."""
+
+    logger: str
+    created: float
+    fields: dict[str, object]
+
+
+def sole_writer(logger: logging.Logger) -> LogWriter | None:
+    """The writer behind ``logger`` when a RecordQueue is the one handler its records
+    reach and no filter looks at them; None otherwise (tests capturing records, say)."""
+    handlers: list[logging.Handler] = []
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.filters:
+            return None
+        handlers += current.handlers
+        current = current.parent if current.propagate else None
+    match handlers:
+        case [RecordQueue() as only] if not only.filters:
+            return only.writer
+    return None
 
 
 class AccessLine:
