@@ -13,6 +13,9 @@ from typing import Any
 import asyncpg
 import pytest
 
+from app.data.inscriptions import InscriptionFilters, inscriptions_listing
+from app.data.listings import Paging
+from app.data.pg.store import PgStore
 from app.tools.loader import LoadError
 from app.tools.pg_loader import load_pg
 
@@ -273,3 +276,28 @@ async def test_readyz_says_503_when_the_database_is_gone(
     assert resp.status == 503
     assert (await resp.json())["status"] == "unavailable"
     assert (await client.get("/healthz")).status == 200
+
+
+async def activity(url: str) -> set[tuple[Any, ...]]:
+    """Each other backend of the database: its last statement and when its state changed."""
+    rows = await fetch_all(
+        url,
+        "SELECT pid, query, state_change FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    return {tuple(row) for row in rows}
+
+
+async def test_a_read_costs_no_reset_and_a_304_no_statement(pg_database: str) -> None:
+    """A pooled connection goes back without asyncpg's reset statement (the reads change
+    no session state), and a listing without a guard, as a 304 checks it, runs nothing."""
+    store = await PgStore.open(pg_database, 2, 10.0)
+    try:
+        page = await store.page(inscriptions_listing(1, InscriptionFilters()), Paging(1, 5), None)
+        assert page.total > 0
+        after_read = await activity(pg_database)
+        assert not any("RESET ALL" in query for _, query, _ in after_read), after_read
+        await store.check_guard(None)
+        assert await activity(pg_database) == after_read
+    finally:
+        await store.close()

@@ -127,7 +127,12 @@ class PgStore:
         # No floor of open connections (min_size 0): asyncpg would restore one in the
         # background through an outage, logging a traceback at every try.
         pool = await asyncpg.create_pool(
-            url, min_size=0, max_size=size, command_timeout=timeout, timeout=timeout
+            url,
+            min_size=0,
+            max_size=size,
+            command_timeout=timeout,
+            timeout=timeout,
+            reset=keep_session,
         )
         try:
             async with pool.acquire() as conn:
@@ -192,6 +197,8 @@ class PgStore:
         return active_key(row) if row else None
 
     async def check_guard(self, guard: Guard | None) -> None:
+        if guard is None:
+            return  # nothing to check: no connection taken (a 304 runs no statement)
         async with self._connection() as conn:
             await _check_guard(conn, guard)
 
@@ -276,6 +283,15 @@ class PgStore:
             if not self._listener.is_closed():
                 await self._listener.close()
         await self._pool.close()
+
+
+async def keep_session(conn: asyncpg.Connection) -> None:
+    """What a pooled connection needs before its next read: nothing.
+
+    The pool's reads change no session state (no SET, LISTEN or advisory lock; cursors
+    close with their transaction, which asyncpg ends itself), so asyncpg's default reset
+    statement would only add a round trip to every request.
+    """
 
 
 async def _check_guard(conn: asyncpg.Connection, guard: Guard | None) -> None:
