@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 MB = 1024  # KiB in a MiB
 RSS_TARGET_MB = 40.0  # (d), (k), (l): peak RSS above idle
 FEED_TARGET = 0.5  # (m): of the in-process floor's events/s
-CPU_TARGET = 1.25  # (a) with two workers: server CPU per request at most this x floor time
+# (a): server CPU per request at most this x floor time, with two workers and on one process
+CPU_TARGETS = {"workers": 1.25, "one process": 1.4}
 
 
 def ms(value: float) -> str:
@@ -86,13 +87,14 @@ def render(
                      f"{followed.floor_events / min(followed.floor_runs):,.0f})"
                      f" | {ratio:.2f} | ≥ {FEED_TARGET} | {verdict}"
                      f" | {len(run.problems)} |")  # fmt: skip
-    for setup in (setup for setup in setups if setup.workers > 1):
+    for setup in (setup for setup in setups if not setup.database_url):
         a = setup.scenarios[0]
         cpu_ratio = a.cpu_s / a.floor_s
+        target = CPU_TARGETS["workers" if setup.workers > 1 else "one process"]
         lines.append(
             f"| (a) CPU per request ÷ floor time | {setup.label} | | | {ms(a.cpu_s * 1000)} | | "
-            f"| floor {floor_cell(a)} | {cpu_ratio:.2f} | ≤ {CPU_TARGET}"
-            f" | {'ok' if cpu_ratio <= CPU_TARGET else 'MISSED'} | |"
+            f"| floor {floor_cell(a)} | {cpu_ratio:.2f} | ≤ {target}"
+            f" | {'ok' if cpu_ratio <= target else 'MISSED'} | |"
         )
     for setup in setups:
         for s in (s for s in setup.scenarios if s.watch_rss):
