@@ -181,3 +181,23 @@ def test_access_lines_skip_the_record_only_behind_the_writer_alone(root: logging
     assert AccessLogger(access, "").writer is writer
     root.addHandler(logging.NullHandler())
     assert AccessLogger(access, "").writer is None
+
+
+class Unprintable:
+    def __format__(self, spec: str) -> str:
+        raise ValueError("cannot be written")
+
+
+def test_an_access_line_that_cannot_be_written_is_reported_and_the_writer_goes_on(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    stream = Watched()
+    writer = LogWriter(queue.SimpleQueue(), stream, TextFormatter(LINE))
+    writer.start()
+    try:
+        writer.records.put(AccessEntry("app.access", time.time(), {"path": Unprintable()}))
+        writer.records.put(AccessEntry("app.access", time.time(), {"path": "/next"}))
+    finally:
+        writer.stop()
+    assert stream.getvalue().endswith(" INFO app.access path=/next\n")
+    assert "--- Logging error ---" in capsys.readouterr().err

@@ -209,12 +209,14 @@ class LogWriter(logging.handlers.QueueListener):
 
     def handle(self, record: logging.LogRecord | AccessEntry) -> None:
         """Format the record into the batch; a record that cannot be formatted is reported."""
-        if isinstance(record, AccessEntry):
-            self.lines.append(self.formatter.access_line(record) + "\n")
-            return
         try:
-            self.lines.append(self.formats.format(record) + "\n")
+            if isinstance(record, AccessEntry):
+                self.lines.append(self.formatter.access_line(record) + "\n")
+            else:
+                self.lines.append(self.formats.format(record) + "\n")
         except Exception:
+            if isinstance(record, AccessEntry):
+                record = logging.makeLogRecord({"name": record.logger, "msg": repr(record)})
             self.formats.handleError(record)
 
     def write_batch(self) -> None:
@@ -342,7 +344,7 @@ def sole_writer(logger: logging.Logger) -> LogWriter | None:
         handlers += current.handlers
         current = current.parent if current.propagate else None
     match handlers:
-        case [RecordQueue() as only] if not only.filters:
+        case [RecordQueue() as only] if not only.filters and only.level <= logging.INFO:
             return only.writer
     return None
 
