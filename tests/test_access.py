@@ -28,6 +28,7 @@ from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER, Day, assert_probl
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
 KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]{20,}")
 SAME_ID = {"X-Request-ID": "same-request"}
 # A readable URL for every route of company 1 (sample ids: campaign 1, employee 1).

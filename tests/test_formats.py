@@ -51,6 +51,8 @@ from .support.factories import (
 )
 from .support.stores import EACH_STORE, Store
 
+STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
+
 SPEC = "/api/docs/openapi.json"
 CSV_TYPE = "text/csv; charset=utf-8"
 NDJSON_TYPE = "application/x-ndjson; charset=utf-8"
@@ -321,6 +323,7 @@ async def tricky_client(tmp_path: Path, store: Store, make_client: MakeClient) -
 
 
 @EACH_STORE
+@pytest.mark.writes
 async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
     client = tricky_client
     for url in await listings(client):
@@ -344,6 +347,7 @@ async def test_formula_cells_are_neutralised(tricky_client: TestClient) -> None:
 
 
 @EACH_STORE
+@pytest.mark.writes
 async def test_long_arrays_stream_in_every_format(
     tmp_path: Path, store: Store, make_client: MakeClient
 ) -> None:
