@@ -23,7 +23,6 @@ from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
 from .web.responder import CountCache, PoolShares, StreamSlots, pool_share
 from .web.routes import setup_routes
-from .web.sharedlimit import setup_shared_limits
 
 
 def middleware_chain(config: Config) -> list[Middleware]:
@@ -56,6 +55,10 @@ def api_app(config: Config) -> web.Application:
     app[TODAY] = utc_today
     setup_auth(app)
     if config.redis_url:
+        # Imported here: redis's client is a tenth of the server's start, and only a
+        # server sharing its limits needs it.
+        from .web.sharedlimit import setup_shared_limits
+
         setup_shared_limits(app, config)
     else:
         setup_ratelimit(app, config)
