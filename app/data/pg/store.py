@@ -197,8 +197,6 @@ class PgStore:
         return active_key(row) if row else None
 
     async def check_guard(self, guard: Guard | None) -> None:
-        if guard is None:
-            return  # nothing to check: no connection taken (a 304 runs no statement)
         async with self._connection() as conn:
             await _check_guard(conn, guard)
 
