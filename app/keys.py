@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .web.auth import KeyCache
     from .web.params import QueryParsers
     from .web.ratelimit import Decision, Limits
-    from .web.responder import CountCache, PoolShares, StreamSlots
+    from .web.responder import CountKey, PoolShares, StreamSlots, TagKey, TokenCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +33,8 @@ CONFIG: web.AppKey[Config] = web.AppKey("config")
 POOL: web.AppKey[Store] = web.AppKey("pool")
 KEY_CACHE: web.AppKey[KeyCache] = web.AppKey("key_cache")
 LIMITS: web.AppKey[Limits] = web.AppKey("limits")
-COUNTS: web.AppKey[CountCache] = web.AppKey("counts")
+COUNTS: web.AppKey[TokenCache[CountKey, int]] = web.AppKey("counts")
+ETAGS: web.AppKey[TokenCache[TagKey, str]] = web.AppKey("etags")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 SHARES: web.AppKey[PoolShares] = web.AppKey("shares")

@@ -13,7 +13,7 @@ from .data.pg.store import PgStore
 from .data.pool import ReadPool
 from .data.store import Store
 from .data.version import DataVersion
-from .keys import CONFIG, COUNTS, DATA_VERSION, PARSERS, POOL, SHARES, STREAMS, TODAY
+from .keys import CONFIG, COUNTS, DATA_VERSION, ETAGS, PARSERS, POOL, SHARES, STREAMS, TODAY
 from .web.auth import auth_middleware, setup_auth
 from .web.dashboard import setup_dashboard
 from .web.errors import error_middleware
@@ -21,7 +21,13 @@ from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
-from .web.responder import CountCache, PoolShares, StreamSlots, pool_share
+from .web.responder import (
+    PoolShares,
+    StreamSlots,
+    TokenCache,
+    known_tag_middleware,
+    pool_share,
+)
 from .web.routes import setup_routes
 
 
@@ -30,10 +36,11 @@ def middleware_chain(config: Config) -> list[Middleware]:
 
     Errors are rendered for everything below; CORS preflights (only when origins are
     configured) need no key; authentication resolves the key and asks the limits once
-    (401, then 429), before any validation (contract.md 2).
+    (401, then 429), before any validation (contract.md 2); then a 304 of an answer this
+    process already gave needs no view.
     """
     cors = [cors_preflight_middleware] if config.origins() else []
-    return [error_middleware, *cors, auth_middleware]
+    return [error_middleware, *cors, auth_middleware, known_tag_middleware]
 
 
 def create_app(config: Config) -> web.Application:
@@ -48,7 +55,8 @@ def api_app(config: Config) -> web.Application:
     """The API and its health checks, without the documentation: it needs none of it."""
     app = web.Application(middlewares=middleware_chain(config))
     app[CONFIG] = config
-    app[COUNTS] = CountCache()
+    app[COUNTS] = TokenCache()
+    app[ETAGS] = TokenCache()
     app[PARSERS] = QueryParsers()
     app[STREAMS] = StreamSlots(config.streams_per_company)
     app[SHARES] = PoolShares(pool_share(config.read_connections))

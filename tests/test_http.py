@@ -19,13 +19,15 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestClient
+from aiohttp.test_utils import TestClient, make_mocked_request
 
+from app.keys import DATA_VERSION, ETAGS
 from app.tools.loader import load_files
+from app.web.responder import TokenCache, make_etag
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
-from .support.stores import Store, on_both_stores
+from .support.stores import ON_POSTGRESQL, Store, activity, on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
 STORE_READS_ONLY = True  # one copy of the sample a store (support/stores.py)
@@ -116,6 +118,50 @@ async def test_etag_depends_on_company_and_query(client: TestClient) -> None:
     typed = await get(client, f"{CAMPAIGN}?filter[type]=open")
     assert typed.headers["ETag"] != (await get(client, CAMPAIGN)).headers["ETag"]
     assert (await get(client, CAMPAIGN, **{"If-None-Match": typed.headers["ETag"]})).status == 200
+
+
+REPORT = f"{API}/campaigns/1"  # a record of company 1: the view checks its guard on a 304
+
+
+async def test_a_known_304_is_the_views(client: TestClient) -> None:
+    """The 304 of an answer the process gave is the one the view gives, headers included."""
+    first = await get(client, REPORT)
+    etag = first.headers["ETag"]
+    known = await get(client, REPORT, **{"If-None-Match": etag})
+    client.server.app[ETAGS] = TokenCache()  # forgotten: the view answers again
+    viewed = await get(client, REPORT, **{"If-None-Match": etag})
+    assert known.status == viewed.status == 304
+    moving = ("X-Request-ID", "Date", "RateLimit-Remaining", "RateLimit")
+    same = [{k: v for k, v in r.headers.items() if k not in moving} for r in (known, viewed)]
+    assert same[0] == same[1] and known.headers["ETag"] == etag
+
+
+async def test_a_foreign_record_is_never_a_known_answer(client: TestClient) -> None:
+    """Only answers the company was given are known: another company's record stays a 404
+    even with the ETag the company's own view of that URL would have."""
+    foreign = next(c["id"] for c in sample()["campaigns"] if c["company_id"] == 2)
+    path = f"{API}/campaigns/{foreign}"
+    assert (await get(client, path)).status == 404
+    app = client.server.app
+    request = make_mocked_request("GET", path, app=app)
+    forged = make_etag(app[DATA_VERSION].token, 1, request, "JSON|")
+    for header in (forged, "*"):
+        await assert_problem(await get(client, path, **{"If-None-Match": header}), 404)
+
+
+@ON_POSTGRESQL
+async def test_a_known_304_runs_no_statement(client: TestClient, store: Store) -> None:
+    """A 304 the process knows is answered before the view: not even the record's guard
+    runs (the view's 304 runs it, which shows the test can see it)."""
+    guard = "SELECT 1 FROM campaigns WHERE id"
+    etag = (await get(client, REPORT)).headers["ETag"]
+    before = await activity(store.url)
+    assert (await get(client, REPORT, **{"If-None-Match": etag})).status == 304
+    assert not any(guard in query for _, query, _ in await activity(store.url) - before)
+    client.server.app[ETAGS] = TokenCache()
+    before = await activity(store.url)
+    assert (await get(client, REPORT, **{"If-None-Match": etag})).status == 304
+    assert any(guard in query for _, query, _ in await activity(store.url) - before)
 
 
 @pytest.mark.writes

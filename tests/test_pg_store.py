@@ -21,18 +21,10 @@ from app.tools.pg_loader import load_pg
 
 from .support.factories import KEY_1, sample
 from .support.servers import clean_env, run_python
-from .support.stores import Store, read_only_role
+from .support.stores import Store, activity, fetch_all, read_only_role
 
 EVENT = {"id": 700001, "campaign_id": 1, "employee_id": 1, "type": "open",
          "timestamp": "2025-06-01T10:00:00Z", "with_captcha": False}  # fmt: skip
-
-
-async def fetch_all(url: str, sql: str, *params: Any) -> list[Any]:
-    conn = await asyncpg.connect(url)
-    try:
-        return list(await conn.fetch(sql, *params))
-    finally:
-        await conn.close()
 
 
 async def state(url: str) -> tuple[Any, ...]:
@@ -276,16 +268,6 @@ async def test_readyz_says_503_when_the_database_is_gone(
     assert resp.status == 503
     assert (await resp.json())["status"] == "unavailable"
     assert (await client.get("/healthz")).status == 200
-
-
-async def activity(url: str) -> set[tuple[Any, ...]]:
-    """Each other backend of the database: its last statement and when its state changed."""
-    rows = await fetch_all(
-        url,
-        "SELECT pid, query, state_change FROM pg_stat_activity"
-        " WHERE datname = current_database() AND pid <> pg_backend_pid()",
-    )
-    return {tuple(row) for row in rows}
 
 
 async def test_a_read_costs_no_reset_and_a_304_no_statement(pg_database: str) -> None:

@@ -14,14 +14,16 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from typing import Generic, TypeVar
 
 from aiohttp import hdrs, web
+from aiohttp.typedefs import Handler
 
 from ..data.listings import Listing, Paging
-from ..keys import CALLER, COUNTS, DATA_VERSION, POOL, SHARES, STREAMS
+from ..keys import CALLER, COUNTS, DATA_VERSION, ETAGS, POOL, SHARES, STREAMS
 from .bodies import array_response, whole_response
 from .cursor import CursorPage
 from .errors import TooManyRequests
@@ -33,28 +35,32 @@ VARY = "Accept, Accept-Encoding"
 NOT_COUNTED = (*PAGING_NAMES, "format")
 
 CountKey = tuple[int, bytes]
+TagKey = tuple[int, str, str]  # the company, the URL's path and query, the Accept header
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 
-class CountCache:
-    """Totals of filtered listings, per data token: data only changes with a load."""
+class TokenCache(Generic[K, V]):
+    """Values that hold at one data token (data only changes with a load): the totals of
+    filtered listings, the ETags of answers given; the most recent entries are kept."""
 
     def __init__(self, max_entries: int = 2048) -> None:
-        self._totals: OrderedDict[CountKey, tuple[str, int]] = OrderedDict()
+        self._values: OrderedDict[K, tuple[str, V]] = OrderedDict()
         self._max_entries = max_entries
 
     def __len__(self) -> int:
-        return len(self._totals)
+        return len(self._values)
 
-    def get(self, key: CountKey, token: str) -> tuple[str, int] | None:
-        """The total counted for ``key`` at data token ``token``, if there is one."""
-        found = self._totals.get(key)
-        return found if found is not None and found[0] == token else None
+    def get(self, key: K, token: str) -> V | None:
+        """The value kept for ``key`` at data token ``token``, if there is one."""
+        found = self._values.get(key)
+        return found[1] if found is not None and found[0] == token else None
 
-    def put(self, key: CountKey, token: str, total: int) -> None:
-        self._totals[key] = (token, total)
-        self._totals.move_to_end(key)
-        if len(self._totals) > self._max_entries:
-            self._totals.popitem(last=False)
+    def put(self, key: K, token: str, value: V) -> None:
+        self._values[key] = (token, value)
+        self._values.move_to_end(key)
+        if len(self._values) > self._max_entries:
+            self._values.popitem(last=False)
 
 
 class StreamSlots:
@@ -140,7 +146,8 @@ async def respond_page(
     app = request.app
     # A total a summary holds is read with the page: never counted, never cached.
     key = None if ready.listing.summed else count_key(request, ready.company_id)
-    known = None if key is None else app[COUNTS].get(key, ready.token)
+    total = None if key is None else app[COUNTS].get(key, ready.token)
+    known = None if total is None else (ready.token, total)
     async with app[SHARES].hold(ready.company_id):
         page = await app[POOL].page(ready.listing, paging, known)
     if key is not None:
@@ -202,7 +209,8 @@ class Prelude:
     """
 
     __slots__ = (
-        "body", "company_id", "etag", "listing", "not_modified", "request", "token", "variant",
+        "body", "company_id", "etag", "listing", "not_modified", "request", "tag_key", "token",
+        "variant",
     )  # fmt: skip
 
     def __init__(
@@ -217,6 +225,10 @@ class Prelude:
             self.listing = listing.exported() if lines is None else lines
             self.body = body if lines is None else replace(body, encode=join_lines)
         self.variant = f"{body.format.name}|{variant}"
+        # An answer that depends on nothing but the data, the company, the URL and Accept
+        # (no date) can be known by those: see known_tag_middleware.
+        known = not variant and request.method == hdrs.METH_GET
+        self.tag_key = tag_key(request, self.company_id) if known else None
         self.at(token)
         self.not_modified: web.Response | None = None
 
@@ -225,11 +237,18 @@ class Prelude:
         self.token = token
         self.etag = make_etag(token, self.company_id, self.request, self.variant)
 
+    def remember(self) -> None:
+        """Keep the ETag of an answer the company may read (its records were read, or its
+        guard checked), so that the next 304 of it needs no view."""
+        if self.tag_key is not None:
+            self.request.app[ETAGS].put(self.tag_key, self.token, self.etag)
+
     async def headers(self, token: str) -> dict[str, str]:
         """ETag and Vary of the snapshot the records came from; CSV comes as a file."""
         if token != self.token:  # a load landed after the prelude
             await refresh_version(self.request.app, token)
             self.at(token)
+        self.remember()
         headers: dict[str, str] = {hdrs.ETAG: self.etag, hdrs.VARY: VARY}
         if self.body.format is CSV:
             headers[hdrs.CONTENT_DISPOSITION] = f'attachment; filename="{csv_name(self.request)}"'
@@ -247,10 +266,38 @@ async def prelude(request: web.Request, listing: Listing, offer: Offer, variant:
     if etag_matches(request, ready.etag):
         if listing.guard is not None:  # a record of the company's own: else nothing to read
             await request.app[POOL].check_guard(listing.guard)
-        ready.not_modified = web.Response(
-            status=304, headers={hdrs.ETAG: ready.etag, hdrs.VARY: VARY}
-        )
+        ready.remember()
+        ready.not_modified = not_modified(ready.etag)
     return ready
+
+
+def not_modified(etag: str) -> web.Response:
+    return web.Response(status=304, headers={hdrs.ETAG: etag, hdrs.VARY: VARY})
+
+
+@web.middleware
+async def known_tag_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A 304 without the view when this process gave the company the same URL, with the same
+    Accept, at the current data token, and the client holds that answer's ETag.
+
+    Only answers the company was given are known (never a 404's), and only those that
+    depend on nothing else (no date), so the 304 is the one the view would give.
+    """
+    caller = request.get(CALLER)
+    if (
+        caller is not None
+        and request.method == hdrs.METH_GET
+        and hdrs.IF_NONE_MATCH in request.headers
+    ):
+        token = await refresh_version(request.app)
+        etag = request.app[ETAGS].get(tag_key(request, caller.company_id), token)
+        if etag is not None and etag_matches(request, etag):
+            return not_modified(etag)
+    return await handler(request)
+
+
+def tag_key(request: web.Request, company_id: int) -> TagKey:
+    return company_id, request.rel_url.raw_path_qs, request.headers.get(hdrs.ACCEPT, "")
 
 
 async def refresh_version(app: web.Application, seen: str = "") -> str:
@@ -282,7 +329,7 @@ def make_etag(token: str, company_id: int, request: web.Request, variant: str) -
 
 def etag_matches(request: web.Request, etag: str) -> bool:
     """Weak comparison against If-None-Match (RFC 9110 13.1.2)."""
-    header = request.headers.get("If-None-Match")
+    header = request.headers.get(hdrs.IF_NONE_MATCH)
     if not header:
         return False
     if header.strip() == "*":

@@ -253,3 +253,21 @@ async def read_only_role(url: str) -> str:
     finally:
         await admin.close()
     return url.replace("postgres@", "reporting_reader@")
+
+
+async def fetch_all(url: str, sql: str, *params: Any) -> list[Any]:
+    conn = await asyncpg.connect(url)
+    try:
+        return list(await conn.fetch(sql, *params))
+    finally:
+        await conn.close()
+
+
+async def activity(url: str) -> set[tuple[Any, ...]]:
+    """Each other backend of the database: its last statement and when its state changed."""
+    rows = await fetch_all(
+        url,
+        "SELECT pid, query, state_change FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()",
+    )
+    return {tuple(row) for row in rows}
