@@ -35,7 +35,7 @@ VARY = "Accept, Accept-Encoding"
 NOT_COUNTED = (*PAGING_NAMES, "format")
 
 CountKey = tuple[int, bytes]
-TagKey = tuple[int, str, str]  # the company, the URL's path and query, the Accept header
+TagKey = tuple[int, bytes]  # the company, a digest of the URL's path and query and Accept
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
@@ -297,7 +297,9 @@ async def known_tag_middleware(request: web.Request, handler: Handler) -> web.St
 
 
 def tag_key(request: web.Request, company_id: int) -> TagKey:
-    return company_id, request.rel_url.raw_path_qs, request.headers.get(hdrs.ACCEPT, "")
+    """A digest keeps each entry small, whatever the length of the URL and the header."""
+    url, accept = request.rel_url.raw_path_qs, request.headers.get(hdrs.ACCEPT, "")
+    return company_id, hashlib.blake2b(f"{url}\n{accept}".encode(), digest_size=16).digest()
 
 
 async def refresh_version(app: web.Application, seen: str = "") -> str:
