@@ -191,9 +191,10 @@ _EVENTS = (
     "CREATE TEMP TABLE automation_events AS SELECT e.id, e.campaign_id, e.employee_id, e.type,"
     " e.with_captcha, e.ip, e.user_agent, e.seq, e.verdict, e.reasons,"
     " unixepoch(e.timestamp) AS t, unixepoch(g.sent_at) AS sent"
-    " FROM temp.automation_scope AS s JOIN main.campaign_events AS e ON e.campaign_id = s.id"
+    " FROM temp.automation_scope AS s CROSS JOIN main.campaign_events AS e"
     " LEFT JOIN main.campaign_targets AS g"
     " ON g.campaign_id = e.campaign_id AND g.employee_id = e.employee_id"
+    " WHERE e.campaign_id = s.id"
 )
 _CLICKS = (
     "CREATE INDEX temp.automation_clicks ON automation_events (campaign_id, ip, t)"

@@ -18,7 +18,11 @@ above the one before it). The summaries are kept exact and incremental:
   only that hour's seconds are read).
 
 The statements are the same text on both stores (``?`` parameters; PostgreSQL numbers
-them); :mod:`app.data.pg.stats_summary` runs them there.
+them); :mod:`app.data.pg.stats_summary` runs them there. Where a statement joins a
+temporary table of what was touched to a table that grows with the data, the temporary
+one comes first with ``CROSS JOIN``: SQLite then keeps that order (it knows nothing of
+the temporary table's size and would otherwise scan the large one), and PostgreSQL
+reads it as a plain join.
 """
 
 from __future__ import annotations
@@ -123,7 +127,7 @@ SUMMARIES = (
 _SCRATCH = (
     "sumstats_t", "sumstats_i", "sumstats_e", "sumstats_days", "sumstats_sp", "sumstats_dp",
     "sumstats_di", "sumstats_pm", "sumstats_pg", "sumstats_keys", "sumstats_pd",
-    "sumstats_md", "sumstats_mk", "sumstats_sd", "sumstats_hd", "sumstats_hours",
+    "sumstats_md", "sumstats_mk", "sumstats_sd", "sumstats_hd", "sumstats_hours", "sumstats_tk",
 )  # fmt: skip
 _CREATE_SCRATCH = (
     "CREATE TEMP TABLE sumstats_t (campaign_id {int}, employee_id {int},"
@@ -221,20 +225,20 @@ def _send_columns() -> str:
 def _events_of_touched() -> str:
     """The touched sends' events, one seek of the type index per send and type."""
     return " UNION ALL ".join(
-        "SELECT ev.campaign_id, ev.employee_id, ev.type, ev.timestamp, ev.verdict"
-        " FROM sumstats_t t JOIN campaign_events ev ON ev.campaign_id = t.campaign_id"
-        f" AND ev.type = '{kind}' AND ev.employee_id = t.employee_id"
+        "SELECT e.campaign_id, e.employee_id, e.type, e.timestamp, e.verdict"
+        " FROM sumstats_t t CROSS JOIN campaign_events e WHERE e.campaign_id = t.campaign_id"
+        f" AND e.type = '{kind}' AND e.employee_id = t.employee_id"
         for kind in ("open", "click", "report", "fail")
     )
 
 
 _SEND_SNAPSHOT = f"""INSERT INTO stats_sends SELECT t.campaign_id, t.employee_id, c.company_id,
-    c.launch_date, {", ".join(f"coalesce(ev.{x}{n}, 0)" for x in "of" for n in VARIANTS)},
-    {", ".join(_seconds(f"ev.{k}{n}", "c.launch_date") for _, k in KINDS for n in VARIANTS)}
+    c.launch_date, {", ".join(f"coalesce(fs.{x}{n}, 0)" for x in "of" for n in VARIANTS)},
+    {", ".join(_seconds(f"fs.{k}{n}", "c.launch_date") for _, k in KINDS for n in VARIANTS)}
     FROM sumstats_t t JOIN campaigns c ON c.id = t.campaign_id
     LEFT JOIN (SELECT campaign_id, employee_id, {_send_columns()}
-        FROM ({_events_of_touched()}) ev GROUP BY campaign_id, employee_id) ev
-    ON ev.campaign_id = t.campaign_id AND ev.employee_id = t.employee_id"""
+        FROM ({_events_of_touched()}) ev GROUP BY campaign_id, employee_id) fs
+    ON fs.campaign_id = t.campaign_id AND fs.employee_id = t.employee_id"""
 _DONE = "i.status = 'completed'"
 _INSCRIPTION_SNAPSHOT = f"""INSERT INTO stats_inscriptions SELECT i.id, i.company_id,
     i.employee_id, i.start_date, i.due_date,
@@ -246,9 +250,11 @@ _INSCRIPTION_SNAPSHOT = f"""INSERT INTO stats_inscriptions SELECT i.id, i.compan
 # An employee's group values: '' (the ungrouped rows), department, country, and each
 # distinct name of their teams (an employee in two teams counts in both).
 _GROUPS_SNAPSHOT = """INSERT INTO stats_groups SELECT e.id, '', '' FROM sumstats_e s
-    JOIN employees e ON e.id = s.id
-    UNION SELECT e.id, 'department', e.department FROM sumstats_e s JOIN employees e ON e.id = s.id
-    UNION SELECT e.id, 'country', e.country FROM sumstats_e s JOIN employees e ON e.id = s.id
+    CROSS JOIN employees e WHERE e.id = s.id
+    UNION SELECT e.id, 'department', e.department FROM sumstats_e s CROSS JOIN employees e
+    WHERE e.id = s.id
+    UNION SELECT e.id, 'country', e.country FROM sumstats_e s CROSS JOIN employees e
+    WHERE e.id = s.id
     UNION SELECT tm.employee_id, 'team', t.name FROM sumstats_e s
     JOIN team_members tm ON tm.employee_id = s.id JOIN teams t ON t.id = tm.team_id"""
 
@@ -265,11 +271,11 @@ def _contributions(sign: int) -> list[str]:
         JOIN stats_inscriptions s ON s.id = t.id
         JOIN stats_groups g ON g.employee_id = s.employee_id""",
         f"""INSERT INTO sumstats_pm SELECT DISTINCT {sign}, s.company_id, s.employee_id,
-        substr(s.launch_date, 1, 10) FROM sumstats_e e
-        JOIN campaign_targets t ON t.employee_id = e.id
-        JOIN stats_sends s ON s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id""",
+        substr(s.launch_date, 1, 10) FROM sumstats_e e CROSS JOIN campaign_targets t
+        CROSS JOIN stats_sends s WHERE t.employee_id = e.id
+        AND s.campaign_id = t.campaign_id AND s.employee_id = t.employee_id""",
         f"""INSERT INTO sumstats_pg SELECT {sign}, g.employee_id, g.gk, g.gv FROM sumstats_e e
-        JOIN stats_groups g ON g.employee_id = e.id""",
+        CROSS JOIN stats_groups g WHERE g.employee_id = e.id""",
     ]
 
 
@@ -452,10 +458,11 @@ def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
     )
 
 
-# The rows a refresh left empty (SELECT, then DELETE each): campaigns without sends,
-# histogram values without sends.
+# The rows a refresh left empty (SELECT, then DELETE each): periods without inscriptions,
+# campaigns without sends, histogram values without sends.
 _NO_SENDS = " AND ".join(f"{{x}}{c} = 0" for c in _SECONDS_COLUMNS)
 EMPTIED = (
+    _emptied("stats_training", "sumstats_tk", _KEY_COLUMNS, "{x}due = 0 AND {x}started = 0"),
     _emptied("stats_campaigns", "sumstats_md", _CAMPAIGN_KEY, "{x}n = 0"),
     _emptied("stats_seconds", "sumstats_sd", _SECONDS_KEY, _NO_SENDS),
     _emptied("stats_seconds_hours", "sumstats_hd", _HOURS_KEY, _NO_SENDS),
@@ -465,8 +472,8 @@ EMPTIED = (
 # (:func:`medians`), for both stores.
 HOUR_HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour,
     {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)} FROM sumstats_keys k
-    JOIN stats_seconds_hours s
-    ON s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk
+    CROSS JOIN stats_seconds_hours s
+    WHERE s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk
     AND s.period_start = k.period_start AND s.gv = k.gv
     ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour"""
 MEDIAN_HOURS = (
@@ -564,6 +571,10 @@ _TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TR
     )
 }"""
 
+# The rows of stats_training a refresh touched (by their start and due dates).
+_TRAINING_TOUCHED = f"""CREATE TEMP TABLE sumstats_tk AS SELECT {_P_KEY}
+    FROM sumstats_di d JOIN sumstats_days m ON m.day = d.start_date
+    UNION SELECT {_P_KEY} FROM sumstats_di d JOIN sumstats_days m ON m.day = d.due_date"""
 APPLY = (
     _BY_DAY,
     _KEYS,
@@ -578,7 +589,7 @@ APPLY = (
     NO_MEDIANS,
     f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
     _TRAINING_DELTA,
-    "DELETE FROM stats_training WHERE due = 0 AND started = 0",
+    _TRAINING_TOUCHED,
 )
 
 
