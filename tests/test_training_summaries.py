@@ -48,8 +48,14 @@ RECOUNTS = {
     " GROUP BY course_id, start_date",
     "training_results": "SELECT section_id, result, count(*) FROM section_results"
     " WHERE result IS NOT NULL GROUP BY section_id, result",
+    "training_people": "SELECT i.course_id, e.department_key, e.country_key, i.start_date,"
+    " count(*) FROM inscriptions i JOIN employees e ON e.id = i.employee_id"
+    " GROUP BY i.course_id, e.department_key, e.country_key, i.start_date",
 }
-KEYS = {s.table: len(s.key) for s in training.SUMMARIES}
+KEYS = {s.table: len(s.key) for s in training.SUMMARIES} | {"training_people": 4}
+# Where the batches move people to (an employee's department and country go into
+# training_people's key).
+PLACES = (("Finance", "Spain"), ("Sales", "France"), ("Research", "Norway"))
 
 
 async def fetch(store: Store, sql: str) -> list[tuple[Any, ...]]:
@@ -122,12 +128,25 @@ def random_batch(rng: random.Random, state: dict[str, list[tuple[Any, ...]]], n:
                 "result": value,
                 "status": None if value is None else rng.choice(("APPROVED", "DISAPPROVED")),
             }
-    return {"inscriptions": inscriptions, "section_results": list(results.values())}
+    people = rng.sample(state["people"], 2)
+    moved = [
+        {**dict(zip(PERSON, person, strict=True)), "department": place[0], "country": place[1]}
+        for person, place in zip(people, rng.sample(PLACES, 2), strict=True)
+    ]
+    return {
+        "employees": moved,
+        "inscriptions": inscriptions,
+        "section_results": list(results.values()),
+    }
+
+
+PERSON = ("id", "company_id", "first_name", "last_name", "email", "department", "country")
 
 
 async def state_of(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     return {
         "employees": await fetch(store, "SELECT id, company_id FROM employees"),
+        "people": await fetch(store, f"SELECT {', '.join(PERSON)} FROM employees"),
         "courses": await fetch(store, "SELECT id, company_id FROM courses"),
         "sections": await fetch(store, "SELECT id, course_id FROM course_sections"),
         "inscriptions": await fetch(store, "SELECT id, company_id, course_id FROM inscriptions"),
@@ -162,6 +181,12 @@ async def test_a_write_by_hand_moves_the_summaries_too(store: Store) -> None:
     )
     await assert_summaries_are_recounts(store)
     await store.execute("UPDATE section_results SET result = 12.5, status = 'DISAPPROVED'")
+    await assert_summaries_are_recounts(store)
+    person = (await fetch(store, f"SELECT employee_id FROM inscriptions WHERE id = {moved}"))[0]
+    await store.execute(
+        "UPDATE employees SET department = 'Moved', department_key = 'moved' WHERE id = ?",
+        person[0],
+    )
     await assert_summaries_are_recounts(store)
     await store.execute("DELETE FROM section_results WHERE inscription_id = ?", moved)
     await store.execute("DELETE FROM inscriptions WHERE id = ?", moved)
@@ -216,15 +241,63 @@ async def test_a_version_7_postgresql_database_gets_its_summaries_on_upgrade(
     await assert_summaries_are_recounts(store)
 
 
+PEOPLE_TRIGGERS = (
+    "inscriptions_people_insert", "inscriptions_people_update", "inscriptions_people_delete",
+    "employees_people_update",
+)  # fmt: skip
+MOVE_ONE = "UPDATE employees SET country = 'Chile', country_key = 'chile' WHERE id = 1"
+
+
+def test_a_version_11_file_gets_the_people_summary_on_upgrade(sample_db: Path) -> None:
+    """The upgrade from version 11 counts the inscriptions by department and country
+    from the stored rows, and adds the triggers that keep them."""
+    conn = sqlite3.connect(sample_db)
+    conn.execute("DROP TABLE training_people")
+    for trigger in PEOPLE_TRIGGERS:
+        conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("PRAGMA user_version = 11")
+    conn.commit()
+    conn.close()
+    assert upgrade_if_older(sample_db)
+    conn = sqlite3.connect(sample_db)
+    recount = RECOUNTS["training_people"]
+    summary = conn.execute("SELECT * FROM training_people").fetchall()
+    assert summary and sorted(summary) == sorted(conn.execute(recount).fetchall())
+    conn.execute(MOVE_ONE)  # its triggers are there
+    kept = [r for r in conn.execute("SELECT * FROM training_people") if r[4]]
+    assert sorted(kept) == sorted(conn.execute(recount).fetchall())
+    conn.close()
+
+
+@pytest.mark.parametrize("store_kind", ["postgresql"])
+async def test_a_version_11_postgresql_database_gets_the_people_summary_on_upgrade(
+    store: Store,
+) -> None:
+    conn = await asyncpg.connect(store.url)
+    try:
+        await conn.execute(
+            "DROP TABLE training_people; DROP FUNCTION "
+            + ", ".join(f"{name}()" for name in PEOPLE_TRIGGERS)
+            + " CASCADE; UPDATE meta SET value = '11' WHERE key = 'schema_version'"
+        )
+        assert await ensure_schema(conn)
+    finally:
+        await conn.close()
+    await assert_summaries_are_recounts(store)
+    await store.execute(MOVE_ONE)
+    await assert_summaries_are_recounts(store)
+
+
 INSCRIPTIONS = f"{API}/course-inscriptions"
 
 
 async def test_the_first_filtered_page_after_a_load_counts_nothing(
     client: TestClient, store: Store, tmp_path: Path
 ) -> None:
-    """After a load, the first page filtered by course and dates takes its total from
-    the summaries: right, and nothing was counted (the count cache stays empty); a
-    person filter is the slower path, counted once and kept for the data version."""
+    """After a load, the first page filtered by course, dates, department or country
+    takes its total from the summaries: right, and nothing was counted (the count cache
+    stays empty); any other person filter, or one with due dates, is the slower path,
+    counted once and kept for the data version."""
     counts = client.server.app[COUNTS]
     batch = random_batch(random.Random(3), await state_of(store), 30)
     file = tmp_path / "batch.json"
@@ -235,24 +308,31 @@ async def test_the_first_filtered_page_after_a_load_counts_nothing(
         ("filter[from_inscription_date]", "2025-03-01"): "i.start_date >= '2025-03-01'",
         ("filter[to_due_date]", "2025-07-15"): "i.due_date <= '2025-07-15'",
         ("per_page", "5"): "true",
+        ("filter[department]", "finance"): "e.department = 'Finance'",
+        ("filter[country]", "FRANCE,Spain"): "e.country IN ('France', 'Spain')",
     }
-    for (name, value), condition in wanted.items():
+    since = {"filter[from_inscription_date]": "2025-03-01", "filter[country]": "France"}
+    for params, condition in [
+        *(({name: value}, condition) for (name, value), condition in wanted.items()),
+        (since, "i.start_date >= '2025-03-01' AND e.country = 'France'"),
+    ]:
         response = await client.get(
-            INSCRIPTIONS, params={name: value, "per_page": "5"}, headers={"X-API-KEY": KEY_1}
+            INSCRIPTIONS, params={**params, "per_page": "5"}, headers={"X-API-KEY": KEY_1}
         )
         assert response.status == 200
         total = await fetch(
             store,
             "SELECT count(*) FROM inscriptions i JOIN courses c ON c.id = i.course_id"
-            f" WHERE i.company_id = 1 AND {condition}",
+            f" JOIN employees e ON e.id = i.employee_id WHERE i.company_id = 1 AND {condition}",
         )
-        assert int(response.headers["X-Total-Count"]) == total[0][0] > 0, name
-        assert len(counts) == 0, name
-    response = await client.get(
-        INSCRIPTIONS, params={"filter[department]": "Finance"}, headers={"X-API-KEY": KEY_1}
-    )
-    assert response.status == 200
-    assert len(counts) == 1
+        assert int(response.headers["X-Total-Count"]) == total[0][0] > 0, params
+        assert len(counts) == 0, params
+    email = {"filter[email]": "thomas.rousseau@northwind.example"}
+    with_due = {"filter[department]": "Finance", "filter[to_due_date]": "2025-07-15"}
+    for counted in (email, with_due):
+        response = await client.get(INSCRIPTIONS, params=counted, headers={"X-API-KEY": KEY_1})
+        assert response.status == 200
+    assert len(counts) == 2
 
 
 async def test_the_generator_and_the_copy_to_postgresql_keep_them(

@@ -148,26 +148,39 @@ _DATED = (
 )
 
 
+# The person filters a summary holds (training_people): department and country.
+SUMMED_PEOPLE = ("department", "country")
+
+
 def summed_total(company_id: int, filters: InscriptionFilters) -> tuple[str, tuple[object, ...]]:
     """The total read from the training summaries (:mod:`app.data.training`) when the
-    filters are the common ones: the courses, and the start dates or the due dates (not
-    both); ``("", ())`` for any other filter (a person's, both kinds of dates), which
-    are counted."""
-    if any(filters.lists.get(name) for name in (*EMPLOYEE_FILTERS, "teams")):
+    filters are the common ones: the courses, the people's departments and countries, and
+    the start dates, or the due dates without a person filter; ``("", ())`` for any
+    other filter (a person's name, e-mail or teams, both kinds of dates, a person filter
+    with due dates), which are counted."""
+    person = {name: list(filters.lists.get(name, ())) for name in (*EMPLOYEE_FILTERS, "teams")}
+    if any(values for name, values in person.items() if name not in SUMMED_PEOPLE):
         return "", ()
     titles = list(filters.lists.get("courses", ()))
     only = f" AND c.title_key IN ({placeholders(titles)})" if titles else ""
     where = [f"s.course_id IN (SELECT c.id FROM courses c WHERE c.company_id = ?{only})"]
     params: list[object] = [company_id, *titles]
     table, count = "training_courses", "inscriptions"
+    if any(person[name] for name in SUMMED_PEOPLE):
+        table, count = "training_people", "n"
+        for name in SUMMED_PEOPLE:
+            if person[name]:
+                where.append(f"s.{name}_key IN ({placeholders(person[name])})")
+                params.extend(person[name])
     for summary, counted, column, low, high in _DATED:
         bounds = [(getattr(filters, low), ">="), (getattr(filters, high), "<=")]
         given = [(value, sign) for value, sign in bounds if value is not None]
         if not given:
             continue
-        if table != "training_courses":  # both kinds of dates: no summary holds them
-            return "", ()
-        table, count = summary, counted
+        if table == "training_courses":
+            table, count = summary, counted
+        elif not (table == "training_people" and column == "start_date"):
+            return "", ()  # both kinds of dates, or a person filter with due dates
         where.extend(f"s.{column} {sign} ?" for _, sign in given)
         params.extend(value.isoformat() for value, _ in given)
     total = f"SELECT coalesce(sum(s.{count}), 0) FROM {table} s WHERE {' AND '.join(where)}"

@@ -24,7 +24,7 @@ from .stats_summary import (
 )
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -517,7 +517,13 @@ def place_changes(conn: sqlite3.Connection) -> None:
 # -- reports: the campaign reports' and the directory's summaries, kept by the writers
 # (app/data/summaries.py); the upgrade fills them for the stored data.
 SUMMARY_TABLES = (
-    SQLITE_TABLES + training.TABLES + training.TRIGGERS + summaries.SCHEMA + summaries.TRIGGERS
+    SQLITE_TABLES
+    + training.TABLES
+    + training.TRIGGERS
+    + summaries.SCHEMA
+    + summaries.TRIGGERS
+    + training.PEOPLE_TABLE
+    + training.PEOPLE_TRIGGERS  # 11 to 12
 )
 
 
@@ -578,14 +584,14 @@ def add_csv_cells(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 10 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 11 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -641,6 +647,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
                 conn.execute(statement)
         if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
             for statement in CAMPAIGNS_OF_MEMBERS:
+                conn.execute(statement)
+        if version in (8, 9, 10, 11):  # 11 to 12: the inscriptions by department, country
+            for statement in training.FILL_PEOPLE:
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

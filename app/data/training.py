@@ -168,11 +168,94 @@ TRIGGERS = "".join(
     for event in ("INSERT", "UPDATE", "DELETE")
 )
 
+
+# --- Schema version 11 to 12: each course's inscriptions by the person's department and
+# country and by start date: the totals of the inscriptions' department and country
+# filters (with the courses and the start dates). Kept by the inscriptions' triggers and
+# by the employees' (a person whose department or country changes takes their
+# inscriptions along); SQLite's row triggers here, PostgreSQL's statement triggers in
+# app/data/pg/training.py. ---
+PEOPLE_KEY = "course_id, department_key, country_key, start_date"
+PEOPLE_TABLE = f"""
+CREATE TABLE IF NOT EXISTS training_people (
+    course_id INTEGER NOT NULL, department_key TEXT NOT NULL, country_key TEXT NOT NULL,
+    start_date TEXT NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY ({PEOPLE_KEY})
+) WITHOUT ROWID;
+"""
+
+
+def people_moved(rows: str) -> str:
+    """Add the signed ``rows`` (the key's columns, then ``sign``) to training_people."""
+    return (
+        f"INSERT INTO training_people ({PEOPLE_KEY}, n) SELECT {PEOPLE_KEY}, sum(sign)"
+        f" FROM ({rows}) d WHERE true GROUP BY {PEOPLE_KEY} HAVING sum(sign) <> 0"
+        f" ON CONFLICT ({PEOPLE_KEY}) DO UPDATE SET n = training_people.n + excluded.n"
+    )
+
+
+def people_rows(inscription: str, person: str, sign: int) -> str:
+    """The columns of a signed row: an inscription's course and start date with a
+    person's department and country."""
+    return (
+        f"{inscription}.course_id AS course_id, {person}.department_key AS department_key,"
+        f" {person}.country_key AS country_key, {inscription}.start_date AS start_date,"
+        f" {sign} AS sign"
+    )
+
+
+def _inscription_moved(row: str, sign: int) -> str:
+    return people_moved(
+        f"SELECT {people_rows(row, 'e', sign)} FROM employees e WHERE e.id = {row}.employee_id"
+    )
+
+
+def _person_moved(row: str, sign: int) -> str:
+    return (
+        f"SELECT {people_rows('i', row, sign)} FROM inscriptions i WHERE i.employee_id = {row}.id"
+    )
+
+
+PEOPLE_TRIGGERS = f"""
+CREATE TRIGGER IF NOT EXISTS inscriptions_people_insert AFTER INSERT ON inscriptions
+BEGIN
+    {_inscription_moved("NEW", 1)};
+END;
+CREATE TRIGGER IF NOT EXISTS inscriptions_people_update
+AFTER UPDATE OF employee_id, course_id, start_date ON inscriptions
+WHEN OLD.employee_id IS NOT NEW.employee_id OR OLD.course_id IS NOT NEW.course_id
+    OR OLD.start_date IS NOT NEW.start_date
+BEGIN
+    {_inscription_moved("OLD", -1)};
+    {_inscription_moved("NEW", 1)};
+END;
+CREATE TRIGGER IF NOT EXISTS inscriptions_people_delete AFTER DELETE ON inscriptions
+BEGIN
+    {_inscription_moved("OLD", -1)};
+END;
+CREATE TRIGGER IF NOT EXISTS employees_people_update
+AFTER UPDATE OF department_key, country_key ON employees
+WHEN OLD.department_key IS NOT NEW.department_key OR OLD.country_key IS NOT NEW.country_key
+BEGIN
+    {people_moved(f"{_person_moved('OLD', -1)} UNION ALL {_person_moved('NEW', 1)}")};
+END;
+"""
+# Counted afresh from the rows (emptied first: filling twice never doubles a count).
+FILL_PEOPLE = (
+    "DELETE FROM training_people",
+    people_moved(
+        f"SELECT {people_rows('i', 'e', 1)} FROM inscriptions i"
+        " JOIN employees e ON e.id = i.employee_id"
+    ),
+)
+# --- end of 11 to 12 ---
+
 # Every summary counted afresh from the rows (into empty tables: the upgrade).
 # Counted from scratch (emptied first: filling twice never doubles a count).
 FILL = (
     *(f"DELETE FROM {s.table}" for s in SUMMARIES),
     *(s.upsert(f"SELECT {s.signed(s.source, 1)} FROM {s.source}") for s in SUMMARIES),
+    *FILL_PEOPLE,
 )
 MIGRATE_7_TO_8 = (*FILL,)  # after TABLES and TRIGGERS (the schema's CREATEs)
 # --- end of 7 to 8 ---

@@ -26,6 +26,7 @@ from .automation import classify
 from .stats_summary import PG_TABLES, refresh
 from .training import SCHEMA_8 as TRAINING_TABLES
 from .training import migrate_7_to_8 as add_training_summaries
+from .training import migrate_11_to_12 as add_people_summaries
 
 # The channel a load notifies, its payload the new data token (servers listen on it).
 CHANNEL = "reporting_data"
@@ -336,7 +337,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 10 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 11 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -356,7 +357,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await add_change_feeds(conn)
             await add_csv_cells(conn)
             return False
-        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10):
+        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -377,6 +378,8 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await change_stats_summaries(conn, HOURS_OF_EVERY_ROW)
         if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
             await change_stats_summaries(conn, CAMPAIGNS_OF_MEMBERS)
+        if version in (8, 9, 10, 11):  # 11 to 12: the inscriptions by department, country
+            await add_people_summaries(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..training import FILL, SUMMARIES
+from ..training import FILL, FILL_PEOPLE, PEOPLE_KEY, SUMMARIES, people_moved, people_rows
 
 TEXT = 'TEXT COLLATE "C"'  # as every text column (app/data/pg/schema.py)
 
@@ -74,7 +74,70 @@ TRIGGERS = "".join(
     for source in ("inscriptions", "section_results")
     for event in ("INSERT", "UPDATE", "DELETE")
 )
-SCHEMA_8 = TABLES + TRIGGERS
+
+# --- Schema version 11 to 12 (PostgreSQL): the inscriptions by the person's department
+# and country (app/data/training.py), kept by statement triggers. ---
+PEOPLE_TABLE = f"""
+CREATE TABLE IF NOT EXISTS training_people (
+    course_id BIGINT NOT NULL, department_key {TEXT} NOT NULL, country_key {TEXT} NOT NULL,
+    start_date {TEXT} NOT NULL, n INTEGER NOT NULL,
+    PRIMARY KEY ({PEOPLE_KEY})
+);
+"""
+
+
+def _inscriptions_moved(tables: tuple[tuple[str, int], ...]) -> str:
+    return people_moved(
+        " UNION ALL ".join(
+            f"SELECT {people_rows('r', 'e', sign)} FROM {table} r"
+            " JOIN employees e ON e.id = r.employee_id"
+            for table, sign in tables
+        )
+    )
+
+
+# Only the people whose department or country changed take their inscriptions along.
+_PEOPLE_MOVED = people_moved(
+    " UNION ALL ".join(
+        f"SELECT {people_rows('i', side, sign)} FROM went w JOIN came c ON c.id = w.id"
+        " JOIN inscriptions i ON i.employee_id = w.id"
+        " WHERE (w.department_key, w.country_key)"
+        " IS DISTINCT FROM (c.department_key, c.country_key)"
+        for side, sign in (("w", -1), ("c", 1))
+    )
+)
+
+
+def _people_trigger(name: str, on: str, event: str, body: str) -> str:
+    referencing, _ = _EVENTS[event]
+    return f"""
+CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    {body};
+    RETURN NULL;
+END $$;
+CREATE OR REPLACE TRIGGER {name} AFTER {event} ON {on} {referencing}
+    FOR EACH STATEMENT EXECUTE FUNCTION {name}();
+"""
+
+
+PEOPLE_TRIGGERS = "".join(
+    _people_trigger(f"inscriptions_people_{event.lower()}", "inscriptions", event,
+                    _inscriptions_moved(_EVENTS[event][1]))
+    for event in ("INSERT", "UPDATE", "DELETE")
+) + _people_trigger("employees_people_update", "employees", "UPDATE", _PEOPLE_MOVED)  # fmt: skip
+PEOPLE_SCHEMA = PEOPLE_TABLE + PEOPLE_TRIGGERS
+
+
+async def migrate_11_to_12(conn: asyncpg.Connection) -> None:
+    """The inscriptions by department and country, counted once; the triggers keep them."""
+    await conn.execute(PEOPLE_SCHEMA)
+    for statement in FILL_PEOPLE:
+        await conn.execute(statement)
+
+
+# --- end of 11 to 12 ---
+SCHEMA_8 = TABLES + TRIGGERS + PEOPLE_SCHEMA
 
 
 async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
