@@ -134,6 +134,8 @@ async def test_a_known_304_is_the_views(client: TestClient) -> None:
     moving = ("X-Request-ID", "Date", "RateLimit-Remaining", "RateLimit")
     same = [{k: v for k, v in r.headers.items() if k not in moving} for r in (known, viewed)]
     assert same[0] == same[1] and known.headers["ETag"] == etag
+    # The key is still asked for first: no key, no 304.
+    await assert_problem(await get(client, REPORT, key=None, **{"If-None-Match": etag}), 401)
 
 
 async def test_a_foreign_record_is_never_a_known_answer(client: TestClient) -> None:
