@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from app.data import campaigns, courses, employees
+from app.data import campaigns, courses, employees, events
 from app.data.listings import Listing
 from app.data.summaries import MEDIAN_KINDS
 
@@ -105,3 +105,25 @@ def test_phishing_figures_are_read_from_the_summaries(conn: sqlite3.Connection, 
         assert not {"campaign_first_hours", "campaign_first_instants"} & set(searched)
     else:
         assert "employee_phishing" in searched, searched
+
+
+EVENT_LISTINGS = {
+    "events": events.campaign_listing(1, 1),
+    "events, filtered": events.campaign_listing(1, 1, ["click"], True, "exclude_suspected"),
+}
+
+
+@pytest.mark.parametrize("name", list(EVENT_LISTINGS))
+@pytest.mark.parametrize("shape", ["json", "csv lines"])
+def test_a_campaigns_events_are_read_from_their_index_alone(
+    conn: sqlite3.Connection, name: str, shape: str
+) -> None:
+    """The events of a campaign, in every format and with every filter, come from the
+    covering index of the campaign's events in its order: no lookup of each event's row,
+    so a stream's cost per event does not grow with the table."""
+    listing = EVENT_LISTINGS[name]
+    if shape == "csv lines":
+        listing = listing.csv_lines() or listing
+    details = [d for _, d in plan(conn, listing)]
+    assert any("COVERING INDEX campaign_events_by_campaign" in d for d in details), details
+    assert not any("TEMP B-TREE" in d for d in details), details

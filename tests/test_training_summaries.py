@@ -250,11 +250,16 @@ MOVE_ONE = "UPDATE employees SET country = 'Chile', country_key = 'chile' WHERE 
 
 def test_a_version_11_file_gets_the_people_summary_on_upgrade(sample_db: Path) -> None:
     """The upgrade from version 11 counts the inscriptions by department and country
-    from the stored rows, and adds the triggers that keep them."""
+    from the stored rows, and adds the triggers that keep them; the index of a
+    campaign's events is made again to cover their listings."""
     conn = sqlite3.connect(sample_db)
     conn.execute("DROP TABLE training_people")
     for trigger in PEOPLE_TRIGGERS:
         conn.execute(f"DROP TRIGGER {trigger}")
+    conn.execute("DROP INDEX campaign_events_by_campaign")
+    conn.execute(
+        "CREATE INDEX campaign_events_by_campaign ON campaign_events (campaign_id, timestamp, id)"
+    )
     conn.execute("PRAGMA user_version = 11")
     conn.commit()
     conn.close()
@@ -266,6 +271,8 @@ def test_a_version_11_file_gets_the_people_summary_on_upgrade(sample_db: Path) -
     conn.execute(MOVE_ONE)  # its triggers are there
     kept = [r for r in conn.execute("SELECT * FROM training_people") if r[4]]
     assert sorted(kept) == sorted(conn.execute(recount).fetchall())
+    columns = [r[2] for r in conn.execute("PRAGMA index_info(campaign_events_by_campaign)")]
+    assert columns[:3] == ["campaign_id", "timestamp", "id"] and "verdict" in columns
     conn.close()
 
 

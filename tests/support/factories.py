@@ -261,7 +261,17 @@ PG_KEYS_SINCE_VERSION_6 = (
     "DROP TABLE partner_companies, partners",
     "ALTER TABLE companies DROP COLUMN name_key",
 )
-SINCE_VERSION_6 = (*HOOKS_SINCE_VERSION_6, *STATS_SINCE_VERSION_6, *KEYS_SINCE_VERSION_6)
+# -- version 12: a campaign's index of events covers their listings (SQLite).
+EVENTS_INDEX_SINCE_VERSION_12 = (
+    "DROP INDEX IF EXISTS campaign_events_by_campaign",
+    "CREATE INDEX campaign_events_by_campaign ON campaign_events (campaign_id, timestamp, id)",
+)
+SINCE_VERSION_6 = (
+    *HOOKS_SINCE_VERSION_6,
+    *STATS_SINCE_VERSION_6,
+    *KEYS_SINCE_VERSION_6,
+    *EVENTS_INDEX_SINCE_VERSION_12,
+)
 PG_SINCE_VERSION_6 = (
     *PG_HOOKS_SINCE_VERSION_6,
     *STATS_SINCE_VERSION_6,
