@@ -1,6 +1,7 @@
 """The training summaries: each course's and each employee's inscriptions counted by
-status, the courses' inscriptions by due date and by start date, and the section
-results by value, kept by the database as the rows change.
+status, the courses' inscriptions by due date, by start date, and by the person's
+department and country with the start date, and the section results by value, kept
+by the database as the rows change.
 
 The courses page, the directory's training block and the totals of the inscriptions'
 common filters read these few rows instead of counting a company's inscriptions on
