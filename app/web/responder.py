@@ -144,14 +144,14 @@ async def respond_page(
     if ready.not_modified is not None:
         return ready.not_modified
     app = request.app
-    # A total a summary holds is read with the page: never counted, never cached.
-    key = None if ready.listing.summed else count_key(request, ready.company_id)
-    total = None if key is None else app[COUNTS].get(key, ready.token)
+    # A total is read once per data version: summed from a summary with the first page
+    # (a department's may sum thousands of rows), or else counted; then kept.
+    key = count_key(request, ready.company_id)
+    total = app[COUNTS].get(key, ready.token)
     known = None if total is None else (ready.token, total)
     async with app[SHARES].hold(ready.company_id):
         page = await app[POOL].page(ready.listing, paging, known)
-    if key is not None:
-        app[COUNTS].put(key, page.token, page.total)
+    app[COUNTS].put(key, page.token, page.total)
     headers = await ready.headers(page.token)
     url = request.rel_url
     headers.update(page_headers(url.raw_path, url.raw_query_string, paging, page.total))
