@@ -48,25 +48,30 @@ _EVENTS = {
 }
 
 
-def _trigger(source: str, event: str) -> str:
-    """A statement trigger on ``source`` adding its rows to each of its summaries."""
-    referencing, tables = _EVENTS[event]
-    body = "".join(
-        "    {};\n".format(
-            s.upsert(" UNION ALL ".join(f"SELECT {s.signed('r', n)} FROM {t} r" for t, n in tables))
-        )
-        for s in SUMMARIES
-        if s.source == source
-    )
-    name = f"{source}_training_{event.lower()}"
+def _statement_trigger(name: str, on: str, event: str, statements: list[str]) -> str:
+    """A statement trigger on ``on`` that runs ``statements`` (they read its transition
+    tables, ``came`` and ``went``)."""
+    referencing, _ = _EVENTS[event]
+    body = "".join(f"    {statement};\n" for statement in statements)
     return f"""
 CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 {body}    RETURN NULL;
 END $$;
-CREATE OR REPLACE TRIGGER {name} AFTER {event} ON {source} {referencing}
+CREATE OR REPLACE TRIGGER {name} AFTER {event} ON {on} {referencing}
     FOR EACH STATEMENT EXECUTE FUNCTION {name}();
 """
+
+
+def _trigger(source: str, event: str) -> str:
+    """A statement trigger on ``source`` adding its rows to each of its summaries."""
+    _, tables = _EVENTS[event]
+    statements = [
+        s.upsert(" UNION ALL ".join(f"SELECT {s.signed('r', n)} FROM {t} r" for t, n in tables))
+        for s in SUMMARIES
+        if s.source == source
+    ]
+    return _statement_trigger(f"{source}_training_{event.lower()}", source, event, statements)
 
 
 TRIGGERS = "".join(
@@ -108,24 +113,15 @@ _PEOPLE_MOVED = people_moved(
 )
 
 
-def _people_trigger(name: str, on: str, event: str, body: str) -> str:
-    referencing, _ = _EVENTS[event]
-    return f"""
-CREATE OR REPLACE FUNCTION {name}() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    {body};
-    RETURN NULL;
-END $$;
-CREATE OR REPLACE TRIGGER {name} AFTER {event} ON {on} {referencing}
-    FOR EACH STATEMENT EXECUTE FUNCTION {name}();
-"""
-
-
 PEOPLE_TRIGGERS = "".join(
-    _people_trigger(f"inscriptions_people_{event.lower()}", "inscriptions", event,
-                    _inscriptions_moved(_EVENTS[event][1]))
+    _statement_trigger(
+        f"inscriptions_people_{event.lower()}",
+        "inscriptions",
+        event,
+        [_inscriptions_moved(_EVENTS[event][1])],
+    )
     for event in ("INSERT", "UPDATE", "DELETE")
-) + _people_trigger("employees_people_update", "employees", "UPDATE", _PEOPLE_MOVED)  # fmt: skip
+) + _statement_trigger("employees_people_update", "employees", "UPDATE", [_PEOPLE_MOVED])
 PEOPLE_SCHEMA = PEOPLE_TABLE + PEOPLE_TRIGGERS
 
 
