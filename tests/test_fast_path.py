@@ -13,11 +13,12 @@ import json
 import sqlite3
 from typing import Any
 
+import pytest
 from bench_floors import whole_array
 
 from app.data import events, inscriptions
 from app.data.feed import START, FeedFilters, feed_listing
-from app.data.listings import Paging, read_page, read_small, read_window
+from app.data.listings import Paging, RecordNotFound, read_page, read_small, read_window
 from app.web.schemas import (
     CampaignEventSchema,
     EmployeeEventSchema,
@@ -189,17 +190,43 @@ async def test_http_bodies_are_the_same_bytes(client: Any) -> None:
 
 
 def test_statements_per_page_do_not_grow_with_page_size(conn: sqlite3.Connection) -> None:
-    """One count and one page statement, whether the page holds 1 record or 100."""
-    counts = []
+    """One statement (token, ownership, count and page), whether the page holds 1 record
+    or 100: SQLite reads one statement from one snapshot, so no BEGIN or COMMIT either."""
     for per_page in (1, 100):
         statements: list[str] = []
         conn.set_trace_callback(statements.append)
         listing = inscriptions.inscriptions_listing(1, inscriptions.InscriptionFilters())
-        read_page(conn, listing, Paging(1, per_page), None)
+        page = read_page(conn, listing, Paging(1, per_page), None)
         conn.set_trace_callback(None)
-        counts.append(len(statements))
-    assert counts[0] == counts[1]
-    assert counts[1] <= 6  # BEGIN, token, count, page, COMMIT
+        assert len(statements) == 1
+        assert len(page.texts) == min(per_page, page.total)
+
+
+def test_a_known_total_is_trusted_only_at_its_token(conn: sqlite3.Connection) -> None:
+    """A total counted before holds for the snapshot whose token it was counted at; at
+    any other token (a load came in between) the page is read again with its count."""
+    listing = inscriptions.inscriptions_listing(1, inscriptions.InscriptionFilters())
+    counted = read_page(conn, listing, Paging(1, 5), None)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    kept = read_page(conn, listing, Paging(1, 5), (counted.token, 12345))
+    assert (kept.total, len(statements)) == (12345, 1)
+    stale = read_page(conn, listing, Paging(1, 5), ("an older token", 12345))
+    conn.set_trace_callback(None)
+    assert (stale.total, len(statements)) == (counted.total, 3)
+    assert kept.texts == stale.texts == counted.texts
+    assert kept.token == stale.token == counted.token != ""
+
+
+def test_a_short_read_of_another_companys_record_finds_nothing(conn: sqlite3.Connection) -> None:
+    """The ownership is read in the records' statement: another company's employee is
+    not found (and the listing is not read as an empty one)."""
+    employee = next(e for e in sample()["employees"] if e["company_id"] == 2)
+    assert read_small(conn, events.employee_listing(2, employee["id"]), 10) is not None
+    with pytest.raises(RecordNotFound):
+        read_small(conn, events.employee_listing(1, employee["id"]), 10)
+    with pytest.raises(RecordNotFound):
+        read_page(conn, events.employee_listing(1, employee["id"]), Paging(1, 5), None)
 
 
 def test_the_benchmark_floor_builds_the_same_array(conn: sqlite3.Connection) -> None:

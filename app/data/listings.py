@@ -3,9 +3,10 @@
 A :class:`Listing` carries everything a query needs: its record, named (SQLite builds
 the record's JSON, so Python only joins finished texts; PostgreSQL keeps its own JSON
 by the record's name), where rows come from, their order, the bound parameters and the
-ownership guard. Each read below opens one read transaction and closes it before it
-returns (a stream closes it in :func:`close_stream`), so a response never mixes data
-from two loads. The pool (:mod:`app.data.pool`) decides where a read runs.
+ownership guard. Each read below sees one snapshot, so a response never mixes data
+from two loads: a page or a short listing is one statement, a window or a stream opens
+a read transaction (a stream closes it in :func:`close_stream`). The pool
+(:mod:`app.data.pool`) decides where a read runs.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .schema import data_token
+from .schema import TOKEN, data_token
 
 MAX_OFFSET = 2**63 - 1
 
@@ -196,24 +197,47 @@ def _finish(conn: sqlite3.Connection) -> None:
         conn.execute("COMMIT")
 
 
+def _short(
+    conn: sqlite3.Connection, listing: Listing, count: bool, window: str, *bounds: int
+) -> tuple[str, int | None, list[bytes]]:
+    """Token, total (if ``count``) and the records in ``window`` (``LIMIT ?`` or
+    ``LIMIT ? OFFSET ?``, ``bounds`` their values); RecordNotFound unless owned.
+
+    One statement: its first row holds the token, the ownership and the total, the
+    records follow. SQLite reads a statement from one snapshot, so a short read needs
+    no BEGIN and COMMIT around it (PostgreSQL's twin: ``sql.one_statement``).
+    """
+    guard = listing.guard
+    owned = f"EXISTS ({guard.sql})" if guard is not None else "1"
+    total = f"({listing.count()})" if count else "NULL"
+    statement = (
+        f"SELECT ({TOKEN}), {owned}, {total} UNION ALL"
+        f" SELECT *, NULL, NULL FROM ({listing.select()} {window})"
+    )
+    params = (
+        *(guard.params if guard is not None else ()),
+        *(listing.count_params if count else ()),
+        *listing.select_params,
+        *bounds,
+    )
+    (token, is_owned, found), *rows = conn.execute(statement, params).fetchall()
+    if not is_owned:
+        raise RecordNotFound
+    return token or "", found, [row[0] for row in rows]
+
+
 def read_page(
     conn: sqlite3.Connection, listing: Listing, paging: Paging, known: tuple[str, int] | None
 ) -> Page:
-    """One page and the total: a count unless ``known`` holds this snapshot's total."""
-    token = _begin(conn, listing.guard)
-    try:
-        if known is not None and known[0] == token:
-            total = known[1]
-        else:
-            total = conn.execute(listing.count(), listing.count_params).fetchone()[0]
-        texts: list[bytes] = []
-        if paging.offset < total:
-            sql = f"{listing.select()} LIMIT ? OFFSET ?"
-            params = (*listing.select_params, paging.per_page, paging.offset)
-            texts = [row[0] for row in conn.execute(sql, params)]
-        return Page(token, texts, total)
-    finally:
-        _finish(conn)
+    """One page and the total: a count unless ``known`` holds this snapshot's total (a
+    load that came in between makes it read again, with the count)."""
+    bounds = (paging.per_page, paging.offset)
+    if known is not None:
+        token, _, texts = _short(conn, listing, False, "LIMIT ? OFFSET ?", *bounds)
+        if token == known[0]:
+            return Page(token, texts, known[1])
+    token, total, texts = _short(conn, listing, True, "LIMIT ? OFFSET ?", *bounds)
+    return Page(token, texts, int(total or 0))
 
 
 def read_window(conn: sqlite3.Connection, listing: Listing, limit: int) -> Window:
@@ -231,14 +255,8 @@ def read_small(conn: sqlite3.Connection, listing: Listing, below: int) -> Record
 
     Reading stops at ``below`` records, so finding out costs no more than that.
     """
-    token = _begin(conn, listing.guard)
-    try:
-        cursor = conn.execute(listing.select(), listing.select_params)
-        texts = [row[0] for row in cursor.fetchmany(below)]
-        cursor.close()
-        return Records(token, texts) if len(texts) < below else None
-    finally:
-        _finish(conn)
+    token, _, texts = _short(conn, listing, False, "LIMIT ?", below)
+    return Records(token, texts) if len(texts) < below else None
 
 
 def read_one(conn: sqlite3.Connection, listing: Listing) -> Records:

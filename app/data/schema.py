@@ -707,9 +707,13 @@ def _statements(script: str) -> list[str]:
     return [s for s in statements if s]
 
 
+# The token that changes with every committed load (ETags are made from it).
+TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
+
+
 def data_token(conn: sqlite3.Connection) -> str:
     """The token that changes with every committed load (ETags are made from it)."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'data_token'").fetchone()
+    row = conn.execute(TOKEN).fetchone()
     return str(row[0]) if row else ""
 
 

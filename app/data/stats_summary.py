@@ -467,6 +467,12 @@ EMPTIED = (
     _emptied("stats_seconds", "sumstats_sd", _SECONDS_KEY, _NO_SENDS),
     _emptied("stats_seconds_hours", "sumstats_hd", _HOURS_KEY, _NO_SENDS),
 )
+# Only a contribution taken away leaves a row empty: a write that took none (a whole load
+# into a new database, a load of new campaigns) skips EMPTIED's searches.
+TAKEN_AWAY = (
+    "SELECT EXISTS (SELECT 1 FROM sumstats_sp WHERE sign < 0)"
+    " OR EXISTS (SELECT 1 FROM sumstats_di WHERE sign < 0)"
+)
 # The touched rows' histograms by hour, in order: each row's medians are found in them
 # first (:func:`median_hours`), then in the seconds of the hours that hold them
 # (:func:`medians`), for both stores.
@@ -646,7 +652,7 @@ def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
         conn.execute(MEDIAN_HOURS)
         conn.executemany(ADD_MEDIAN_HOUR, hours_to_read(at))
         conn.executemany(SET_MEDIANS, medians(at, conn.execute(HOUR_SECONDS_OF_MEDIANS)))
-        for found, delete in EMPTIED:
+        for found, delete in EMPTIED if conn.execute(TAKEN_AWAY).fetchone()[0] else ():
             conn.executemany(delete, conn.execute(found).fetchall())
     finally:
         for statement in drops():

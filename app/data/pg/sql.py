@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..listings import Guard, Listing
+from ..schema import TOKEN
 from ..store import NotAvailable
 from .records import RECORDS
 
@@ -73,10 +74,6 @@ def count(listing: Listing) -> str:
 
 def guard(guard: Guard) -> str:
     return numbered(guard.sql)
-
-
-# The data token (ETags are made from it), read by every snapshot.
-TOKEN = "SELECT value FROM meta WHERE key = 'data_token'"
 
 
 def one_statement(listing: Listing, count: bool, window: str) -> tuple[str, tuple[object, ...]]:

@@ -16,6 +16,7 @@ from ..stats_summary import (
     MOVED,
     SET_MEDIANS,
     TABLES,
+    TAKEN_AWAY,
     TOUCH,
     Touched,
     before_days,
@@ -65,7 +66,7 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
     await conn.executemany(numbered(ADD_MEDIAN_HOUR), hours_to_read(at))
     seconds = await conn.fetch(HOUR_SECONDS_OF_MEDIANS)
     await conn.executemany(numbered(SET_MEDIANS), list(medians(at, seconds)))
-    for select, delete in EMPTIED:
+    for select, delete in EMPTIED if await conn.fetchval(TAKEN_AWAY) else ():
         await conn.executemany(numbered(delete), [tuple(r) for r in await conn.fetch(select)])
     for statement in drops():
         await conn.execute(statement)
