@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from app.config import Config
@@ -202,6 +202,7 @@ async def test_each_change_feed_gives_every_record_once_in_its_latest_state(
     aiohttp_client: Any, new_world: NewWorld, plan: list[tuple[str, Any]]
 ) -> None:
     """Random loads (section results, statuses, departments, team moves) between polls."""
+    note(f"plan: {plan}")  # what a failure report shows of the example
     with tempfile.TemporaryDirectory() as tmp, new_world(Path(tmp)) as world:
         people = People(world)
         config = Config(**world.settings(), rate_burst=10**9, rate_per_second=1e9)
@@ -226,6 +227,7 @@ async def test_each_change_feed_gives_every_record_once_in_its_latest_state(
                 await collector.catch_up(limit=3)
                 for record in collector.received[before:]:
                     versions[feed].append(people.versions[feed][record["id"]])
+                note(f"{feed}: received {[r['id'] for r in collector.received]} {versions[feed]}")
                 check_receipts(people, feed, collector.received, versions[feed])
         finally:
             await client.close()

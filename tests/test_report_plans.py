@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from app.data import campaigns, courses, employees, events
+from app.data import campaigns, courses, employees, events, inscriptions
 from app.data.listings import Listing
 from app.data.summaries import MEDIAN_KINDS
 
@@ -127,3 +127,18 @@ def test_a_campaigns_events_are_read_from_their_index_alone(
     details = [d for _, d in plan(conn, listing)]
     assert any("COVERING INDEX campaign_events_by_campaign" in d for d in details), details
     assert not any("TEMP B-TREE" in d for d in details), details
+
+
+def test_a_count_by_team_starts_from_the_teams_members(conn: sqlite3.Connection) -> None:
+    """The total of inscriptions filtered by team (a counted total) seeks the members'
+    inscriptions: a team is a few people, and walking the company's inscriptions by start
+    date (SQLite's own choice) cost 60 ms on the standard set against 1 ms."""
+    filters = inscriptions.InscriptionFilters(
+        lists={"teams": ["blue team"]}, from_inscription_date=dt.date(2025, 1, 1)
+    )
+    listing = inscriptions.inscriptions_listing(1, filters)
+    steps = [
+        row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {listing.count()}", listing.params)
+    ]
+    assert "SEARCH i USING INDEX inscriptions_by_employee (employee_id=?)" in steps, steps
+    assert not any("inscriptions_by_company" in step for step in steps), steps

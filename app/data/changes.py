@@ -60,7 +60,7 @@ def _listing(
     record: Record, table: str, alias: str, joins: str, company_id: int, lists: ChangeFilters,
     after: Position, employee_id: str,
 ) -> Listing:  # fmt: skip
-    person, params = person_conditions(lists.lists, employee_id)
+    person, params = person_conditions(lists.lists, employee_id, company_id)
     where = [f"{alias}.company_id = ?", f"({alias}.seq, {alias}.id) > (?, ?)", *person]
     rows_from = f"FROM {table} {alias} {joins} WHERE {' AND '.join(where)}"
     order = f"{alias}.seq, {alias}.id"

@@ -88,7 +88,7 @@ def _campaigns_with(kind: str, automation: str) -> str:
 
 def employees_listing(company_id: int, filters: EmployeeFilters, today: dt.date) -> Listing:
     """The company's employees matching the filters, by id."""
-    person, person_params = person_conditions(filters.lists, "e.id")
+    person, person_params = person_conditions(filters.lists, "e.id", company_id)
     where = ["e.company_id = ?", *person]
     params: list[object] = [company_id, *person_params]
     # A minimum of 0 holds for everybody: no condition to evaluate.

@@ -146,7 +146,7 @@ def phishing_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, lis
     """The rows (FROM), the rows to count (FROM) and their parameters."""
     buckets, params = _grid_parts(filters)
     group, join, join_params = _group(filters.group_by, company_id)
-    person, person_params = person_conditions(filters.lists, "e.id")
+    person, person_params = person_conditions(filters.lists, "e.id", company_id)
     captcha = " AND ev.with_captcha = 0" if filters.without_captcha else ""
     captcha += and_kept(filters.automation)
     where = " AND ".join(["c.company_id = ?", *person])
@@ -208,7 +208,7 @@ def training_grid(filters: StatsFilters, company_id: int) -> tuple[str, str, lis
     """The rows (FROM), the rows to count (FROM) and their parameters."""
     buckets, params = _grid_parts(filters)
     group, join, join_params = _group(filters.group_by, company_id)
-    person, person_params = person_conditions(filters.lists, "e.id")
+    person, person_params = person_conditions(filters.lists, "e.id", company_id)
     first, last = filters.buckets[0][0].isoformat(), filters.buckets[-1][1].isoformat()
     where = " AND ".join(["i.company_id = ?", *person])
     # The inscriptions due or started in the window (once per group).

@@ -37,7 +37,7 @@ from ..listings import (
     Records,
     Window,
 )
-from ..schema import SCHEMA_VERSION, DatabaseError
+from ..schema import SCHEMA_VERSION, TOKEN, DatabaseError
 from ..store import Unavailable
 from . import sql
 from .schema import CHANNEL
@@ -171,14 +171,14 @@ class PgStore:
             self._connection() as conn,
             conn.transaction(isolation="repeatable_read", readonly=True),
         ):
-            token = str(await conn.fetchval(sql.TOKEN))
+            token = str(await conn.fetchval(TOKEN))
             await _check_guard(conn, guard)
             yield conn, token
 
     async def current_token(self) -> str:
         """The data token now; Unavailable while the database does not answer."""
         async with self._connection() as conn:
-            return str(await conn.fetchval(sql.TOKEN))
+            return str(await conn.fetchval(TOKEN))
 
     async def token(self) -> str:
         return await self.current_token()
@@ -307,4 +307,4 @@ async def check_schema(conn: asyncpg.Connection) -> str:
             f"the PostgreSQL database has schema version {version}, not {SCHEMA_VERSION}"
             " (a load or the key tool, run as the tables' owner, upgrades an older one)"
         )
-    return str(await conn.fetchval(sql.TOKEN))
+    return str(await conn.fetchval(TOKEN))
