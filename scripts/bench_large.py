@@ -47,7 +47,6 @@ ROWS = "abcdklghijopqwxy"  # reports (g-j), stats (o-q, w-y), pages (a, b), stre
 REPORTS, PAGES, STREAMS = "ghijopq", "abghjopqwxy", "cd"
 TARGET_MS = 15.0  # a report or stats row on the large set
 TARGET_GROWTH = 2.0  # a report or stats row: large time over standard time
-WARM_UP = f"{bench.API}/key"  # the key's own facts: no row reads them, nor any listing
 TARGET_FIRST = 3.0  # a page on the large set: its first request over the next ones
 TARGET_STREAM = 11.0  # (c), (d): ten times the records, at most 11 times the time
 TARGET_LOAD = 3.0  # 1,000 events into the large set over the same into the standard set
@@ -126,6 +125,9 @@ def measure_row(sides: list[Side], s: bench.Scenario, budget: float) -> None:
     finally:
         for conn in conns:
             conn.close()
+
+
+WARM_UP = f"{bench.API}/key"  # the key's own facts: no row reads them, nor any listing
 
 
 def warm_up(sides: list[Side]) -> None:
