@@ -129,16 +129,27 @@ def test_a_campaigns_events_are_read_from_their_index_alone(
     assert not any("TEMP B-TREE" in d for d in details), details
 
 
-def test_a_count_by_team_starts_from_the_teams_members(conn: sqlite3.Connection) -> None:
-    """The total of inscriptions filtered by team (a counted total) seeks the members'
-    inscriptions: a team is a few people, and walking the company's inscriptions by start
-    date (SQLite's own choice) cost 60 ms on the standard set against 1 ms."""
-    filters = inscriptions.InscriptionFilters(
-        lists={"teams": ["blue team"]}, from_inscription_date=dt.date(2025, 1, 1)
+@pytest.mark.parametrize(
+    ("filters", "first"),
+    [
+        ({"teams": ["blue team"]}, "LIST SUBQUERY"),
+        ({"email": ["someone@example.com"]}, "employees_by_company"),
+        ({"name": ["ana"], "courses": ["password hygiene"]}, "employees_by_company"),
+    ],
+)
+def test_a_count_by_person_starts_from_the_people(
+    conn: sqlite3.Connection, filters: dict[str, list[str]], first: str
+) -> None:
+    """A counted total by team, name or e-mail starts from the few people picked (a
+    team's members, the company's employees that match) and seeks their inscriptions:
+    walking the company's inscriptions by start date, SQLite's own choice, took 30 to
+    60 ms on the standard set against 1 to 8 ms."""
+    listing = inscriptions.inscriptions_listing(
+        1, inscriptions.InscriptionFilters(lists=filters, from_inscription_date=dt.date(2025, 1, 1))
     )
-    listing = inscriptions.inscriptions_listing(1, filters)
     steps = [
         row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {listing.count()}", listing.params)
     ]
-    assert "SEARCH i USING INDEX inscriptions_by_employee (employee_id=?)" in steps, steps
+    assert any(first in step for step in steps), steps
+    assert any("inscriptions_by_employee (employee_id=?)" in step for step in steps), steps
     assert not any("inscriptions_by_company" in step for step in steps), steps

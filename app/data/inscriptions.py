@@ -93,15 +93,10 @@ def person_conditions(
     return where, params
 
 
-def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list[object], str]:
-    """The WHERE clause, its bound parameters, and the joins it reads (employees, courses:
-    only those its filters look at).
-
-    Values are only ever bound parameters, never part of the SQL text.
-    """
-    person, person_params = person_conditions(filters.lists, "i.employee_id", company_id)
-    where = ["i.company_id = ?", *person]
-    params: list[object] = [company_id, *person_params]
+def build_where(company_id: int, filters: InscriptionFilters) -> tuple[list[str], list[object]]:
+    """The filters' conditions (the company's comes before them) and their bound
+    parameters. Values are only ever bound parameters, never part of the SQL text."""
+    where, params = person_conditions(filters.lists, "i.employee_id", company_id)
     courses = list(filters.lists.get("courses", ()))
     if courses:
         where.append(f"c.title_key IN ({placeholders(courses)})")
@@ -115,35 +110,54 @@ def build_where(company_id: int, filters: InscriptionFilters) -> tuple[str, list
         if value is not None:
             where.append(condition)
             params.append(value.isoformat())
-    joins = [
-        join
-        for join, names in ((JOIN_EMPLOYEES, EMPLOYEE_FILTERS), (JOIN_COURSES, ("courses",)))
-        if any(filters.lists.get(name) for name in names)
-    ]
-    return " AND ".join(where), params, " ".join(joins)
+    return where, params
 
 
 JOIN_EMPLOYEES = "JOIN employees e ON e.id = i.employee_id"
 JOIN_COURSES = "JOIN courses c ON c.id = i.course_id"
 JOINS = f"{JOIN_EMPLOYEES} {JOIN_COURSES}"
+# Filters that pick a few people of a company: a count by them starts from its employees.
+FEW_PEOPLE = ("name", "last_name", "email")
 
 
 def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listing:
     """The company's inscriptions matching the filters, by start date then id."""
-    where, params, filtered_joins = build_where(company_id, filters)
-    # Every inscription has its employee and course (foreign keys), so the count only
-    # joins the one a filter looks at. By team, it starts from the team's members and
-    # seeks their inscriptions (SQLite would rather walk the company's by start date;
-    # PostgreSQL, which drops the hint, plans its own).
-    by_team = " INDEXED BY inscriptions_by_employee" if filters.lists.get("teams") else ""
-    counted_from = f"FROM inscriptions i{by_team} {filtered_joins} WHERE {where}"
+    conditions, params = build_where(company_id, filters)
+    where = " AND ".join(["i.company_id = ?", *conditions])
     rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
     order = "i.start_date, i.id"
     summed, summed_params = summed_total(company_id, filters)
     return Listing(
-        INSCRIPTION, rows_from, counted_from, order, tuple(params), export=INSCRIPTION_ROW,
-        summed=summed, summed_params=summed_params,
+        INSCRIPTION, rows_from, counted_from(filters, conditions), order,
+        (company_id, *params), export=INSCRIPTION_ROW, summed=summed, summed_params=summed_params,
     )  # fmt: skip
+
+
+def counted_from(filters: InscriptionFilters, conditions: list[str]) -> str:
+    """The cheapest FROM/WHERE counting the listing's rows, its parameters the listing's
+    in their order (the company's first).
+
+    Every inscription has its employee and course (foreign keys), so a count joins only
+    what a filter looks at. By name or e-mail it starts from the company's employees
+    that match, by team from the team's members, and seeks their inscriptions by
+    employee: SQLite would rather walk the company's inscriptions by start date.
+    PostgreSQL, which drops the index hint, plans its own.
+    """
+    lists = filters.lists
+    courses = JOIN_COURSES if lists.get("courses") else ""
+    if any(lists.get(name) for name in FEW_PEOPLE):
+        where = " AND ".join(
+            ["e.company_id = k.id", "i.employee_id = e.id", "i.company_id = k.id", *conditions]
+        )
+        return (
+            "FROM (SELECT CAST(? AS BIGINT) AS id) k CROSS JOIN employees e"
+            f" CROSS JOIN inscriptions i INDEXED BY inscriptions_by_employee {courses}"
+            f" WHERE {where}"
+        )
+    people = JOIN_EMPLOYEES if any(lists.get(name) for name in EMPLOYEE_FILTERS) else ""
+    by_team = " INDEXED BY inscriptions_by_employee" if lists.get("teams") else ""
+    where = " AND ".join(["i.company_id = ?", *conditions])
+    return f"FROM inscriptions i{by_team} {people} {courses} WHERE {where}"
 
 
 # The summaries that hold the totals of each kind of date filter: table, its count, the
