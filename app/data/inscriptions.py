@@ -116,8 +116,6 @@ def build_where(company_id: int, filters: InscriptionFilters) -> tuple[list[str]
 JOIN_EMPLOYEES = "JOIN employees e ON e.id = i.employee_id"
 JOIN_COURSES = "JOIN courses c ON c.id = i.course_id"
 JOINS = f"{JOIN_EMPLOYEES} {JOIN_COURSES}"
-# Filters that pick a few people of a company: a count by them starts from its employees.
-FEW_PEOPLE = ("name", "last_name", "email")
 
 
 def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listing:
@@ -131,6 +129,10 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
         INSCRIPTION, rows_from, counted_from(filters, conditions), order,
         (company_id, *params), export=INSCRIPTION_ROW, summed=summed, summed_params=summed_params,
     )  # fmt: skip
+
+
+# Filters that pick a few people of a company: a count by them starts from its employees.
+FEW_PEOPLE = ("name", "last_name", "email")
 
 
 def counted_from(filters: InscriptionFilters, conditions: list[str]) -> str:
