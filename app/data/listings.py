@@ -114,6 +114,16 @@ class Listing:
         record = f"CAST({self.record.json} AS BLOB), {self.key}"
         return f"SELECT {record} {self.rows_from} ORDER BY {self.order_by} LIMIT ?"
 
+    def ownership(self) -> str:
+        """A short read's check that the company owns the record (true without a guard)."""
+        return f"EXISTS ({self.guard.sql})" if self.guard is not None else "true"
+
+    def short_params(self, count: bool) -> Params:
+        """The parameters of a short read's one statement, in its text's order: the
+        guard's, the count's (if counted), the records' (their bounds follow)."""
+        guarded = self.guard.params if self.guard is not None else ()
+        return (*guarded, *(self.count_params if count else ()), *self.select_params)
+
     def count(self) -> str:
         """The number of records, without building any JSON (from a summary if it can)."""
         return self.summed or f"SELECT count(*) {self.counted_from}"
@@ -207,19 +217,12 @@ def _short(
     records follow. SQLite reads a statement from one snapshot, so a short read needs
     no BEGIN and COMMIT around it (PostgreSQL's twin: ``sql.one_statement``).
     """
-    guard = listing.guard
-    owned = f"EXISTS ({guard.sql})" if guard is not None else "1"
     total = f"({listing.count()})" if count else "NULL"
     statement = (
-        f"SELECT ({TOKEN}), {owned}, {total} UNION ALL"
+        f"SELECT ({TOKEN}), {listing.ownership()}, {total} UNION ALL"
         f" SELECT *, NULL, NULL FROM ({listing.select()} {window})"
     )
-    params = (
-        *(guard.params if guard is not None else ()),
-        *(listing.count_params if count else ()),
-        *listing.select_params,
-        *bounds,
-    )
+    params = (*listing.short_params(count), *bounds)
     (token, is_owned, found), *rows = conn.execute(statement, params).fetchall()
     if not is_owned:
         raise RecordNotFound

@@ -85,16 +85,10 @@ def one_statement(listing: Listing, count: bool, window: str) -> tuple[str, tupl
     the count's (the listing's, without the record's), then the records' (the record's
     own, such as today's date, before the listing's).
     """
-    guard = listing.guard
-    owned = f"EXISTS ({guard.sql})" if guard is not None else "true"
     total = f"({INDEXED_BY.sub('', listing.count())})" if count else "NULL::bigint"
     rows = (
         f"ARRAY(SELECT convert_to(({record_json(listing)})::text, 'UTF8')"
         f" {rows_from(listing)} ORDER BY {listing.order_by} {window})"
     )
-    params = (
-        *(guard.params if guard is not None else ()),
-        *(listing.count_params if count else ()),
-    )
-    statement = numbered(f"SELECT ({TOKEN}), {owned}, {total}, {rows}")
-    return statement, (*params, *listing.select_params)
+    statement = numbered(f"SELECT ({TOKEN}), {listing.ownership()}, {total}, {rows}")
+    return statement, listing.short_params(count)
