@@ -46,11 +46,11 @@ INSCRIPTION_ROW = Record(
 # Employee columns matched by the person filters, in their case-folded form (the sixth
 # person filter, ``teams``, looks at the employee's teams).
 EMPLOYEE_FILTERS = {
-    "name": "e.first_name_key",
-    "last_name": "e.last_name_key",
-    "email": "e.email_key",
-    "department": "e.department_key",
-    "country": "e.country_key",
+    "name": "first_name_key",
+    "last_name": "last_name_key",
+    "email": "email_key",
+    "department": "department_key",
+    "country": "country_key",
 }
 
 
@@ -66,9 +66,10 @@ class InscriptionFilters:
 
 
 def person_conditions(
-    lists: Mapping[str, Sequence[str]], employee_id: str, company_id: int
+    lists: Mapping[str, Sequence[str]], employee_id: str, company_id: int, alias: str = "e"
 ) -> tuple[list[str], list[object]]:
-    """The six person filters on employee ``e`` (whose id is ``employee_id``), with params.
+    """The six person filters on employee ``alias`` (whose id is ``employee_id``), with
+    params.
 
     Whole case-folded values; values of one filter OR-ed, filters AND-ed (contract.md 3).
     Shared by the inscriptions endpoint and the employee directory. The members of the
@@ -80,7 +81,7 @@ def person_conditions(
     for name, column in EMPLOYEE_FILTERS.items():
         values = list(lists.get(name, ()))
         if values:
-            where.append(f"{column} IN ({placeholders(values)})")
+            where.append(f"{alias}.{column} IN ({placeholders(values)})")
             params.extend(values)
     teams = list(lists.get("teams", ()))
     if teams:
@@ -93,10 +94,46 @@ def person_conditions(
     return where, params
 
 
+# Filters that pick a few people of a company: their set is read once (chosen_people), and
+# a count seeks their inscriptions by employee. An e-mail picks one person: a page of
+# theirs is sought so too, and sorted; a page by name or team walks the company's
+# inscriptions by date, each checked against the set from its own index entry, since
+# sorting a few hundred people's inscriptions would build every record first. (SQLite
+# alone would walk by date; PostgreSQL, which drops the index hint, plans its own.)
+FEW_PEOPLE = ("name", "last_name", "email", "teams")
+BY_EMPLOYEE = " INDEXED BY inscriptions_by_employee"
+
+
+def sought_by_employee(filters: InscriptionFilters, kinds: Sequence[str]) -> str:
+    """The index hint when a filter of ``kinds`` is given, else ''."""
+    return BY_EMPLOYEE if any(filters.lists.get(name) for name in kinds) else ""
+
+
+def chosen_people(
+    lists: Mapping[str, Sequence[str]], company_id: int
+) -> tuple[list[str], list[object]]:
+    """The person filters' conditions on an inscription ``i`` of the company.
+
+    A department or a country picks many people: their conditions look at the
+    inscription's employee ``e``, so a page walking the inscriptions by date stops soon
+    after its rows. A name, an e-mail or a team picks a few (:data:`FEW_PEOPLE`): then
+    every person filter is one set of the company's employees, read once from the
+    employees' indexes.
+    """
+    if not any(lists.get(name) for name in FEW_PEOPLE):
+        return person_conditions(lists, "i.employee_id", company_id)
+    where, params = person_conditions(lists, "picked.id", company_id, alias="picked")
+    people = " AND ".join(["picked.company_id = ?", *where])
+    return [f"i.employee_id IN (SELECT picked.id FROM employees picked WHERE {people})"], [
+        company_id,
+        *params,
+    ]
+
+
 def build_where(company_id: int, filters: InscriptionFilters) -> tuple[list[str], list[object]]:
     """The filters' conditions (the company's comes before them) and their bound
     parameters. Values are only ever bound parameters, never part of the SQL text."""
-    where, params = person_conditions(filters.lists, "i.employee_id", company_id)
+    where, params = chosen_people(filters.lists, company_id)
     courses = list(filters.lists.get("courses", ()))
     if courses:
         where.append(f"c.title_key IN ({placeholders(courses)})")
@@ -122,7 +159,8 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
     """The company's inscriptions matching the filters, by start date then id."""
     conditions, params = build_where(company_id, filters)
     where = " AND ".join(["i.company_id = ?", *conditions])
-    rows_from = f"FROM inscriptions i {JOINS} WHERE {where}"
+    hint = sought_by_employee(filters, ("email",))
+    rows_from = f"FROM inscriptions i{hint} {JOINS} WHERE {where}"
     order = "i.start_date, i.id"
     summed, summed_params = summed_total(company_id, filters)
     return Listing(
@@ -131,35 +169,20 @@ def inscriptions_listing(company_id: int, filters: InscriptionFilters) -> Listin
     )  # fmt: skip
 
 
-# Filters that pick a few people of a company: a count by them starts from its employees.
-FEW_PEOPLE = ("name", "last_name", "email")
-
-
 def counted_from(filters: InscriptionFilters, conditions: list[str]) -> str:
     """The cheapest FROM/WHERE counting the listing's rows, its parameters the listing's
     in their order (the company's first).
 
     Every inscription has its employee and course (foreign keys), so a count joins only
-    what a filter looks at. By name or e-mail it starts from the company's employees
-    that match, by team from the team's members, and seeks their inscriptions by
-    employee: SQLite would rather walk the company's inscriptions by start date.
-    PostgreSQL, which drops the index hint, plans its own.
+    what a filter looks at: the courses, and the employees for a department or a
+    country alone (other person filters are a set of employees: :func:`chosen_people`).
     """
     lists = filters.lists
     courses = JOIN_COURSES if lists.get("courses") else ""
-    if any(lists.get(name) for name in FEW_PEOPLE):
-        where = " AND ".join(
-            ["e.company_id = k.id", "i.employee_id = e.id", "i.company_id = k.id", *conditions]
-        )
-        return (
-            "FROM (SELECT CAST(? AS BIGINT) AS id) k CROSS JOIN employees e"
-            f" CROSS JOIN inscriptions i INDEXED BY inscriptions_by_employee {courses}"
-            f" WHERE {where}"
-        )
-    people = JOIN_EMPLOYEES if any(lists.get(name) for name in EMPLOYEE_FILTERS) else ""
-    by_team = " INDEXED BY inscriptions_by_employee" if lists.get("teams") else ""
+    few = sought_by_employee(filters, FEW_PEOPLE)
+    people = JOIN_EMPLOYEES if not few and any(lists.get(n) for n in EMPLOYEE_FILTERS) else ""
     where = " AND ".join(["i.company_id = ?", *conditions])
-    return f"FROM inscriptions i{by_team} {people} {courses} WHERE {where}"
+    return f"FROM inscriptions i{few} {people} {courses} WHERE {where}"
 
 
 # The summaries that hold the totals of each kind of date filter: table, its count, the

@@ -24,7 +24,7 @@ from .stats_summary import (
 )
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -168,8 +168,10 @@ CREATE INDEX IF NOT EXISTS campaign_events_by_campaign
     ON campaign_events (campaign_id, timestamp, id, employee_id, type, with_captcha, verdict);
 CREATE INDEX IF NOT EXISTS campaign_events_by_employee
     ON campaign_events (employee_id, timestamp, id);
+-- A page of inscriptions by a person filter checks each one's employee from this index
+-- alone (schema version 13).
 CREATE INDEX IF NOT EXISTS inscriptions_by_company
-    ON inscriptions (company_id, start_date, id);
+    ON inscriptions (company_id, start_date, id, employee_id);
 CREATE INDEX IF NOT EXISTS team_members_by_team ON team_members (team_id);
 CREATE INDEX IF NOT EXISTS campaign_targets_by_employee
     ON campaign_targets (employee_id, campaign_id);
@@ -182,6 +184,10 @@ CREATE INDEX IF NOT EXISTS api_keys_by_company ON api_keys (company_id);
 -- company's whole list before the page is cut), figures from covering indexes.
 CREATE INDEX IF NOT EXISTS campaigns_by_company ON campaigns (company_id, launch_date, id);
 CREATE INDEX IF NOT EXISTS employees_by_company ON employees (company_id);
+-- The people a name or an e-mail filter picks (schema version 13).
+CREATE INDEX IF NOT EXISTS employees_by_first_name ON employees (company_id, first_name_key);
+CREATE INDEX IF NOT EXISTS employees_by_last_name ON employees (company_id, last_name_key);
+CREATE INDEX IF NOT EXISTS employees_by_email ON employees (company_id, email_key);
 CREATE INDEX IF NOT EXISTS courses_by_company ON courses (company_id);
 CREATE INDEX IF NOT EXISTS campaign_events_by_type
     ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha, verdict);
@@ -586,14 +592,14 @@ def add_csv_cells(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 11 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 12 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -617,8 +623,10 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             conn.create_function("casefold", 1, str.casefold, deterministic=True)
             for statement in MIGRATE_6_TO_7:
                 conn.execute(statement)
-        # 11 to 12: a campaign's events index covers their listings (made again below).
-        conn.execute("DROP INDEX IF EXISTS campaign_events_by_campaign")
+        if version < 12:  # 11 to 12: a campaign's events index covers their listings
+            conn.execute("DROP INDEX IF EXISTS campaign_events_by_campaign")  # (made below)
+        # 12 to 13: the company's inscriptions index holds each one's employee (made below).
+        conn.execute("DROP INDEX IF EXISTS inscriptions_by_company")
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS + SUMMARY_TABLES):
             conn.execute(statement)

@@ -57,6 +57,13 @@ CREATE INDEX IF NOT EXISTS inscriptions_by_course ON inscriptions (course_id, st
 CREATE INDEX IF NOT EXISTS section_results_by_section ON section_results (section_id, result);
 """
 
+# The people a name or an e-mail filter picks (SQLite's too). Version 13 added them.
+PEOPLE_INDEXES = """
+CREATE INDEX IF NOT EXISTS employees_by_first_name ON employees (company_id, first_name_key);
+CREATE INDEX IF NOT EXISTS employees_by_last_name ON employees (company_id, last_name_key);
+CREATE INDEX IF NOT EXISTS employees_by_email ON employees (company_id, email_key);
+"""
+
 # The campaigns' walk of each type's events (SQLite's too): people, and the events of
 # each verdict. Version 3 added it, version 6 added the verdict to it.
 EVENTS_BY_TYPE = """CREATE INDEX IF NOT EXISTS campaign_events_by_type
@@ -186,6 +193,7 @@ CREATE INDEX course_sections_by_course ON course_sections (course_id, position);
 CREATE INDEX api_keys_by_company ON api_keys (company_id);
 CREATE INDEX employees_by_company ON employees (company_id);
 {REPORT_INDEXES}
+{PEOPLE_INDEXES}
 {EVENTS_BY_TYPE}
 {STATS_SUPPORT}"""
 
@@ -337,7 +345,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 11 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 12 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -357,7 +365,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await add_change_feeds(conn)
             await add_csv_cells(conn)
             return False
-        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11):
+        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -380,6 +388,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await change_stats_summaries(conn, CAMPAIGNS_OF_MEMBERS)
         if version in (8, 9, 10, 11):  # 11 to 12: the inscriptions by department, country
             await add_people_summaries(conn)
+        await conn.execute(PEOPLE_INDEXES)  # 12 to 13
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
