@@ -25,6 +25,12 @@ from .formats import Body, Format
 GZIP_MIN_BYTES = 1024
 
 
+def utf8(fmt: Format) -> str:
+    """The Content-Type header of a format's body, as one string: aiohttp's
+    ``content_type`` and ``charset`` setters parse the header again on every response."""
+    return f"{fmt.media_type}; charset=utf-8"
+
+
 def whole_response(
     request: web.Request, body: Body, texts: list[bytes], headers: dict[str, str]
 ) -> web.Response:
@@ -34,8 +40,7 @@ def whole_response(
 
 def finish(request: web.Request, response: web.Response, fmt: Format) -> web.Response:
     """Content type of the format, UTF-8, and gzip for a body over 1 KiB."""
-    response.content_type = fmt.media_type
-    response.charset = "utf-8"
+    response.headers[hdrs.CONTENT_TYPE] = utf8(fmt)
     assert isinstance(response.body, bytes)
     if len(response.body) > GZIP_MIN_BYTES and accepts_gzip(request):
         response.enable_compression(web.ContentCoding.gzip)
@@ -56,8 +61,7 @@ async def stream_response(
 ) -> web.StreamResponse:
     """A long listing sent chunk by chunk while the pool thread reads and encodes the next."""
     response = web.StreamResponse(headers=headers)
-    response.content_type = body.format.media_type
-    response.charset = "utf-8"
+    response.headers[hdrs.CONTENT_TYPE] = utf8(body.format)
     gzip = accepts_gzip(request)
     if request.method == hdrs.METH_HEAD:  # GET's headers, and no body, not even gzip's end
         if gzip:
