@@ -13,6 +13,7 @@ and both stores.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import os
@@ -28,6 +29,7 @@ from hypothesis import strategies as st
 from app.data import stats
 from app.data.listings import Listing, Paging, read_page
 from app.data.pg import sql
+from app.data.pool import ReadPool
 from app.data.schema import configure
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
@@ -474,3 +476,23 @@ def test_filter_automation_leaves_out_events_by_their_verdict(
         assert texts(edges, listing("phishing", f)) == [
             compact(schema.dump(dated(r))) for r in rows
         ]
+
+
+@pytest.mark.parametrize("listing_of", [stats.phishing_listing, stats.training_listing])
+@pytest.mark.parametrize("group_by", [None, "department"])
+async def test_a_summary_page_and_its_total_are_one_short_read(
+    sample_db: Path, listing_of: Any, group_by: str | None
+) -> None:
+    """A stats page from the summaries reads its total with its rows, in one statement on
+    the event loop's own connection: even its first request (no total known yet) needs
+    no pooled connection, here all taken, and no count of its own."""
+    listing = listing_of(1, filters("month", group_by))
+    pool = await ReadPool.open(sample_db, 2)
+    try:
+        async with pool.acquire(), pool.acquire():
+            page = await asyncio.wait_for(pool.page(listing, Paging(1, 5), None), 10)
+    finally:
+        await pool.close()
+    with contextlib.closing(sqlite3.connect(sample_db)) as conn:
+        every = [row[0] for row in conn.execute(listing.select(), listing.select_params)]
+    assert page.total == len(every) > 5 and page.texts == every[:5]
