@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sqlite3
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from bench_floors import whole_array
 from app.data import events, inscriptions
 from app.data.feed import START, FeedFilters, feed_listing
 from app.data.listings import Paging, RecordNotFound, read_page, read_small, read_window
+from app.data.pool import ReadPool
 from app.web.schemas import (
     CampaignEventSchema,
     EmployeeEventSchema,
@@ -267,3 +269,17 @@ def test_every_feed_event_equals_the_schema_dump(conn: sqlite3.Connection) -> No
         window = read_window(conn, feed_listing(company, FeedFilters(), START), 10_000)
         assert [text.decode() for text in window.texts] == expected
         assert any('"ip":"' in text for text in expected)  # the sample has addresses
+
+
+async def test_only_the_loops_connection_maps_the_file(sample_db: Path) -> None:
+    """Short reads, on the event loop's connection, read the file through a memory map;
+    the pooled connections, which stream whole answers, do not map it, so a stream's
+    pages never count in the server's resident memory."""
+    pool = await ReadPool.open(sample_db, 2)
+    try:
+        inline = pool.run_inline(lambda conn: conn.execute("PRAGMA mmap_size").fetchone()[0])
+        async with pool.acquire() as conn, conn.execute("PRAGMA mmap_size") as cursor:
+            pooled = await cursor.fetchone()
+    finally:
+        await pool.close()
+    assert inline >= 1 << 30 and pooled is not None and pooled[0] == 0

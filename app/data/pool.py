@@ -52,6 +52,12 @@ INLINE_ROWS = 200
 # than this many rows (OFFSET walks every row it skips: deep pages go to a thread).
 INLINE_PAGE_ROWS = 1000
 
+# The event loop's own connection maps the file (up to SQLite's build limit, 2 GiB in
+# Debian's): after a start or a load a short read finds its pages in memory the kernel
+# already holds, without a system call and a copy for each. The mapped pages count in the
+# process's resident memory (shared, the kernel's to drop), so the pooled connections,
+# which stream whole answers, read as usual.
+INLINE_MMAP_BYTES = 1 << 31
 # How often an idle pool looks whether its file was replaced (see ReadPool.reopen).
 WATCH_SECONDS = 1.0
 REPLACED = "the database file is being replaced"
@@ -116,6 +122,7 @@ class ReadPool:
             self._idle.put_nowait(conn)
         self._inline = sqlite3.connect(self._path, isolation_level=None)
         configure_reader(self._inline)
+        self._inline.execute(f"PRAGMA mmap_size = {INLINE_MMAP_BYTES}")
         data_token(self._inline)  # a first read opens (or creates) the -wal and -shm
         self._identity = identity
         self._companions = {file: file_identity(file, True) for file in companions(self._path)}
