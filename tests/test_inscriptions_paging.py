@@ -14,6 +14,9 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 from yarl import URL
 
+from app.data.listings import Paging
+from app.web.pagination import page_headers
+
 from .support.factories import KEY_1, assert_problem
 from .support.inscriptions import Filters, expected, get, query_params
 from .support.stores import on_both_stores
@@ -164,3 +167,16 @@ async def test_bad_paging_parameter_is_400(
     """page >= 1, per_page 1..500, each given once; else 400 naming it (contract.md 3)."""
     body = await assert_problem(await get(client, params), 400)
     assert list(body["errors"]) == [name]
+
+
+def test_a_pages_headers_are_built_once_for_its_total() -> None:
+    """Clients ask for the same pages again: a page's headers are built once for its
+    total and shared read-only; another total gives its own."""
+    path, query = "/api/companies/v1/course-inscriptions", "filter%5Bcountry%5D=Chile&page=2"
+    first = page_headers(path, query, Paging(2, 10), 95)
+    assert page_headers(path, query, Paging(2, 10), 95) is first
+    grown = page_headers(path, query, Paging(2, 10), 105)
+    assert (first["X-Total-Pages"], grown["X-Total-Pages"]) == ("10", "11")
+    assert grown["X-Total-Count"] == "105" and 'page=11>; rel="last"' in grown["Link"]
+    with pytest.raises(TypeError):
+        first["X-Page"] = "3"  # type: ignore[index]

@@ -3,8 +3,11 @@ next cursor and link (contract.md 13)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
+from collections.abc import Mapping
+from types import MappingProxyType
 from urllib.parse import quote, unquote_plus
 
 from ..data.listings import Paging
@@ -25,11 +28,14 @@ def link_target(text: str) -> str:
     return quote(text, safe=_SAFE + "%", errors="surrogateescape")
 
 
-def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[str, str]:
+@functools.lru_cache(maxsize=1024)
+def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> Mapping[str, str]:
     """X-Total-Count, X-Page, X-Per-Page, X-Total-Pages and a Link header.
 
     Links are relative references (path and query) that keep every other parameter of
     the request exactly as sent, so they never depend on a Host header the client chose.
+    Clients ask for the same pages again, and a page's headers change only with its
+    total: each set is built once and shared, read-only.
     """
     total_pages = math.ceil(total / paging.per_page)
     last = max(total_pages, 1)
@@ -41,13 +47,15 @@ def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> dict[
     kept = _kept(raw_query, PAGING_NAMES)
     base = f"{link_target(path)}?{link_target(kept)}per_page={paging.per_page}&page="
     links = ", ".join(f'<{base}{number}>; rel="{rel}"' for rel, number in pages.items())
-    return {
-        "X-Total-Count": str(total),
-        "X-Page": str(paging.page),
-        "X-Per-Page": str(paging.per_page),
-        "X-Total-Pages": str(total_pages),
-        "Link": links,
-    }
+    return MappingProxyType(
+        {
+            "X-Total-Count": str(total),
+            "X-Page": str(paging.page),
+            "X-Per-Page": str(paging.per_page),
+            "X-Total-Pages": str(total_pages),
+            "Link": links,
+        }
+    )
 
 
 def cursor_headers(path: str, raw_query: str, cursor: str) -> dict[str, str]:
