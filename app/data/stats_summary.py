@@ -367,6 +367,15 @@ _CAMPAIGN_KEY = "company_id, span, gk, period_start, gv, campaign_id"
 # people: a touched employee counts -1 in each (period, group) they were in and +1 in each
 # they are in now (at least one send launched in the period), in the periods of their
 # touched sends (elsewhere nothing moved: a change of groups touches all their sends).
+# When every send of every touched employee is touched (EVERY_SEND_TOUCHED: a whole load,
+# a new database) those are all their periods, and the moves skip that filter, whose
+# list of touched periods is the size of the sends times the intervals.
+_TOUCHED_PERIODS = """
+            WHERE (p.employee_id, m.span, m.period_start) IN (
+                SELECT s.employee_id, t.span, t.period_start FROM sumstats_sp s
+                JOIN sumstats_days t ON t.day = substr(s.launch_date, 1, 10))"""
+EVERY_SEND_TOUCHED = """SELECT (SELECT count(*) FROM sumstats_e e CROSS JOIN campaign_targets t
+    WHERE t.employee_id = e.id) = (SELECT count(*) FROM sumstats_t)"""
 _MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT company_id, span, period_start, gk, gv,
     sum(campaigns) AS campaigns, sum(people) AS people FROM (
         SELECT md.company_id, md.span, md.period_start, md.gk, md.gv,
@@ -377,10 +386,7 @@ _MOVES = """CREATE TEMP TABLE sumstats_mk AS SELECT company_id, span, period_sta
         AND c.gv = md.gv AND c.campaign_id = md.campaign_id
         UNION ALL SELECT x.company_id, x.span, x.period_start, g.gk, g.gv, 0, x.sign
         FROM (SELECT DISTINCT p.sign, p.company_id, p.employee_id, m.span, m.period_start
-            FROM sumstats_pm p JOIN sumstats_days m ON m.day = p.day
-            WHERE (p.employee_id, m.span, m.period_start) IN (
-                SELECT s.employee_id, t.span, t.period_start FROM sumstats_sp s
-                JOIN sumstats_days t ON t.day = substr(s.launch_date, 1, 10))) x
+            FROM sumstats_pm p JOIN sumstats_days m ON m.day = p.day{touched_periods}) x
         JOIN sumstats_pg g ON g.sign = x.sign AND g.employee_id = x.employee_id
     ) x GROUP BY company_id, span, period_start, gk, gv"""
 _DISTINCT_MOVES = (
@@ -581,12 +587,15 @@ _TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TR
 _TRAINING_TOUCHED = f"""CREATE TEMP TABLE sumstats_tk AS SELECT {_P_KEY}
     FROM sumstats_di d JOIN sumstats_days m ON m.day = d.start_date
     UNION SELECT {_P_KEY} FROM sumstats_di d JOIN sumstats_days m ON m.day = d.due_date"""
-APPLY = (
-    _BY_DAY,
-    _KEYS,
-    _PHISHING_DELTA,
-    _CAMPAIGN_DELTA,
-    _MOVES,
+
+
+def apply(every_send_touched: bool) -> tuple[str, ...]:
+    """The deltas' statements, in order (``every_send_touched``: EVERY_SEND_TOUCHED's answer)."""
+    moves = _MOVES.format(touched_periods="" if every_send_touched else _TOUCHED_PERIODS)
+    return (_BY_DAY, _KEYS, _PHISHING_DELTA, _CAMPAIGN_DELTA, moves, *_APPLY_AFTER_MOVES)
+
+
+_APPLY_AFTER_MOVES = (
     *_DISTINCT_MOVES,
     _SECONDS_DELTA,
     _SECONDS_ADDED,
@@ -646,7 +655,7 @@ def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
             conn.execute(statement, (seq,) if statement.startswith(TOUCH) else ())
         days = [d for (d,) in conn.execute(DAYS_OF)]
         conn.executemany("INSERT INTO sumstats_days VALUES (?, ?, ?)", day_periods(days))
-        for statement in APPLY:
+        for statement in apply(conn.execute(EVERY_SEND_TOUCHED).fetchone()[0]):
             conn.execute(statement)
         at = median_hours(conn.execute(HOUR_HISTOGRAMS))
         conn.execute(MEDIAN_HOURS)

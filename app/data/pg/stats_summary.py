@@ -7,9 +7,9 @@ import asyncpg
 
 from ..stats_summary import (
     ADD_MEDIAN_HOUR,
-    APPLY,
     DAYS_OF,
     EMPTIED,
+    EVERY_SEND_TOUCHED,
     HOUR_HISTOGRAMS,
     HOUR_SECONDS_OF_MEDIANS,
     MEDIAN_HOURS,
@@ -19,6 +19,7 @@ from ..stats_summary import (
     TAKEN_AWAY,
     TOUCH,
     Touched,
+    apply,
     before_days,
     day_periods,
     drops,
@@ -59,7 +60,7 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
             await conn.execute(statement)
     days = [day for (day,) in await conn.fetch(DAYS_OF)]
     await conn.executemany("INSERT INTO sumstats_days VALUES ($1, $2, $3)", day_periods(days))
-    for statement in APPLY:
+    for statement in apply(await conn.fetchval(EVERY_SEND_TOUCHED)):
         await conn.execute(statement)
     at = median_hours(await conn.fetch(HOUR_HISTOGRAMS))
     await conn.execute(MEDIAN_HOURS)
