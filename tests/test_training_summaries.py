@@ -53,8 +53,12 @@ RECOUNTS = {
     "training_people": "SELECT i.course_id, e.department_key, e.country_key, i.start_date,"
     " count(*) FROM inscriptions i JOIN employees e ON e.id = i.employee_id"
     " GROUP BY i.course_id, e.department_key, e.country_key, i.start_date",
+    "training_people_totals": "SELECT i.course_id, e.department_key, e.country_key, count(*)"
+    " FROM inscriptions i JOIN employees e ON e.id = i.employee_id"
+    " GROUP BY i.course_id, e.department_key, e.country_key",
 }
-KEYS = {s.table: len(s.key) for s in training.SUMMARIES} | {"training_people": 4}
+KEYS = {s.table: len(s.key) for s in training.SUMMARIES}
+KEYS |= {"training_people": 4, "training_people_totals": 3}
 # Where the batches move people to (an employee's department and country go into
 # training_people's key).
 PLACES = (("Finance", "Spain"), ("Sales", "France"), ("Research", "Norway"))
@@ -276,6 +280,47 @@ def test_a_version_11_file_gets_the_people_summary_on_upgrade(sample_db: Path) -
     columns = [r[2] for r in conn.execute("PRAGMA index_info(campaign_events_by_campaign)")]
     assert columns[:3] == ["campaign_id", "timestamp", "id"] and "verdict" in columns
     conn.close()
+
+
+def test_a_version_12_file_gets_the_people_totals_on_upgrade(sample_db: Path) -> None:
+    """The upgrade from version 12 counts the inscriptions by department and country
+    without their start dates, and makes the people's triggers again to keep them too."""
+    conn = sqlite3.connect(sample_db)
+    conn.execute("DROP TABLE training_people_totals")
+    for trigger in PEOPLE_TRIGGERS:  # version 12's kept training_people alone
+        conn.execute(f"DROP TRIGGER {trigger}")
+        conn.execute(f"CREATE TRIGGER {trigger} AFTER DELETE ON meta BEGIN SELECT 1; END")
+    conn.execute("PRAGMA user_version = 12")
+    conn.commit()
+    conn.close()
+    assert upgrade_if_older(sample_db)
+    conn = sqlite3.connect(sample_db)
+    recount = RECOUNTS["training_people_totals"]
+    summary = conn.execute("SELECT * FROM training_people_totals").fetchall()
+    assert summary and sorted(summary) == sorted(conn.execute(recount).fetchall())
+    conn.execute(MOVE_ONE)  # the triggers made again keep the totals
+    kept = [r for r in conn.execute("SELECT * FROM training_people_totals") if r[3]]
+    assert sorted(kept) == sorted(conn.execute(recount).fetchall()) != sorted(summary)
+    conn.close()
+
+
+@pytest.mark.parametrize("store_kind", ["postgresql"])
+async def test_a_version_12_postgresql_database_gets_the_people_totals_on_upgrade(
+    store: Store,
+) -> None:
+    conn = await asyncpg.connect(store.url)
+    try:
+        await conn.execute(
+            "DROP TABLE training_people_totals; DROP FUNCTION "
+            + ", ".join(f"{name}()" for name in PEOPLE_TRIGGERS)
+            + " CASCADE; UPDATE meta SET value = '12' WHERE key = 'schema_version'"
+        )
+        assert await ensure_schema(conn)
+    finally:
+        await conn.close()
+    await assert_summaries_are_recounts(store)
+    await store.execute(MOVE_ONE)
+    await assert_summaries_are_recounts(store)
 
 
 @pytest.mark.parametrize("store_kind", ["postgresql"])

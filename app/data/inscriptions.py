@@ -215,7 +215,8 @@ def summed_total(company_id: int, filters: InscriptionFilters) -> tuple[str, tup
     params: list[object] = [company_id, *titles]
     table, count = "training_courses", "inscriptions"
     if any(person[name] for name in SUMMED_PEOPLE):
-        table, count = "training_people", "n"
+        by_start = filters.from_inscription_date or filters.to_inscription_date
+        table, count = ("training_people" if by_start else "training_people_totals"), "n"
         for name in SUMMED_PEOPLE:
             if person[name]:
                 where.append(f"s.{name}_key IN ({placeholders(person[name])})")

@@ -625,8 +625,11 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
                 conn.execute(statement)
         if version < 12:  # 11 to 12: a campaign's events index covers their listings
             conn.execute("DROP INDEX IF EXISTS campaign_events_by_campaign")  # (made below)
-        # 12 to 13: the company's inscriptions index holds each one's employee (made below).
+        # 12 to 13: the company's inscriptions index holds each one's employee, and the
+        # people triggers keep the totals without the start date too (both made below).
         conn.execute("DROP INDEX IF EXISTS inscriptions_by_company")
+        for trigger in training.PEOPLE_TRIGGER_NAMES:
+            conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS + SUMMARY_TABLES):
             conn.execute(statement)
@@ -660,8 +663,8 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
             for statement in CAMPAIGNS_OF_MEMBERS:
                 conn.execute(statement)
-        if version in (8, 9, 10, 11):  # 11 to 12: the inscriptions by department, country
-            for statement in training.FILL_PEOPLE:
+        if version in (8, 9, 10, 11, 12):  # 11 to 12: the inscriptions by department,
+            for statement in training.FILL_PEOPLE:  # country; 12 to 13: and their totals
                 conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 

@@ -177,21 +177,33 @@ TRIGGERS = "".join(
 # inscriptions along); SQLite's row triggers here, PostgreSQL's statement triggers in
 # app/data/pg/training.py. ---
 PEOPLE_KEY = "course_id, department_key, country_key, start_date"
+# Version 13: the same counts without the start date (training_people_totals), so that a
+# total by department or country alone sums a row per course and country, not one per
+# start date too (on the large set, tens of thousands of rows for a department).
+TOTALS_KEY = "course_id, department_key, country_key"
 PEOPLE_TABLE = f"""
 CREATE TABLE IF NOT EXISTS training_people (
     course_id INTEGER NOT NULL, department_key TEXT NOT NULL, country_key TEXT NOT NULL,
     start_date TEXT NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY ({PEOPLE_KEY})
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS training_people_totals (
+    course_id INTEGER NOT NULL, department_key TEXT NOT NULL, country_key TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY ({TOTALS_KEY})
+) WITHOUT ROWID;
 """
+PEOPLE_SUMMARIES = (("training_people", PEOPLE_KEY), ("training_people_totals", TOTALS_KEY))
 
 
-def people_moved(rows: str) -> str:
-    """Add the signed ``rows`` (the key's columns, then ``sign``) to training_people."""
-    return (
-        f"INSERT INTO training_people ({PEOPLE_KEY}, n) SELECT {PEOPLE_KEY}, sum(sign)"
-        f" FROM ({rows}) d WHERE true GROUP BY {PEOPLE_KEY} HAVING sum(sign) <> 0"
-        f" ON CONFLICT ({PEOPLE_KEY}) DO UPDATE SET n = training_people.n + excluded.n"
+def people_moved(rows: str) -> tuple[str, ...]:
+    """Add the signed ``rows`` (the key's columns, then ``sign``) to training_people and
+    to its totals without the start date."""
+    return tuple(
+        f"INSERT INTO {table} ({key}, n) SELECT {key}, sum(sign)"
+        f" FROM ({rows}) d WHERE true GROUP BY {key} HAVING sum(sign) <> 0"
+        f" ON CONFLICT ({key}) DO UPDATE SET n = {table}.n + excluded.n"
+        for table, key in PEOPLE_SUMMARIES
     )
 
 
@@ -205,9 +217,17 @@ def people_rows(inscription: str, person: str, sign: int) -> str:
     )
 
 
+def _steps(statements: tuple[str, ...]) -> str:
+    """Statements as the steps of a trigger's body."""
+    return ";\n    ".join(statements)
+
+
 def _inscription_moved(row: str, sign: int) -> str:
-    return people_moved(
-        f"SELECT {people_rows(row, 'e', sign)} FROM employees e WHERE e.id = {row}.employee_id"
+    """The trigger steps adding an inscription's row (``OLD``, ``NEW``) with ``sign``."""
+    return _steps(
+        people_moved(
+            f"SELECT {people_rows(row, 'e', sign)} FROM employees e WHERE e.id = {row}.employee_id"
+        )
     )
 
 
@@ -238,13 +258,17 @@ CREATE TRIGGER IF NOT EXISTS employees_people_update
 AFTER UPDATE OF department_key, country_key ON employees
 WHEN OLD.department_key IS NOT NEW.department_key OR OLD.country_key IS NOT NEW.country_key
 BEGIN
-    {people_moved(f"{_person_moved('OLD', -1)} UNION ALL {_person_moved('NEW', 1)}")};
+    {_steps(people_moved(f"{_person_moved('OLD', -1)} UNION ALL {_person_moved('NEW', 1)}"))};
 END;
 """
+PEOPLE_TRIGGER_NAMES = (
+    "inscriptions_people_insert", "inscriptions_people_update", "inscriptions_people_delete",
+    "employees_people_update",
+)  # fmt: skip
 # Counted afresh from the rows (emptied first: filling twice never doubles a count).
 FILL_PEOPLE = (
-    "DELETE FROM training_people",
-    people_moved(
+    *(f"DELETE FROM {table}" for table, _ in PEOPLE_SUMMARIES),
+    *people_moved(
         f"SELECT {people_rows('i', 'e', 1)} FROM inscriptions i"
         " JOIN employees e ON e.id = i.employee_id"
     ),

@@ -386,8 +386,8 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await change_stats_summaries(conn, HOURS_OF_EVERY_ROW)
         if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
             await change_stats_summaries(conn, CAMPAIGNS_OF_MEMBERS)
-        if version in (8, 9, 10, 11):  # 11 to 12: the inscriptions by department, country
-            await add_people_summaries(conn)
+        if version in (8, 9, 10, 11, 12):  # 11 to 12: the inscriptions by department,
+            await add_people_summaries(conn)  # country; 12 to 13: and their totals
         await conn.execute(PEOPLE_INDEXES)  # 12 to 13
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)

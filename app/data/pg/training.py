@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import asyncpg
 
-from ..training import FILL, FILL_PEOPLE, PEOPLE_KEY, SUMMARIES, people_moved, people_rows
+from ..training import (
+    FILL,
+    FILL_PEOPLE,
+    PEOPLE_KEY,
+    SUMMARIES,
+    TOTALS_KEY,
+    people_moved,
+    people_rows,
+)
 
 TEXT = 'TEXT COLLATE "C"'  # as every text column (app/data/pg/schema.py)
 
@@ -88,10 +96,15 @@ CREATE TABLE IF NOT EXISTS training_people (
     start_date {TEXT} NOT NULL, n INTEGER NOT NULL,
     PRIMARY KEY ({PEOPLE_KEY})
 );
+CREATE TABLE IF NOT EXISTS training_people_totals (
+    course_id BIGINT NOT NULL, department_key {TEXT} NOT NULL, country_key {TEXT} NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY ({TOTALS_KEY})
+);
 """
 
 
-def _inscriptions_moved(tables: tuple[tuple[str, int], ...]) -> str:
+def _inscriptions_moved(tables: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
     return people_moved(
         " UNION ALL ".join(
             f"SELECT {people_rows('r', 'e', sign)} FROM {table} r"
@@ -118,15 +131,16 @@ PEOPLE_TRIGGERS = "".join(
         f"inscriptions_people_{event.lower()}",
         "inscriptions",
         event,
-        [_inscriptions_moved(_EVENTS[event][1])],
+        list(_inscriptions_moved(_EVENTS[event][1])),
     )
     for event in ("INSERT", "UPDATE", "DELETE")
-) + _statement_trigger("employees_people_update", "employees", "UPDATE", [_PEOPLE_MOVED])
+) + _statement_trigger("employees_people_update", "employees", "UPDATE", list(_PEOPLE_MOVED))
 PEOPLE_SCHEMA = PEOPLE_TABLE + PEOPLE_TRIGGERS
 
 
 async def migrate_11_to_12(conn: asyncpg.Connection) -> None:
-    """The inscriptions by department and country, counted once; the triggers keep them."""
+    """The inscriptions by department and country (and, version 13, their totals without
+    the start date), counted once; the triggers, made again, keep them."""
     await conn.execute(PEOPLE_SCHEMA)
     for statement in FILL_PEOPLE:
         await conn.execute(statement)
