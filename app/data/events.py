@@ -74,21 +74,29 @@ def campaign_listing(
         where.append("ev.with_captcha = 0")
     if kept_events(automation):
         where.append(kept_events(automation))
+    # The records read each employee's fields from an index of them alone, a quarter of
+    # the rows' size: on the large set the rows of a campaign's 100,000 people no longer
+    # fit a connection's page cache. The exports read the employee's row (its CSV cells).
+    conditions = " AND ".join(where)
     rows_from = (
-        "FROM campaign_events ev JOIN employees e ON e.id = ev.employee_id"
-        f" WHERE {' AND '.join(where)}"
+        "FROM campaign_events ev JOIN employees e INDEXED BY employees_victims"
+        f" ON e.id = ev.employee_id WHERE {conditions}"
+    )
+    export_from = (
+        f"FROM campaign_events ev JOIN employees e ON e.id = ev.employee_id WHERE {conditions}"
     )
     guard = owned("campaigns", campaign_id, company_id)
     order = "ev.timestamp, ev.id"
     return Listing(
         CAMPAIGN_EVENT,
         rows_from,
-        rows_from,
+        export_from,
         order,
         tuple(params),
         guard,
         export=EVENT_ROW,
         lines=EVENT_LINE,
+        export_from=export_from,
     )
 
 

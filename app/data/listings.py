@@ -71,6 +71,8 @@ class Listing:
     ``lines`` the same rows as CSV lines the database writes (:mod:`.csv_lines`).
     ``summed`` is a statement that reads the total from a summary the writers keep
     (with its own ``summed_params``), when the filters allow one: then no count runs.
+    ``export_from`` is the FROM/WHERE of the exported records and lines, when their
+    plan differs (same rows, same parameters).
     """
 
     record: Record
@@ -87,14 +89,22 @@ class Listing:
     lines: Record | None = None
     summed: str = ""
     summed_params: Params = ()
+    export_from: str = ""
 
     def exported(self) -> Listing:
         """The same rows with the records of a flat export (itself when they are the same)."""
-        return self if self.export is None else replace(self, record=self.export, export=None)
+        if self.export is None:
+            return self
+        return replace(self, record=self.export, export=None, rows_from=self._export_from())
 
     def csv_lines(self) -> Listing | None:
         """The exported rows as the CSV lines the database builds, when the record has them."""
-        return None if self.lines is None else replace(self, record=self.lines, export=None)
+        if self.lines is None:
+            return None
+        return replace(self, record=self.lines, export=None, rows_from=self._export_from())
+
+    def _export_from(self) -> str:
+        return self.export_from or self.rows_from
 
     @property
     def select_params(self) -> Params:

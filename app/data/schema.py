@@ -188,6 +188,9 @@ CREATE INDEX IF NOT EXISTS employees_by_company ON employees (company_id);
 CREATE INDEX IF NOT EXISTS employees_by_first_name ON employees (company_id, first_name_key);
 CREATE INDEX IF NOT EXISTS employees_by_last_name ON employees (company_id, last_name_key);
 CREATE INDEX IF NOT EXISTS employees_by_email ON employees (company_id, email_key);
+-- A campaign's events show each one's employee from this index alone (schema version 13).
+CREATE INDEX IF NOT EXISTS employees_victims
+    ON employees (id, company_id, first_name, last_name, email, department);
 CREATE INDEX IF NOT EXISTS courses_by_company ON courses (company_id);
 CREATE INDEX IF NOT EXISTS campaign_events_by_type
     ON campaign_events (campaign_id, type, employee_id, timestamp, with_captcha, verdict);
