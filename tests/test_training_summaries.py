@@ -247,10 +247,7 @@ async def test_a_version_7_postgresql_database_gets_its_summaries_on_upgrade(
     await assert_summaries_are_recounts(store)
 
 
-PEOPLE_TRIGGERS = (
-    "inscriptions_people_insert", "inscriptions_people_update", "inscriptions_people_delete",
-    "employees_people_update",
-)  # fmt: skip
+PEOPLE_TRIGGERS = training.PEOPLE_TRIGGER_NAMES
 MOVE_ONE = "UPDATE employees SET country = 'Chile', country_key = 'chile' WHERE id = 1"
 
 
