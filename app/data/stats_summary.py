@@ -589,12 +589,6 @@ _TRAINING_TOUCHED = f"""CREATE TEMP TABLE sumstats_tk AS SELECT {_P_KEY}
     UNION SELECT {_P_KEY} FROM sumstats_di d JOIN sumstats_days m ON m.day = d.due_date"""
 
 
-def apply(every_send_touched: bool) -> tuple[str, ...]:
-    """The deltas' statements, in order (``every_send_touched``: EVERY_SEND_TOUCHED's answer)."""
-    moves = _MOVES.format(touched_periods="" if every_send_touched else _TOUCHED_PERIODS)
-    return (_BY_DAY, _KEYS, _PHISHING_DELTA, _CAMPAIGN_DELTA, moves, *_APPLY_AFTER_MOVES)
-
-
 _APPLY_AFTER_MOVES = (
     *_DISTINCT_MOVES,
     _SECONDS_DELTA,
@@ -606,6 +600,12 @@ _APPLY_AFTER_MOVES = (
     _TRAINING_DELTA,
     _TRAINING_TOUCHED,
 )
+
+
+def apply(every_send_touched: bool) -> tuple[str, ...]:
+    """The deltas' statements, in order (``every_send_touched``: EVERY_SEND_TOUCHED's answer)."""
+    moves = _MOVES.format(touched_periods="" if every_send_touched else _TOUCHED_PERIODS)
+    return (_BY_DAY, _KEYS, _PHISHING_DELTA, _CAMPAIGN_DELTA, moves, *_APPLY_AFTER_MOVES)
 
 
 def day_periods(days: Iterable[str]) -> list[tuple[str, str, str]]:
