@@ -67,9 +67,12 @@ BASE = {
 }
 
 
+RESULT_DATE = "2026-01-09"  # every section result's completion date
+
+
 def result(inscription: int, section: int, value: float) -> dict[str, Any]:
     status = "APPROVED" if value >= 50 else "DISAPPROVED"
-    return {"inscription_id": inscription, "section_id": section, "completed_at": "2026-01-09"} | {
+    return {"inscription_id": inscription, "section_id": section, "completed_at": RESULT_DATE} | {
         "result": value,
         "status": status,
     }
@@ -83,6 +86,7 @@ class People:
         world.write(BASE)
         self.results: dict[int, dict[int, float]] = {n: {} for n in ENROLLED}
         self.status = dict.fromkeys(ENROLLED, "not_started")
+        self.completed_at: dict[int, str | None] = dict.fromkeys(ENROLLED)
         self.departments = {e["id"]: e["department"] for e in EMPLOYEES}
         self.teams = {e["id"]: set() for e in EMPLOYEES} | {10: {"Red"}, 13: {"Green"}}
         self.versions = {"i": dict.fromkeys(ENROLLED, 1), "e": {e["id"]: 1 for e in EMPLOYEES}}
@@ -114,6 +118,11 @@ class People:
                 document.setdefault("team_members", {})[(record, team["id"])] = row
                 self.teams[record].add(team["name"])
         self.world.write({table: list(rows.values()) for table, rows in document.items()})
+        # A load that gives an inscription derives its completion date from the results
+        # stored then (its own included); one that gives only results leaves it.
+        for record in document.get("inscriptions", {}):
+            done = self.status[record] == "completed" and self.results[record]
+            self.completed_at[record] = RESULT_DATE if done else None
         for (feed, record), state in before.items():
             if self.expected(feed, record) != state:
                 self.versions[feed][record] += 1
@@ -121,13 +130,15 @@ class People:
     def owned(self, feed: str, record: dict[str, Any]) -> Any:
         """What the feed's own rows decide of a record (what moving it is about)."""
         if feed == "i":
-            return record["status"], [s["result"] for s in record["events"]]
+            results = [s["result"] for s in record["events"]]
+            return record["status"], results, record["completed_at"]
         return record["department"], sorted(g["name"] for g in record["groups"])
 
     def expected(self, feed: str, record_id: int) -> Any:
         if feed == "i":
             sections = SECTIONS_OF[ENROLLED[record_id][1]]
-            return self.status[record_id], [self.results[record_id].get(s) for s in sections]
+            results = [self.results[record_id].get(s) for s in sections]
+            return self.status[record_id], results, self.completed_at[record_id]
         return self.departments[record_id], sorted(self.teams[record_id])
 
     def company_1(self, feed: str) -> set[int]:

@@ -95,31 +95,3 @@ def test_the_trace_holds_each_refresh(written: tuple[Path, list[str]]) -> None:
 def test_a_small_write_scans_no_growing_table(written: tuple[Path, list[str]]) -> None:
     db, statements = written
     assert scans_of_growing_tables(db, statements) == {}
-
-
-def people_moves(statements: list[str]) -> str:
-    """The statement that moves the touched people between periods and groups."""
-    (moves,) = [s for s in statements if "CREATE TEMP TABLE sumstats_mk" in s]
-    return moves
-
-
-def test_a_small_load_moves_people_only_in_the_periods_it_touched(sample_db: Path) -> None:
-    """One new event touches one of its employee's sends: the people moves keep to the
-    periods of the touched sends (their list, read from sumstats_sp)."""
-    assert "sumstats_sp" in people_moves(traced_write(sample_db))
-
-
-def test_a_rebuild_moves_people_without_listing_the_touched_periods(sample_db: Path) -> None:
-    """When every send of every touched employee is touched (a rebuild, a whole load into
-    a new database) those are all their periods: no list of them is built, whose size
-    is the sends' times the intervals'."""
-    statements: list[str] = []
-    conn = connect_writer(sample_db)
-    try:
-        conn.set_trace_callback(statements.append)
-        conn.execute("BEGIN IMMEDIATE")
-        stats_summary.refresh(conn, 0, stats_summary.EVERYTHING)
-        conn.execute("ROLLBACK")
-    finally:
-        conn.close()
-    assert "sumstats_sp" not in people_moves(statements)

@@ -7,25 +7,29 @@ import asyncpg
 
 from ..stats_summary import (
     ADD_MEDIAN_HOUR,
+    ADD_PEOPLE,
+    APPLY,
     DAYS_OF,
     EMPTIED,
-    EVERY_SEND_TOUCHED,
     HOUR_HISTOGRAMS,
     HOUR_SECONDS_OF_MEDIANS,
     MEDIAN_HOURS,
     MOVED,
+    PEOPLE_ROWS,
     SET_MEDIANS,
     TABLES,
     TAKEN_AWAY,
     TOUCH,
+    TRAINING_TAKEN,
+    PeopleMoves,
     Touched,
-    apply,
     before_days,
     day_periods,
     drops,
     hours_to_read,
     median_hours,
     medians,
+    periods_by_day,
     scratch,
 )
 from .sql import numbered
@@ -58,16 +62,23 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
             await conn.execute(numbered(statement), seq)
         else:
             await conn.execute(statement)
-    days = [day for (day,) in await conn.fetch(DAYS_OF)]
-    await conn.executemany("INSERT INTO sumstats_days VALUES ($1, $2, $3)", day_periods(days))
-    for statement in apply(await conn.fetchval(EVERY_SEND_TOUCHED)):
+    periods = day_periods(day for (day,) in await conn.fetch(DAYS_OF))
+    await conn.executemany("INSERT INTO sumstats_days VALUES ($1, $2, $3)", periods)
+    moves = PeopleMoves(periods_by_day(periods))
+    async for row in conn.cursor(PEOPLE_ROWS, prefetch=10_000):
+        moves.add(row)
+    await conn.executemany(numbered(ADD_PEOPLE), moves.rows())
+    for statement in APPLY:
         await conn.execute(statement)
     at = median_hours(await conn.fetch(HOUR_HISTOGRAMS))
     await conn.execute(MEDIAN_HOURS)
     await conn.executemany(numbered(ADD_MEDIAN_HOUR), hours_to_read(at))
     seconds = await conn.fetch(HOUR_SECONDS_OF_MEDIANS)
     await conn.executemany(numbered(SET_MEDIANS), list(medians(at, seconds)))
-    for select, delete in EMPTIED if await conn.fetchval(TAKEN_AWAY) else ():
-        await conn.executemany(numbered(delete), [tuple(r) for r in await conn.fetch(select)])
+    if await conn.fetchval(TAKEN_AWAY):
+        await conn.execute(TRAINING_TAKEN)
+        for select, delete in EMPTIED:
+            rows = [tuple(r) for r in await conn.fetch(select)]
+            await conn.executemany(numbered(delete), rows)
     for statement in drops():
         await conn.execute(statement)
