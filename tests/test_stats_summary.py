@@ -215,13 +215,17 @@ def summaries(
 
 
 def by_hour(conn: sqlite3.Connection) -> set[tuple[Any, ...]]:
-    """stats_seconds' counts summed by hour (seconds // 3600), the rows without any left out."""
+    """stats_seconds' counts (per launch day) summed per period of each interval and hour
+    (seconds // 3600), the rows without any left out."""
     hours: dict[tuple[Any, ...], list[int]] = {}
     for row in conn.execute("SELECT * FROM stats_seconds"):
-        key, seconds, counts = row[:5], row[5], row[6:]
-        sums = hours.setdefault((*key, seconds // 3600), [0] * len(counts))
-        for at, count in enumerate(counts):
-            sums[at] += count
+        (company, gk, gv, hour, day, seconds), counts = row[:6], row[6:]
+        assert hour == seconds // 3600
+        for interval in INTERVALS:
+            start = str(bucket_of(dt.date.fromisoformat(day), interval)[0])
+            sums = hours.setdefault((company, interval, start, gk, gv, hour), [0] * len(counts))
+            for at, count in enumerate(counts):
+                sums[at] += count
     return {(*key, *sums) for key, sums in hours.items() if any(sums)}
 
 
@@ -412,5 +416,42 @@ async def test_a_version_10_postgresql_database_keeps_its_campaign_counts(
         assert theirs and summaries(None, "stats_campaigns", theirs) == summaries(
             lite, "stats_campaigns"
         )
+    finally:
+        await pg.close()
+
+
+# Version 13's histogram of seconds: one row per period of each interval (not per day).
+VERSION_13_SECONDS = (
+    "DROP TABLE stats_seconds",
+    "CREATE TABLE stats_seconds (company_id BIGINT NOT NULL, span TEXT NOT NULL,"
+    " period_start TEXT NOT NULL, gk TEXT NOT NULL, gv TEXT NOT NULL, seconds BIGINT NOT NULL,"
+    " c0 BIGINT NOT NULL, c1 BIGINT NOT NULL, c2 BIGINT NOT NULL, r0 BIGINT NOT NULL,"
+    " r1 BIGINT NOT NULL, r2 BIGINT NOT NULL,"
+    " PRIMARY KEY (company_id, span, gk, period_start, gv, seconds))",
+    "INSERT INTO stats_seconds VALUES (1, 'year', '2025-01-01', '', '', 60, 1, 1, 1, 0, 0, 0)",
+)
+
+
+def test_a_version_13_file_keeps_its_seconds_per_day(sample_db: Path, tmp_path: Path) -> None:
+    old = older_copy(sample_db, tmp_path / "v13.sqlite3", VERSION_13_SECONDS, 13)
+    assert upgrade_if_older(old)
+    columns = [row[1] for row in sqlite3.connect(old).execute("PRAGMA table_info(stats_seconds)")]
+    assert columns[:6] == ["company_id", "gk", "gv", "hour", "day", "seconds"]
+    check(old, tmp_path)
+    load_files(old, [write(tmp_path, 0, batch(random.Random(13), 0, known_ids(old)))])
+    check(old, tmp_path)
+
+
+async def test_a_version_13_postgresql_database_keeps_its_seconds_per_day(
+    sample_db: Path, pg_database: str
+) -> None:
+    pg = await asyncpg.connect(pg_database)
+    try:
+        await take_back(pg, list(VERSION_13_SECONDS), 13)
+        assert await ensure_pg(pg)
+        lite = sqlite3.connect(sample_db)
+        for table in stats_summary.SUMMARIES:
+            theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
+            assert summaries(lite, table) == summaries(None, table, theirs), table
     finally:
         await pg.close()

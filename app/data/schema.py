@@ -16,15 +16,13 @@ from .api_keys import ALL_SCOPES
 from .automation import VERDICTS, Rules, classify, rules_from_env
 from .csv_lines import KEPT_TEXTS, SQLITE, kept_cells, kept_columns
 from .stats_summary import (
-    CAMPAIGNS_OF_MEMBERS,
     EVERYTHING,
-    HOURS_OF_EVERY_ROW,
     SQLITE_TABLES,
     refresh,
 )
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -595,14 +593,14 @@ def add_csv_cells(conn: sqlite3.Connection) -> None:
 
 
 def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 12 file, refuse any other.
+    """Create the tables on an empty file, migrate a version 1 to 13 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12):
+    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
@@ -633,6 +631,9 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
         conn.execute("DROP INDEX IF EXISTS inscriptions_by_company")
         for trigger in training.PEOPLE_TRIGGER_NAMES:
             conn.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+        # 13 to 14: the histogram of seconds is kept per launch day (made below, then
+        # filled with every other stats' summary from the stored rows).
+        conn.execute("DROP TABLE IF EXISTS stats_seconds")
         # Every CREATE is IF NOT EXISTS: on a version 1 file this adds what is new.
         for statement in _statements(SCHEMA + TENANCY_TRIGGERS + SUMMARY_TABLES):
             conn.execute(statement)
@@ -660,15 +661,13 @@ def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
             conn.execute(summaries.MEDIANS_OF_EVERY_CAMPAIGN)
             conn.execute(summaries.DIRECTORY_TOTALS_OF_EVERYONE)
         add_csv_cells(conn)  # 9 to 10 (a new file too)
-        if version in (8, 9):  # 9 to 10: the hours of the stats' histograms
-            for statement in HOURS_OF_EVERY_ROW:
-                conn.execute(statement)
         if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
-            for statement in CAMPAIGNS_OF_MEMBERS:
-                conn.execute(statement)
+            conn.execute("DROP TABLE stats_members")
         if version in (8, 9, 10, 11, 12):  # 11 to 12: the inscriptions by department,
             for statement in training.FILL_PEOPLE:  # country; 12 to 13: and their totals
                 conn.execute(statement)
+        if version in (8, 9, 10, 11, 12, 13):  # 13 to 14 (and every step since 8 that
+            fill_summaries(conn)  # changed a stats' table): all made again from the rows
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 

@@ -13,9 +13,10 @@ above the one before it). The summaries are kept exact and incremental:
   (distinct: kept exact by counting each campaign's sends per row in ``stats_campaigns``),
   ``people`` (distinct: a touched employee is taken out of the rows they were in and put
   into those they are in now, from the snapshot of all their sends) and the medians
-  (recomputed for the rows whose histogram of seconds, ``stats_seconds``, changed: the
-  same counts by hour, ``stats_seconds_hours``, tell which hour holds each median, and
-  only that hour's seconds are read).
+  (recomputed for the rows whose histogram of seconds changed: the counts per period and
+  hour, ``stats_seconds_hours``, tell which hour holds each median, and only that hour's
+  seconds are read from ``stats_seconds``, kept per launch day and summed over the
+  period's days).
 
 The statements are the same text on both stores (``?`` parameters; PostgreSQL numbers
 them); :mod:`app.data.pg.stats_summary` runs them there. Where a statement joins a
@@ -88,8 +89,9 @@ CREATE TABLE IF NOT EXISTS stats_campaigns (
     {_KEY}, campaign_id {{int}} NOT NULL, n {{int}} NOT NULL,
     PRIMARY KEY (company_id, span, gk, period_start, gv, campaign_id)){{without_rowid}};
 CREATE TABLE IF NOT EXISTS stats_seconds (
-    {_KEY}, seconds {{int}} NOT NULL, {_SECONDS},
-    PRIMARY KEY (company_id, span, gk, period_start, gv, seconds)){{without_rowid}};
+    company_id {{int}} NOT NULL, gk {{text}} NOT NULL, gv {{text}} NOT NULL,
+    hour {{int}} NOT NULL, day {{text}} NOT NULL, seconds {{int}} NOT NULL, {_SECONDS},
+    PRIMARY KEY (company_id, gk, gv, hour, day, seconds)){{without_rowid}};
 CREATE TABLE IF NOT EXISTS stats_seconds_hours (
     {_KEY}, hour {{int}} NOT NULL, {_SECONDS},
     PRIMARY KEY (company_id, span, gk, period_start, gv, hour)){{without_rowid}};
@@ -444,15 +446,14 @@ _DISTINCT_MOVES = (
     ON CONFLICT (company_id, span, automation, gk, period_start, gv) DO UPDATE SET
     {_added(("campaigns", "people"), "stats_phishing")}""",
 )
-# The medians: each send's seconds to its first click and report, counted per value.
+# The medians: each send's seconds to its first click and report, counted per value, group
+# and launch day (with its hour: a median is sought by hour): a period's histogram is the
+# sum of its days', so each send counts once, not once per interval.
 _SECONDS_COLUMNS = [f"{k}{n}" for _, k in KINDS for n in VARIANTS]
-_SECONDS_DELTA = f"""CREATE TEMP TABLE sumstats_sd AS SELECT {_P_KEY}, d.seconds, {
-    ", ".join(f"sum(d.{c}) AS {c}" for c in _SECONDS_COLUMNS)
-} FROM (
-        SELECT company_id, day, gk, gv, seconds, {
-    ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
-}
-        FROM ({
+HOUR_SECONDS = 3600
+_SECONDS_SUMS = ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
+_SECONDS_DELTA = f"""CREATE TEMP TABLE sumstats_sd AS SELECT company_id, gk, gv,
+    seconds / {HOUR_SECONDS} AS hour, day, seconds, {_SECONDS_SUMS} FROM ({
     " UNION ALL ".join(
         f"SELECT s.sign, s.company_id, s.employee_id, {_DAY} AS day, s.{column} AS seconds, "
         + ", ".join(f"s.sign AS {c}" if c == column else f"0 AS {c}" for c in _SECONDS_COLUMNS)
@@ -460,37 +461,22 @@ _SECONDS_DELTA = f"""CREATE TEMP TABLE sumstats_sd AS SELECT {_P_KEY}, d.seconds
         for column in _SECONDS_COLUMNS
     )
 }) x JOIN sumstats_pg g ON g.sign = x.sign AND g.employee_id = x.employee_id
-        GROUP BY company_id, day, gk, gv, seconds
-    ) d JOIN sumstats_days m ON m.day = d.day GROUP BY {_P_KEY}, d.seconds"""
-_SECONDS_KEY = "company_id, span, gk, period_start, gv, seconds"
+    GROUP BY company_id, gk, gv, day, seconds"""
+_SECONDS_KEY = "company_id, gk, gv, hour, day, seconds"
 _SECONDS_ADDED = f"""INSERT INTO stats_seconds ({_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)})
     SELECT {_SECONDS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_sd WHERE true
     ON CONFLICT ({_SECONDS_KEY}) DO UPDATE SET {_added(_SECONDS_COLUMNS, "stats_seconds")}"""
-# The same counts by hour (seconds // 3600; never negative), the level a median is found on.
-HOUR_SECONDS = 3600
+# The same counts per period and hour (seconds // 3600; never negative): the level a
+# median is found on first.
 _HOURS_KEY = "company_id, span, gk, period_start, gv, hour"
-_BY_HOUR = f"company_id, span, gk, period_start, gv, seconds / {HOUR_SECONDS}"  # _HOURS_KEY
-_HOURS_SUMS = ", ".join(f"sum({c}) AS {c}" for c in _SECONDS_COLUMNS)
-_HOURS_DELTA = f"""CREATE TEMP TABLE sumstats_hd AS SELECT {_BY_HOUR} AS hour, {_HOURS_SUMS}
-    FROM sumstats_sd GROUP BY {_BY_HOUR}"""
+_BY_HOUR = "d.company_id, m.span, d.gk, m.period_start, d.gv, d.hour"  # _HOURS_KEY
+_HOURS_DELTA = f"""CREATE TEMP TABLE sumstats_hd AS SELECT {_BY_HOUR}, {
+    ", ".join(f"sum(d.{c}) AS {c}" for c in _SECONDS_COLUMNS)
+} FROM sumstats_sd d JOIN sumstats_days m ON m.day = d.day GROUP BY {_BY_HOUR}"""
 _HOURS_ADDED = f"""INSERT INTO stats_seconds_hours ({_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)})
     SELECT {_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)} FROM sumstats_hd WHERE true
     ON CONFLICT ({_HOURS_KEY}) DO UPDATE SET
     {_added(_SECONDS_COLUMNS, "stats_seconds_hours")}"""
-# Schema step 9 to 10: the hours of the seconds already kept (both stores).
-HOURS_OF_EVERY_ROW = (
-    "DELETE FROM stats_seconds_hours",
-    f"""INSERT INTO stats_seconds_hours ({_HOURS_KEY}, {", ".join(_SECONDS_COLUMNS)})
-    SELECT {_BY_HOUR}, {_HOURS_SUMS} FROM stats_seconds GROUP BY {_BY_HOUR}""",
-)
-
-# Schema step 10 to 11: the campaigns' counts kept (stats_members held every employee's
-# too, per row, before people were counted from the sends; both stores).
-CAMPAIGNS_OF_MEMBERS = (
-    f"""INSERT INTO stats_campaigns ({_CAMPAIGN_KEY}, n) SELECT company_id, span, gk,
-    period_start, gv, member, n FROM stats_members WHERE kind = 'campaign'""",
-    "DROP TABLE stats_members",
-)
 
 
 def _emptied(table: str, delta: str, key: str, empty: str) -> tuple[str, str]:
@@ -533,16 +519,20 @@ HOUR_HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s
     AND s.period_start = k.period_start AND s.gv = k.gv
     ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour"""
 MEDIAN_HOURS = (
-    f"CREATE TEMP TABLE sumstats_hours AS SELECT {_HOURS_KEY} FROM sumstats_hd WHERE 1 = 0"
+    "CREATE TEMP TABLE sumstats_hours AS SELECT d.company_id, d.span, d.gk, d.period_start,"
+    " d.gv, d.hour, d.period_start AS period_last FROM sumstats_hd d WHERE 1 = 0"
 )
-ADD_MEDIAN_HOUR = f"INSERT INTO sumstats_hours ({_HOURS_KEY}) VALUES (?, ?, ?, ?, ?, ?)"
-HOUR_SECONDS_OF_MEDIANS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds,
-    {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)}
-    FROM (SELECT DISTINCT {_HOURS_KEY} FROM sumstats_hours) h JOIN stats_seconds s
-    ON s.company_id = h.company_id AND s.span = h.span AND s.gk = h.gk
-    AND s.period_start = h.period_start AND s.gv = h.gv
-    AND s.seconds >= h.hour * {HOUR_SECONDS} AND s.seconds < (h.hour + 1) * {HOUR_SECONDS}
-    ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.seconds"""
+ADD_MEDIAN_HOUR = (
+    f"INSERT INTO sumstats_hours ({_HOURS_KEY}, period_last) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+# The seconds of each median's hour, summed over the days of its period.
+HOUR_SECONDS_OF_MEDIANS = f"""SELECT h.company_id, h.span, h.gk, h.period_start, h.gv, s.seconds,
+    {", ".join(f"sum(s.{c})" for c in _SECONDS_COLUMNS)}
+    FROM (SELECT DISTINCT {_HOURS_KEY}, period_last FROM sumstats_hours) h
+    CROSS JOIN stats_seconds s WHERE s.company_id = h.company_id AND s.gk = h.gk
+    AND s.gv = h.gv AND s.hour = h.hour AND s.day >= h.period_start AND s.day <= h.period_last
+    GROUP BY h.company_id, h.span, h.gk, h.period_start, h.gv, s.seconds
+    ORDER BY h.company_id, h.span, h.gk, h.period_start, h.gv, s.seconds"""
 NO_MEDIANS = f"UPDATE stats_phishing SET median_click = NULL, median_report = NULL WHERE {_IN_KEYS}"
 SET_MEDIANS = (
     "UPDATE stats_phishing SET median_click = ?, median_report = ? WHERE company_id = ?"
@@ -571,8 +561,19 @@ def median_hours(rows: Iterable[Sequence[Any]]) -> MedianHours:
 
 
 def hours_to_read(found: MedianHours) -> list[tuple[Any, ...]]:
-    """The parameters of ADD_MEDIAN_HOUR: the hours whose seconds hold a median."""
-    return [(*key, hour) for (key, _), (hour, _) in found.items()]
+    """The parameters of ADD_MEDIAN_HOUR: the hours whose seconds hold a median, each with
+    the last day of its period."""
+    from .stats import next_start  # stats reads listings, which read the schema
+
+    last: dict[tuple[str, str], str] = {}
+    rows = []
+    for (key, _), (hour, _) in found.items():
+        span, start = key[1], key[3]
+        if (span, start) not in last:
+            after = next_start(dt.date.fromisoformat(start), span)
+            last[span, start] = (after - dt.timedelta(days=1) if after else dt.date.max).isoformat()
+        rows.append((*key, hour, last[span, start]))
+    return rows
 
 
 def medians(found: MedianHours, rows: Iterable[Sequence[Any]]) -> Iterator[tuple[object, ...]]:

@@ -9,15 +9,13 @@ Results are ``numeric`` holding the decimal SQLite prints for the same value.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import asyncpg
 
 from ..api_keys import ALL_SCOPES
 from ..automation import VERDICTS, Rules, rules_from_env
 from ..csv_lines import KEPT_TEXTS, POSTGRESQL, kept_cells
 from ..schema import DERIVE_COMPLETED_AT, INSCRIPTION_CHANGES, SCHEMA_VERSION, DatabaseError
-from ..stats_summary import CAMPAIGNS_OF_MEMBERS, EVERYTHING, HOURS_OF_EVERY_ROW
+from ..stats_summary import EVERYTHING
 from ..summaries import DIRECTORY_TOTALS_OF_EVERYONE, MEDIANS_OF_EVERY_CAMPAIGN
 from ..summaries import tables as summary_tables
 from ..vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
@@ -345,7 +343,7 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
-    """Create the schema in an empty database, migrate a version 2 to 12 one (True when
+    """Create the schema in an empty database, migrate a version 2 to 13 one (True when
     it did, deciding the stored events' verdicts with ``rules``, by default the
     environment's); refuse a database of any other version.
 
@@ -365,7 +363,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
             await add_change_feeds(conn)
             await add_csv_cells(conn)
             return False
-        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12):
+        if version not in (2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
             raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
         if version == 2:
             await migrate_2_to_3(conn)
@@ -382,13 +380,13 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         elif version == 8:
             await migrate_8_to_9(conn)
         await add_csv_cells(conn)  # 9 to 10
-        if version in (8, 9):  # 9 to 10: the hours of the stats' histograms
-            await change_stats_summaries(conn, HOURS_OF_EVERY_ROW)
         if version in (8, 9, 10):  # 10 to 11: only the campaigns' counts are kept
-            await change_stats_summaries(conn, CAMPAIGNS_OF_MEMBERS)
+            await conn.execute("DROP TABLE stats_members")
         if version in (8, 9, 10, 11, 12):  # 11 to 12: the inscriptions by department,
             await add_people_summaries(conn)  # country; 12 to 13: and their totals
         await conn.execute(PEOPLE_INDEXES)  # 12 to 13
+        if version in (8, 9, 10, 11, 12, 13):  # 13 to 14 (and every step since 8 that
+            await rebuild_stats_summaries(conn)  # changed a stats' table)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
@@ -662,18 +660,20 @@ async def add_csv_cells(conn: asyncpg.Connection) -> None:
 # --- end of schema version 10 ---
 
 
-# --- Steps 9 to 10 (the stats' hours) and 10 to 11 (the stats keep each campaign's sends
-# per row, no longer each employee's): app/data/stats_summary.py's statements ---
+# --- Step 13 to 14 (the histogram of seconds kept per launch day), which also serves the
+# steps from 8 that changed a stats' table: 9 to 10 (the hours), 10 to 11 (each
+# campaign's sends per row) ---
 
 
-async def change_stats_summaries(conn: asyncpg.Connection, statements: Sequence[str]) -> None:
-    """Make the stats' tables a step adds, then run its statements on the stored rows."""
+async def rebuild_stats_summaries(conn: asyncpg.Connection) -> None:
+    """Make every stats' table in its current shape and fill it again from the rows."""
+    await conn.execute("DROP TABLE IF EXISTS stats_seconds")
     await conn.execute(PG_TABLES)  # every CREATE of it is IF NOT EXISTS or OR REPLACE
-    for statement in statements:
-        await conn.execute(statement)
+    seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
+    await refresh(conn, seq, EVERYTHING)
 
 
-# --- end of schema version 11 ---
+# --- end of schema version 14 ---
 
 
 async def bump_data_version(conn: asyncpg.Connection) -> str:
