@@ -113,7 +113,7 @@ bench-data: $(SERVE_STAMP)
 	  $(BENCH_SIZES)
 
 # Ten times the standard set in people, events, targets and inscriptions (the same 100
-# campaigns and 40 courses): about 6.4 GB and 52 minutes on 2 cores, written to a .partial
+# campaigns and 40 courses): about 5.4 GB and 13 minutes on 2 cores, written to a .partial
 # file renamed when complete.
 ## make bench-data-large: the large set (200,000 employees, 5,000,400 events, 1,000,000 inscriptions)
 bench-data-large: $(SERVE_STAMP)
