@@ -432,7 +432,7 @@ VERSION_13_SECONDS = (
 )
 
 
-def test_a_version_13_file_keeps_its_seconds_per_day(sample_db: Path, tmp_path: Path) -> None:
+def test_a_version_13_file_gets_its_seconds_per_day(sample_db: Path, tmp_path: Path) -> None:
     old = older_copy(sample_db, tmp_path / "v13.sqlite3", VERSION_13_SECONDS, 13)
     assert upgrade_if_older(old)
     columns = [row[1] for row in sqlite3.connect(old).execute("PRAGMA table_info(stats_seconds)")]
@@ -442,7 +442,7 @@ def test_a_version_13_file_keeps_its_seconds_per_day(sample_db: Path, tmp_path: 
     check(old, tmp_path)
 
 
-async def test_a_version_13_postgresql_database_keeps_its_seconds_per_day(
+async def test_a_version_13_postgresql_database_gets_its_seconds_per_day(
     sample_db: Path, pg_database: str
 ) -> None:
     pg = await asyncpg.connect(pg_database)
