@@ -253,6 +253,20 @@ def check(db: Path, tmp_path: Path) -> None:
         conn.close()
 
 
+async def assert_same_summaries(lite: sqlite3.Connection, pg: asyncpg.Connection) -> None:
+    """Every stats' summary table holds the same rows on both stores."""
+    for table in stats_summary.SUMMARIES:
+        theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
+        assert summaries(lite, table) == summaries(None, table, theirs), table
+
+
+def check_before_and_after_a_load(db: Path, tmp_path: Path, seed: int) -> None:
+    """check(), then a random batch loaded, then check() again."""
+    check(db, tmp_path)
+    load_files(db, [write(tmp_path, 0, batch(random.Random(seed), 0, known_ids(db)))])
+    check(db, tmp_path)
+
+
 def known_ids(db: Path) -> dict[str, list[int]]:
     with sqlite3.connect(db) as conn:
 
@@ -323,9 +337,7 @@ async def test_postgresql_keeps_the_same_summaries(
             load_files(sample_db, [path])
             await load_pg(pg_database, [path])
             lite = sqlite3.connect(sample_db)
-            for table in stats_summary.SUMMARIES:
-                theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
-                assert summaries(lite, table) == summaries(None, table, theirs), table
+            await assert_same_summaries(lite, pg)
             lite.close()
     finally:
         await pg.close()
@@ -357,10 +369,7 @@ async def test_a_version_7_postgresql_database_is_upgraded_with_its_summaries(
                                    " ON campaign_events")))  # fmt: skip
         await pg.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
         assert await ensure_pg(pg)
-        lite = sqlite3.connect(sample_db)
-        for table in stats_summary.SUMMARIES:
-            theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
-            assert summaries(lite, table) == summaries(None, table, theirs), table
+        await assert_same_summaries(sqlite3.connect(sample_db), pg)
     finally:
         await pg.close()
 
@@ -398,9 +407,7 @@ def test_a_version_10_file_keeps_its_campaign_counts(sample_db: Path, tmp_path: 
     assert upgrade_if_older(old)
     tables = {name for (name,) in sqlite3.connect(old).execute("SELECT name FROM sqlite_master")}
     assert "stats_members" not in tables
-    check(old, tmp_path)
-    load_files(old, [write(tmp_path, 0, batch(random.Random(10), 0, known_ids(old)))])
-    check(old, tmp_path)
+    check_before_and_after_a_load(old, tmp_path, 10)
 
 
 async def test_a_version_10_postgresql_database_keeps_its_campaign_counts(
@@ -437,9 +444,7 @@ def test_a_version_13_file_gets_its_seconds_per_day(sample_db: Path, tmp_path: P
     assert upgrade_if_older(old)
     columns = [row[1] for row in sqlite3.connect(old).execute("PRAGMA table_info(stats_seconds)")]
     assert columns[:6] == ["company_id", "gk", "gv", "hour", "day", "seconds"]
-    check(old, tmp_path)
-    load_files(old, [write(tmp_path, 0, batch(random.Random(13), 0, known_ids(old)))])
-    check(old, tmp_path)
+    check_before_and_after_a_load(old, tmp_path, 13)
 
 
 async def test_a_version_13_postgresql_database_gets_its_seconds_per_day(
@@ -449,9 +454,6 @@ async def test_a_version_13_postgresql_database_gets_its_seconds_per_day(
     try:
         await take_back(pg, list(VERSION_13_SECONDS), 13)
         assert await ensure_pg(pg)
-        lite = sqlite3.connect(sample_db)
-        for table in stats_summary.SUMMARIES:
-            theirs = [tuple(r) for r in await pg.fetch(f"SELECT * FROM {table}")]
-            assert summaries(lite, table) == summaries(None, table, theirs), table
+        await assert_same_summaries(sqlite3.connect(sample_db), pg)
     finally:
         await pg.close()

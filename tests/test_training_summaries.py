@@ -251,6 +251,16 @@ PEOPLE_TRIGGERS = training.PEOPLE_TRIGGER_NAMES
 MOVE_ONE = "UPDATE employees SET country = 'Chile', country_key = 'chile' WHERE id = 1"
 
 
+def around_a_move(conn: sqlite3.Connection, table: str) -> tuple[list[Any], ...]:
+    """A people summary and its recount, sorted, before MOVE_ONE, then after it (the
+    summary's rows whose count is not zero: a move may leave some at zero)."""
+    recount = RECOUNTS[table]
+    before = sorted(conn.execute(f"SELECT * FROM {table}")), sorted(conn.execute(recount))
+    conn.execute(MOVE_ONE)
+    kept = sorted(r for r in conn.execute(f"SELECT * FROM {table}") if r[-1])
+    return (*before, kept, sorted(conn.execute(recount)))
+
+
 def test_a_version_11_file_gets_the_people_summary_on_upgrade(sample_db: Path) -> None:
     """The upgrade from version 11 counts the inscriptions by department and country
     from the stored rows, and adds the triggers that keep them; the index of a
@@ -268,12 +278,9 @@ def test_a_version_11_file_gets_the_people_summary_on_upgrade(sample_db: Path) -
     conn.close()
     assert upgrade_if_older(sample_db)
     conn = sqlite3.connect(sample_db)
-    recount = RECOUNTS["training_people"]
-    summary = conn.execute("SELECT * FROM training_people").fetchall()
-    assert summary and sorted(summary) == sorted(conn.execute(recount).fetchall())
-    conn.execute(MOVE_ONE)  # its triggers are there
-    kept = [r for r in conn.execute("SELECT * FROM training_people") if r[4]]
-    assert sorted(kept) == sorted(conn.execute(recount).fetchall())
+    summary, recount, kept, recount_after = around_a_move(conn, "training_people")
+    assert summary and summary == recount
+    assert kept == recount_after  # its triggers are there
     columns = [r[2] for r in conn.execute("PRAGMA index_info(campaign_events_by_campaign)")]
     assert columns[:3] == ["campaign_id", "timestamp", "id"] and "verdict" in columns
     conn.close()
@@ -292,12 +299,9 @@ def test_a_version_12_file_gets_the_people_totals_on_upgrade(sample_db: Path) ->
     conn.close()
     assert upgrade_if_older(sample_db)
     conn = sqlite3.connect(sample_db)
-    recount = RECOUNTS["training_people_totals"]
-    summary = conn.execute("SELECT * FROM training_people_totals").fetchall()
-    assert summary and sorted(summary) == sorted(conn.execute(recount).fetchall())
-    conn.execute(MOVE_ONE)  # the triggers made again keep the totals
-    kept = [r for r in conn.execute("SELECT * FROM training_people_totals") if r[3]]
-    assert sorted(kept) == sorted(conn.execute(recount).fetchall()) != sorted(summary)
+    summary, recount, kept, recount_after = around_a_move(conn, "training_people_totals")
+    assert summary and summary == recount
+    assert kept == recount_after != summary  # the triggers made again keep the totals
     conn.close()
 
 

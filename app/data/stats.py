@@ -46,6 +46,12 @@ def next_start(start: dt.date, interval: str) -> dt.date | None:
         return None
 
 
+def last_day(start: dt.date, interval: str) -> dt.date:
+    """The last day of the bucket of ``interval`` starting on ``start`` (date.max past 9999)."""
+    after = next_start(start, interval)
+    return dt.date.max if after is None else after - dt.timedelta(days=1)
+
+
 def buckets(
     first: dt.date, last: dt.date, interval: str, limit: int
 ) -> list[tuple[dt.date, dt.date]]:
@@ -54,9 +60,8 @@ def buckets(
     found: list[tuple[dt.date, dt.date]] = []
     start: dt.date | None = period_start(first, interval)
     while start is not None and start <= last and len(found) <= limit:
-        after = next_start(start, interval)
-        found.append((start, dt.date.max if after is None else after - dt.timedelta(days=1)))
-        start = after
+        found.append((start, last_day(start, interval)))
+        start = next_start(start, interval)
     return found
 
 

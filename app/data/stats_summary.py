@@ -563,15 +563,14 @@ def median_hours(rows: Iterable[Sequence[Any]]) -> MedianHours:
 def hours_to_read(found: MedianHours) -> list[tuple[Any, ...]]:
     """The parameters of ADD_MEDIAN_HOUR: the hours whose seconds hold a median, each with
     the last day of its period."""
-    from .stats import next_start  # stats reads listings, which read the schema
+    from .stats import last_day  # stats reads listings, which read the schema
 
-    last: dict[tuple[str, str], str] = {}
+    last: dict[tuple[str, str], str] = {}  # (interval, period start): many keys share one
     rows = []
     for (key, _), (hour, _) in found.items():
         span, start = key[1], key[3]
         if (span, start) not in last:
-            after = next_start(dt.date.fromisoformat(start), span)
-            last[span, start] = (after - dt.timedelta(days=1) if after else dt.date.max).isoformat()
+            last[span, start] = last_day(dt.date.fromisoformat(start), span).isoformat()
         rows.append((*key, hour, last[span, start]))
     return rows
 

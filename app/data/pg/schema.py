@@ -620,9 +620,7 @@ async def migrate_7_to_8(conn: asyncpg.Connection) -> None:
     training summaries (app/data/pg/training.py), counted once, then kept by triggers;
     the reports' summaries, filled."""
     # -- stats' block
-    await conn.execute(PG_TABLES)
-    seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
-    await refresh(conn, seq, EVERYTHING)
+    await rebuild_stats_summaries(conn)
     # -- training's block
     await add_training_summaries(conn)
     # -- reports' block (after any verdicts decided above)
@@ -660,9 +658,9 @@ async def add_csv_cells(conn: asyncpg.Connection) -> None:
 # --- end of schema version 10 ---
 
 
-# --- Step 13 to 14 (the histogram of seconds kept per launch day), which also serves the
-# steps from 8 that changed a stats' table: 9 to 10 (the hours), 10 to 11 (each
-# campaign's sends per row) ---
+# --- Step 13 to 14 (the histogram of seconds kept per launch day), which also serves 7 to
+# 8 (the stats' tables made) and the steps since that changed one: 9 to 10 (the hours),
+# 10 to 11 (each campaign's sends per row) ---
 
 
 async def rebuild_stats_summaries(conn: asyncpg.Connection) -> None:
