@@ -30,10 +30,9 @@ FEED_EVENT = """(SELECT row_to_json(r) FROM (SELECT ev.id, ev.type, ev.timestamp
         AS automation) r)"""
 
 EVENT_ROW = """(SELECT row_to_json(r) FROM (SELECT ev.id, ev.type, ev.timestamp,
-    (SELECT row_to_json(x) FROM (SELECT c2.id, c2.title, c2.launch_date
-        FROM campaigns c2 WHERE c2.id = ev.campaign_id) x) AS campaign,
-    (SELECT row_to_json(v) FROM (SELECT e2.id, e2.first_name, e2.last_name, e2.email,
-        e2.department FROM employees e2 WHERE e2.id = ev.employee_id) v) AS victim) r)"""
+    (SELECT row_to_json(x) FROM (SELECT c.id, c.title, c.launch_date) x) AS campaign,
+    (SELECT row_to_json(v) FROM (SELECT e.id, e.first_name, e.last_name, e.email,
+        e.department) v) AS victim) r)"""
 
 SECTIONS = array(
     [
