@@ -166,6 +166,39 @@ async def test_every_listing_answers_the_same_bytes(both: tuple[Path, str]) -> N
         await pg.close()
 
 
+async def test_an_export_joins_each_events_campaign_and_employee_once(
+    both: tuple[Path, str],
+) -> None:
+    """PostgreSQL runs a subquery in the SELECT list as a plan of its own for every row:
+    the exports of a campaign's and an employee's events join both rows instead, so no
+    table is read inside such a subplan (building a record's JSON is one without any)."""
+    _, url = both
+    pg = await asyncpg.connect(url)
+    try:
+        for listing in (events.campaign_listing(1, 1), events.employee_listing(1, 1)):
+            for exported in (listing.exported(), listing.csv_lines()):
+                assert exported is not None
+                steps = await pg.fetch(f"EXPLAIN {sql.select(exported)}", *exported.select_params)
+                lines = [step[0] for step in steps]
+                assert not tables_read_in_subplans(lines), lines
+    finally:
+        await pg.close()
+
+
+def tables_read_in_subplans(plan: list[str]) -> list[str]:
+    """The steps of an EXPLAIN that scan a table within a SubPlan (by indentation)."""
+    found, subplan_depth = [], None
+    for line in plan:
+        depth = len(line) - len(line.lstrip())
+        if subplan_depth is not None and depth <= subplan_depth:
+            subplan_depth = None
+        if "SubPlan" in line and subplan_depth is None:
+            subplan_depth = depth
+        elif subplan_depth is not None and "Scan" in line and " on " in line:
+            found.append(line)
+    return found
+
+
 async def test_the_awkward_records_are_there(both: tuple[Path, str]) -> None:
     """The awkward fixture reached the answers compared above (not filtered away)."""
     _, url = both

@@ -243,3 +243,21 @@ def test_a_campaigns_events_show_their_employees_from_an_index_of_their_fields(
         assert exported is not None
         steps = [d for _, d in plan(conn, exported)]
         assert "SEARCH e USING INTEGER PRIMARY KEY (rowid=?)" in steps, steps
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [events.campaign_listing(1, 1), events.employee_listing(1, 7)],
+    ids=["campaign", "employee"],
+)
+def test_an_export_joins_each_events_campaign_and_employee_once(
+    conn: sqlite3.Connection, listing: Listing
+) -> None:
+    """An exported row and a CSV line read the event's campaign and employee from the
+    statement's own joins, by primary key, never from a subquery run for every event."""
+    for exported in (listing.exported(), listing.csv_lines()):
+        assert exported is not None
+        steps = [d for _, d in plan(conn, exported)]
+        assert not any("SUBQUERY" in d for d in steps), steps
+        for alias in ("c", "e"):
+            assert f"SEARCH {alias} USING INTEGER PRIMARY KEY (rowid=?)" in steps, steps
