@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import pytest
 
 from app.data import stats_summary
 from app.data.automation import EXCLUDED, Rules
@@ -323,6 +324,41 @@ def test_reclassify_moves_the_summaries_with_the_verdicts(sample_db: Path, tmp_p
     assert moved  # the rules now make most clicks automated
     check(sample_db, tmp_path)
     assert before[0] > 0
+
+
+async def test_medians_found_a_few_rows_at_a_time_are_exact(
+    sample_db: Path, pg_database: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load finds its rows' medians in batches of keys, each finished before the next:
+    with batches of two rows, the summaries are still exact on both stores."""
+    monkeypatch.setattr(stats_summary, "MEDIAN_KEYS_A_BATCH", 2)
+    rng = random.Random(3)
+    known = known_ids(sample_db)
+    pg = await asyncpg.connect(pg_database)
+    try:
+        for n in range(2):
+            path = write(tmp_path, n, batch(rng, n, known))
+            load_files(sample_db, [path])
+            check(sample_db, tmp_path)
+            await load_pg(pg_database, [path])
+            lite = sqlite3.connect(sample_db)
+            await assert_same_summaries(lite, pg)
+            lite.close()
+    finally:
+        await pg.close()
+
+
+def test_a_rows_hours_may_come_in_any_order() -> None:
+    """The histograms come by row, each row's hours in no set order (PostgreSQL may give
+    them in any): the median's hour and rank are the same either way."""
+    key = (1, "week", "department", "2025-01-06", "IT")
+    by_hour = {12: (2, 0, 0, 1, 0, 0), 7: (2, 1, 0, 0, 0, 0), 9: (0, 0, 0, 0, 0, 0)}
+    by_hour[8] = (3, 0, 0, 0, 0, 0)
+    rows = [(*key, hour, *counts) for hour, counts in by_hour.items()]
+    in_order = list(stats_summary.median_hours(sorted(rows, key=lambda row: row[5])))
+    assert list(stats_summary.median_hours(rows)) == in_order
+    # 7 values, in hours 7, 7, 8, 8, 8, 12, 12: the 4th smallest is the 2nd of hour 8.
+    assert in_order[0][key, 0] == (8, 2)
 
 
 async def test_postgresql_keeps_the_same_summaries(

@@ -34,6 +34,7 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, groupby
+from operator import itemgetter
 from typing import Any
 
 from .automation import kept_events
@@ -144,6 +145,9 @@ _CREATE_SCRATCH = (
     " PRIMARY KEY (sign, employee_id, gk, gv))",  # sought by send: (sign, employee_id)
     "CREATE TEMP TABLE sumstats_pk (company_id {int}, span {text}, period_start {text},"
     " gk {text}, gv {text}, people {int})",
+    # In the order of the histograms' primary key: they are read by it without a sort.
+    "CREATE TEMP TABLE sumstats_keys (company_id {int}, span {text}, gk {text},"
+    " period_start {text}, gv {text}, PRIMARY KEY (company_id, span, gk, period_start, gv))",
 )
 
 
@@ -318,8 +322,8 @@ _VARIANT_TABLE = " UNION ALL ".join(
 # The rows a touched send's contribution falls in: their medians are found again. Of n
 # values the median is the ((n + 1) / 2)-th smallest: the first whose running count
 # reaches n / 2.
-_KEYS = f"""CREATE TEMP TABLE sumstats_keys AS SELECT DISTINCT {_P_KEY} FROM sumstats_pd d
-    JOIN sumstats_days m ON m.day = d.day"""
+_KEYS = """INSERT INTO sumstats_keys SELECT DISTINCT d.company_id, m.span, d.gk,
+    m.period_start, d.gv FROM sumstats_pd d JOIN sumstats_days m ON m.day = d.day"""
 _IN_KEYS = (
     "(company_id, span, gk, period_start, gv) IN"
     " (SELECT company_id, span, gk, period_start, gv FROM sumstats_keys)"
@@ -509,19 +513,20 @@ TAKEN_AWAY = (
     "SELECT EXISTS (SELECT 1 FROM sumstats_sp WHERE sign < 0)"
     " OR EXISTS (SELECT 1 FROM sumstats_di WHERE sign < 0)"
 )
-# The touched rows' histograms by hour, in order: each row's medians are found in them
-# first (:func:`median_hours`), then in the seconds of the hours that hold them
-# (:func:`medians`), for both stores.
+# The touched rows' histograms by hour, by row (in sumstats_keys' order, so no sort of them
+# all): each row's medians are found in them first (:func:`median_hours`), then in the
+# seconds of the hours that hold them (:func:`medians`), for both stores.
 HOUR_HISTOGRAMS = f"""SELECT s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour,
     {", ".join(f"s.{c}" for c in _SECONDS_COLUMNS)} FROM sumstats_keys k
     CROSS JOIN stats_seconds_hours s
     WHERE s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk
     AND s.period_start = k.period_start AND s.gv = k.gv
-    ORDER BY s.company_id, s.span, s.gk, s.period_start, s.gv, s.hour"""
+    ORDER BY k.company_id, k.span, k.gk, k.period_start, k.gv"""
 MEDIAN_HOURS = (
     "CREATE TEMP TABLE sumstats_hours AS SELECT d.company_id, d.span, d.gk, d.period_start,"
     " d.gv, d.hour, d.period_start AS period_last FROM sumstats_hd d WHERE 1 = 0"
 )
+NEXT_MEDIAN_HOURS = "DELETE FROM sumstats_hours"  # a batch's hours, once it is done
 ADD_MEDIAN_HOUR = (
     f"INSERT INTO sumstats_hours ({_HOURS_KEY}, period_last) VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
@@ -541,23 +546,35 @@ SET_MEDIANS = (
 
 
 Key = tuple[Any, ...]  # company_id, span, gk, period_start, gv
+MEDIAN_KEYS_A_BATCH = 5_000
 # Where a row's median of one column lies: its hour, and its rank among that hour's values.
 MedianHours = dict[tuple[Key, int], tuple[int, int]]
 
 
-def median_hours(rows: Iterable[Sequence[Any]]) -> MedianHours:
+def median_hours(rows: Iterable[Sequence[Any]]) -> Iterator[MedianHours]:
     """For the rows of HOUR_HISTOGRAMS, each key's and column's hour holding the median
-    (of n values the ((n + 1) / 2)-th smallest) and its rank within that hour."""
+    (of n values the ((n + 1) / 2)-th smallest) and its rank within that hour.
+
+    The keys come in batches of MEDIAN_KEYS_A_BATCH, each finished (its seconds read, its
+    medians set) before the next is found: the hundred thousand keys of a whole load,
+    held at once, kept about 30 MB more in the loader to its end.
+    """
     found: MedianHours = {}
-    for key, by_hour in groupby(rows, key=lambda row: tuple(row[:5])):
-        # The key's histogram by column (transposed and summed in C, not row by row).
-        hours, *counts = list(zip(*by_hour, strict=True))[5:]
+    for number, (key, by_hour) in enumerate(groupby(rows, key=lambda row: tuple(row[:5])), 1):
+        # The key's histogram by column (transposed and summed in C, not row by row), in
+        # the order of its hours: sorted here, a key's few rows, not by the statement.
+        in_order = sorted(by_hour, key=itemgetter(5))
+        hours, *counts = list(zip(*in_order, strict=True))[5:]
         for column, running in enumerate(list(accumulate(c)) for c in counts):
             rank = (running[-1] + 1) // 2
             if rank:
                 at = bisect_left(running, rank)  # the first hour whose running count reaches it
                 found[key, column] = (hours[at], rank - (running[at - 1] if at else 0))
-    return found
+        if number % MEDIAN_KEYS_A_BATCH == 0:
+            yield found
+            found = {}
+    if found:
+        yield found
 
 
 def hours_to_read(found: MedianHours) -> list[tuple[Any, ...]]:
@@ -710,10 +727,11 @@ def refresh(conn: sqlite3.Connection, seq: int, touched: Touched) -> None:
         conn.executemany(ADD_PEOPLE, moves.rows())
         for statement in APPLY:
             conn.execute(statement)
-        at = median_hours(conn.execute(HOUR_HISTOGRAMS))
         conn.execute(MEDIAN_HOURS)
-        conn.executemany(ADD_MEDIAN_HOUR, hours_to_read(at))
-        conn.executemany(SET_MEDIANS, medians(at, conn.execute(HOUR_SECONDS_OF_MEDIANS)))
+        for at in median_hours(conn.execute(HOUR_HISTOGRAMS)):
+            conn.execute(NEXT_MEDIAN_HOURS)
+            conn.executemany(ADD_MEDIAN_HOUR, hours_to_read(at))
+            conn.executemany(SET_MEDIANS, medians(at, conn.execute(HOUR_SECONDS_OF_MEDIANS)))
         if conn.execute(TAKEN_AWAY).fetchone()[0]:
             conn.execute(TRAINING_TAKEN)
             for found, delete in EMPTIED:

@@ -15,6 +15,7 @@ from ..stats_summary import (
     HOUR_SECONDS_OF_MEDIANS,
     MEDIAN_HOURS,
     MOVED,
+    NEXT_MEDIAN_HOURS,
     PEOPLE_ROWS,
     SET_MEDIANS,
     TABLES,
@@ -70,11 +71,12 @@ async def refresh(conn: asyncpg.Connection, seq: int, touched: Touched) -> None:
     await conn.executemany(numbered(ADD_PEOPLE), moves.rows())
     for statement in APPLY:
         await conn.execute(statement)
-    at = median_hours(await conn.fetch(HOUR_HISTOGRAMS))
     await conn.execute(MEDIAN_HOURS)
-    await conn.executemany(numbered(ADD_MEDIAN_HOUR), hours_to_read(at))
-    seconds = await conn.fetch(HOUR_SECONDS_OF_MEDIANS)
-    await conn.executemany(numbered(SET_MEDIANS), list(medians(at, seconds)))
+    for at in median_hours(await conn.fetch(HOUR_HISTOGRAMS)):
+        await conn.execute(NEXT_MEDIAN_HOURS)
+        await conn.executemany(numbered(ADD_MEDIAN_HOUR), hours_to_read(at))
+        seconds = await conn.fetch(HOUR_SECONDS_OF_MEDIANS)
+        await conn.executemany(numbered(SET_MEDIANS), list(medians(at, seconds)))
     if await conn.fetchval(TAKEN_AWAY):
         await conn.execute(TRAINING_TAKEN)
         for select, delete in EMPTIED:
