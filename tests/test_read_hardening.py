@@ -199,6 +199,24 @@ async def test_deep_pages_never_run_on_the_event_loop(make_client: Any, big_db: 
     assert not any("LIMIT" in sql for sql in inline)  # deep: read on a pooled thread
 
 
+async def test_a_report_on_one_campaign_or_employee_reads_on_the_event_loop(
+    make_client: Any, big_db: Path
+) -> None:
+    """One campaign's or one employee's report is a few rows of the writers' summaries:
+    read on the event loop's own connection, with no hand-over to a pooled thread."""
+    client = await make_client(db=str(big_db))
+    inline: list[str] = []
+    client.app[POOL]._inline.set_trace_callback(inline.append)
+    headers = {"X-API-KEY": KEY_1}
+    for path, summary in (
+        (f"{API}/campaigns/1", "campaign_funnels"),
+        (f"{API}/victimsapi/1", "employee_phishing"),
+    ):
+        inline.clear()
+        assert (await client.get(path, headers=headers)).status == 200
+        assert any(summary in sql for sql in inline), path
+
+
 # ---- item 14: a database replaced by rename ----------------------------------------
 
 

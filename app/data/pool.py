@@ -240,10 +240,10 @@ class ReadPool:
         return self.run_inline(lambda conn: feed.feed_mark(conn, seq))
 
     async def one(self, listing: Listing) -> Records:
-        """A listing of at most one record (a report on one object), read on a thread.
-
-        Such reports aggregate a whole campaign or person: too long for the event loop.
-        """
+        """A listing of at most one record (a report on one object): on the event loop
+        when its figures are a few short reads, else on a thread."""
+        if not listing.heavy:
+            return self.run_inline(lambda conn: read_one(conn, listing))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_one(raw, listing))
 
