@@ -10,11 +10,13 @@ PostgreSQL, loaded with the same batches by its loader, must hold the same summa
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import random
 import sqlite3
 from collections import defaultdict
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -399,22 +401,26 @@ def test_a_version_7_file_is_upgraded_with_its_summaries(sample_db: Path, tmp_pa
 async def test_a_version_7_postgresql_database_is_upgraded_with_its_summaries(
     sample_db: Path, pg_database: str
 ) -> None:
-    pg = await asyncpg.connect(pg_database)
-    try:
-        await pg.execute(";".join((*SINCE_VERSION_8[:-1], "DROP TRIGGER stats_event_moved"
-                                   " ON campaign_events")))  # fmt: skip
-        await pg.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
-        assert await ensure_pg(pg)
+    undo = ";".join((*SINCE_VERSION_8[:-1], "DROP TRIGGER stats_event_moved ON campaign_events"))
+    async with upgraded_from(pg_database, [undo], 7) as pg:
         await assert_same_summaries(sqlite3.connect(sample_db), pg)
+
+
+@contextlib.asynccontextmanager
+async def upgraded_from(
+    url: str, undo: Sequence[str], version: int
+) -> AsyncIterator[asyncpg.Connection]:
+    """The PostgreSQL sample made ``version`` again by the statements ``undo``, then
+    upgraded (the upgrade must run); its connection closes after the block."""
+    pg = await asyncpg.connect(url)
+    try:
+        for statement in undo:
+            await pg.execute(statement)
+        await pg.execute("UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(version))
+        assert await ensure_pg(pg)
+        yield pg
     finally:
         await pg.close()
-
-
-async def take_back(pg: asyncpg.Connection, undo: list[str], version: int) -> None:
-    """Make the PostgreSQL sample ``version`` again by the statements ``undo``."""
-    for statement in undo:
-        await pg.execute(statement)
-    await pg.execute("UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(version))
 
 
 def test_a_version_9_file_gets_its_hours(sample_db: Path, tmp_path: Path) -> None:
@@ -427,15 +433,11 @@ def test_a_version_9_file_gets_its_hours(sample_db: Path, tmp_path: Path) -> Non
 async def test_a_version_9_postgresql_database_gets_its_hours(
     sample_db: Path, pg_database: str
 ) -> None:
-    pg = await asyncpg.connect(pg_database)
-    try:
-        await take_back(pg, [*PG_UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"], 9)
-        assert await ensure_pg(pg)
+    undo = [*PG_UNDO_VERSION_11, "DROP TABLE stats_seconds_hours"]
+    async with upgraded_from(pg_database, undo, 9) as pg:
         theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_seconds_hours")]
         lite = sqlite3.connect(sample_db)
         assert theirs and summaries(None, "stats_seconds_hours", theirs) == by_hour(lite)
-    finally:
-        await pg.close()
 
 
 def test_a_version_10_file_keeps_its_campaign_counts(sample_db: Path, tmp_path: Path) -> None:
@@ -449,18 +451,13 @@ def test_a_version_10_file_keeps_its_campaign_counts(sample_db: Path, tmp_path: 
 async def test_a_version_10_postgresql_database_keeps_its_campaign_counts(
     sample_db: Path, pg_database: str
 ) -> None:
-    pg = await asyncpg.connect(pg_database)
-    try:
-        await take_back(pg, PG_UNDO_VERSION_11, 10)
-        assert await ensure_pg(pg)
+    async with upgraded_from(pg_database, PG_UNDO_VERSION_11, 10) as pg:
         assert await pg.fetchval("SELECT to_regclass('stats_members')") is None
         theirs = [tuple(r) for r in await pg.fetch("SELECT * FROM stats_campaigns")]
         lite = sqlite3.connect(sample_db)
         assert theirs and summaries(None, "stats_campaigns", theirs) == summaries(
             lite, "stats_campaigns"
         )
-    finally:
-        await pg.close()
 
 
 # Version 13's histogram of seconds: one row per period of each interval (not per day).
@@ -486,10 +483,5 @@ def test_a_version_13_file_gets_its_seconds_per_day(sample_db: Path, tmp_path: P
 async def test_a_version_13_postgresql_database_gets_its_seconds_per_day(
     sample_db: Path, pg_database: str
 ) -> None:
-    pg = await asyncpg.connect(pg_database)
-    try:
-        await take_back(pg, list(VERSION_13_SECONDS), 13)
-        assert await ensure_pg(pg)
+    async with upgraded_from(pg_database, VERSION_13_SECONDS, 13) as pg:
         await assert_same_summaries(sqlite3.connect(sample_db), pg)
-    finally:
-        await pg.close()
