@@ -271,10 +271,10 @@ def test_every_feed_event_equals_the_schema_dump(conn: sqlite3.Connection) -> No
         assert any('"ip":"' in text for text in expected)  # the sample has addresses
 
 
-async def test_only_the_loops_connection_maps_the_file(sample_db: Path) -> None:
-    """Short reads, on the event loop's connection, read the file through a memory map;
-    the pooled connections, which stream whole answers, do not map it, so a stream's
-    pages never count in the server's resident memory."""
+async def test_every_serving_connection_maps_the_file(sample_db: Path) -> None:
+    """Short reads on the event loop's connection and streams on the pooled ones read the
+    file through a memory map: a page missing from a connection's cache costs no system
+    call (a stream's employees are read at random from their index)."""
     pool = await ReadPool.open(sample_db, 2)
     try:
         inline = pool.run_inline(lambda conn: conn.execute("PRAGMA mmap_size").fetchone()[0])
@@ -282,4 +282,4 @@ async def test_only_the_loops_connection_maps_the_file(sample_db: Path) -> None:
             pooled = await cursor.fetchone()
     finally:
         await pool.close()
-    assert inline >= 1 << 30 and pooled is not None and pooled[0] == 0
+    assert inline >= 1 << 30 and pooled is not None and pooled[0] >= 1 << 30
