@@ -614,26 +614,11 @@ def medians(found: MedianHours, rows: Iterable[Sequence[Any]]) -> Iterator[tuple
                 yield click, report, *key, automation
 
 
-_I_KEY_DUE = "d.company_id, m.span, m.period_start, d.gk, d.gv"
 _TRAINING_COUNTS = (
     "due", "completed_on_time", "completed_late", "not_completed", "no_due_date", "started",
     "total", "n",
 )  # fmt: skip
-_TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TRAINING_COUNTS)})
-    SELECT {_P_KEY}, {", ".join(f"sum(d.{c})" for c in _TRAINING_COUNTS)} FROM (
-        SELECT d.company_id, d.due_date AS day, d.gk, d.gv, sum(d.sign) AS due,
-        sum(CASE WHEN d.outcome = 1 THEN d.sign ELSE 0 END) AS completed_on_time,
-        sum(CASE WHEN d.outcome = 2 THEN d.sign ELSE 0 END) AS completed_late,
-        sum(CASE WHEN d.outcome = 0 THEN d.sign ELSE 0 END) AS not_completed,
-        0 AS no_due_date, 0 AS started, sum(d.sign * d.total) AS total, sum(d.sign * d.n) AS n
-        FROM sumstats_di d WHERE d.due_date IS NOT NULL
-        GROUP BY d.company_id, d.due_date, d.gk, d.gv
-        UNION ALL SELECT d.company_id, d.start_date, d.gk, d.gv, 0, 0, 0, 0,
-        sum(CASE WHEN d.due_date IS NULL THEN d.sign ELSE 0 END), sum(d.sign), NULL, 0
-        FROM sumstats_di d GROUP BY d.company_id, d.start_date, d.gk, d.gv
-    ) d JOIN sumstats_days m ON m.day = d.day WHERE true GROUP BY {_P_KEY}
-    ON CONFLICT (company_id, span, gk, period_start, gv) DO UPDATE SET
-    {
+_TRAINING_UPSERT = f"""ON CONFLICT (company_id, span, gk, period_start, gv) DO UPDATE SET {
     ", ".join(
         f"{c} = stats_training.{c} + excluded.{c}"
         if c != "total"
@@ -642,6 +627,27 @@ _TRAINING_DELTA = f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TR
         for c in _TRAINING_COUNTS
     )
 }"""
+# Two statements, the due dates' figures then the start dates', each a sort of its own:
+# one statement for both kept both sorts' memory at once, the loader's peak.
+_TRAINING_DELTAS = tuple(
+    f"""INSERT INTO stats_training ({_KEY_COLUMNS}, {", ".join(_TRAINING_COUNTS)})
+    SELECT {_P_KEY}, {", ".join(f"sum(d.{c})" for c in _TRAINING_COUNTS)} FROM ({part}) d
+    JOIN sumstats_days m ON m.day = d.day WHERE true GROUP BY {_P_KEY} {_TRAINING_UPSERT}"""
+    for part in (
+        """SELECT d.company_id, d.due_date AS day, d.gk, d.gv, sum(d.sign) AS due,
+        sum(CASE WHEN d.outcome = 1 THEN d.sign ELSE 0 END) AS completed_on_time,
+        sum(CASE WHEN d.outcome = 2 THEN d.sign ELSE 0 END) AS completed_late,
+        sum(CASE WHEN d.outcome = 0 THEN d.sign ELSE 0 END) AS not_completed,
+        0 AS no_due_date, 0 AS started, sum(d.sign * d.total) AS total, sum(d.sign * d.n) AS n
+        FROM sumstats_di d WHERE d.due_date IS NOT NULL
+        GROUP BY d.company_id, d.due_date, d.gk, d.gv""",
+        """SELECT d.company_id, d.start_date AS day, d.gk, d.gv, 0 AS due,
+        0 AS completed_on_time, 0 AS completed_late, 0 AS not_completed,
+        sum(CASE WHEN d.due_date IS NULL THEN d.sign ELSE 0 END) AS no_due_date,
+        sum(d.sign) AS started, CAST(NULL AS NUMERIC) AS total, 0 AS n
+        FROM sumstats_di d GROUP BY d.company_id, d.start_date, d.gk, d.gv""",
+    )
+)
 
 # The rows of stats_training a refresh took a contribution from (by their start and due
 # dates): the only ones it can have left empty.
@@ -659,7 +665,7 @@ _APPLY_AFTER_MOVES = (
     _HOURS_ADDED,
     NO_MEDIANS,
     f"DELETE FROM stats_phishing WHERE {_IN_KEYS} AND sends = 0",
-    _TRAINING_DELTA,
+    *_TRAINING_DELTAS,
 )
 
 
