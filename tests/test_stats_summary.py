@@ -263,6 +263,28 @@ async def assert_same_summaries(lite: sqlite3.Connection, pg: asyncpg.Connection
         assert summaries(lite, table) == summaries(None, table, theirs), table
 
 
+async def load_both_stores(
+    sample_db: Path, pg_database: str, tmp_path: Path, seed: int, loads: int, checked: bool
+) -> None:
+    """Random batches loaded into the SQLite sample (each load checked against the raw
+    rows when ``checked``) and into PostgreSQL's: after each, the same summaries."""
+    rng = random.Random(seed)
+    known = known_ids(sample_db)
+    pg = await asyncpg.connect(pg_database)
+    try:
+        for n in range(loads):
+            path = write(tmp_path, n, batch(rng, n, known))
+            load_files(sample_db, [path])
+            if checked:
+                check(sample_db, tmp_path)
+            await load_pg(pg_database, [path])
+            lite = sqlite3.connect(sample_db)
+            await assert_same_summaries(lite, pg)
+            lite.close()
+    finally:
+        await pg.close()
+
+
 def check_before_and_after_a_load(db: Path, tmp_path: Path, seed: int) -> None:
     """check(), then a random batch loaded, then check() again."""
     check(db, tmp_path)
@@ -334,20 +356,7 @@ async def test_medians_found_a_few_rows_at_a_time_are_exact(
     """A load finds its rows' medians in batches of keys, each finished before the next:
     with batches of two rows, the summaries are still exact on both stores."""
     monkeypatch.setattr(stats_summary, "MEDIAN_KEYS_A_BATCH", 2)
-    rng = random.Random(3)
-    known = known_ids(sample_db)
-    pg = await asyncpg.connect(pg_database)
-    try:
-        for n in range(2):
-            path = write(tmp_path, n, batch(rng, n, known))
-            load_files(sample_db, [path])
-            check(sample_db, tmp_path)
-            await load_pg(pg_database, [path])
-            lite = sqlite3.connect(sample_db)
-            await assert_same_summaries(lite, pg)
-            lite.close()
-    finally:
-        await pg.close()
+    await load_both_stores(sample_db, pg_database, tmp_path, seed=3, loads=2, checked=True)
 
 
 def test_a_rows_hours_may_come_in_any_order() -> None:
@@ -366,19 +375,7 @@ def test_a_rows_hours_may_come_in_any_order() -> None:
 async def test_postgresql_keeps_the_same_summaries(
     sample_db: Path, pg_database: str, tmp_path: Path
 ) -> None:
-    rng = random.Random(99)
-    known = known_ids(sample_db)
-    pg = await asyncpg.connect(pg_database)
-    try:
-        for n in range(4):
-            path = write(tmp_path, n, batch(rng, n, known))
-            load_files(sample_db, [path])
-            await load_pg(pg_database, [path])
-            lite = sqlite3.connect(sample_db)
-            await assert_same_summaries(lite, pg)
-            lite.close()
-    finally:
-        await pg.close()
+    await load_both_stores(sample_db, pg_database, tmp_path, seed=99, loads=4, checked=False)
 
 
 # What version 8 added: the summaries, the table of moved sends and its trigger.
