@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -197,6 +198,33 @@ async def test_deep_pages_never_run_on_the_event_loop(make_client: Any, big_db: 
     deep = INLINE_PAGE_ROWS // 500 + 30
     assert (await client.get(f"{CAMPAIGN}?per_page=500&page={deep}", headers=headers)).status == 200
     assert not any("LIMIT" in sql for sql in inline)  # deep: read on a pooled thread
+
+
+@pytest.mark.parametrize(
+    ("path", "on_the_loop"),
+    [
+        (f"{API}/victimsapi/changes?limit=5", True),
+        (f"{API}/course-inscriptions/changes?limit=5", True),
+        (f"{API}/victimsapi/changes?limit=5&filter%5Bdepartment%5D=Sales", False),
+        (f"{API}/events?limit=5", False),
+    ],
+)
+async def test_a_feed_window_reads_on_the_event_loop_only_when_it_reads_just_its_records(
+    make_client: Any, path: str, on_the_loop: bool
+) -> None:
+    """A change feed without filters walks the company's own sequence index: its window
+    reads no more rows than it returns, so it is read inline (a pooled thread's hand-over
+    cost more than the read). A person filter, or the event feed's index that every
+    company's events share, may pass over many rows: those go to a thread."""
+    client = await make_client()
+    inline: list[str] = []
+    client.app[POOL]._inline.set_trace_callback(inline.append)
+    response = await client.get(path, headers={"X-API-KEY": KEY_1})
+    assert response.status == 200
+    records = await response.json()
+    assert records or not on_the_loop  # an inline read that read something
+    window = [sql for sql in inline if re.search(r"ORDER BY \w+\.seq, \w+\.id LIMIT", sql)]
+    assert bool(window) == on_the_loop
 
 
 async def test_a_report_on_one_campaign_or_employee_reads_on_the_event_loop(

@@ -64,7 +64,12 @@ def _listing(
     where = [f"{alias}.company_id = ?", f"({alias}.seq, {alias}.id) > (?, ?)", *person]
     rows_from = f"FROM {table} {alias} {joins} WHERE {' AND '.join(where)}"
     order = f"{alias}.seq, {alias}.id"
-    return Listing(record, rows_from, rows_from, order, (company_id, *after, *params), key=order)
+    # The company's own sequence index holds its rows only: unfiltered, a window reads
+    # just its records. A person filter may pass over many before it finds them.
+    return Listing(
+        record, rows_from, rows_from, order, (company_id, *after, *params), key=order,
+        heavy=bool(person),
+    )  # fmt: skip
 
 
 def inscription_changes(company_id: int, filters: ChangeFilters, after: Position) -> Listing:

@@ -100,7 +100,9 @@ def feed_listing(company_id: int, filters: FeedFilters, after: Position) -> List
         f" WHERE {' AND '.join(where)}"
     )
     order = "ev.seq, ev.id"
-    return Listing(FEED_EVENT, rows_from, rows_from, order, tuple(params), key=order)
+    # Heavy: every company's events share the sequence index, so a window may pass over
+    # many of another company's (or many its filters leave out) before it finds its own.
+    return Listing(FEED_EVENT, rows_from, rows_from, order, tuple(params), key=order, heavy=True)
 
 
 # The mark of the first change of the change sequence at or after a seq (the meta rows

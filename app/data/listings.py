@@ -65,8 +65,9 @@ class Listing:
     what the filters need and builds no JSON). ``params`` belong to the FROM/WHERE (both
     of them); ``record_params`` to the record's JSON (today's date, for a report that
     depends on it), bound before them in the statements that build records. A
-    ``heavy`` listing's records each aggregate many rows (the reports): even a short
-    page of them may take long. ``export`` is the record of a flat export (CSV), when it
+    ``heavy`` listing may take long even for a few records: each aggregates many rows
+    (the reports), or its rows may lie far apart (a feed whose index other companies'
+    rows or its filters' misses share). ``export`` is the record of a flat export (CSV), when it
     differs: the JSON record and the ids that tell its rows apart once files are merged;
     ``lines`` the same rows as CSV lines the database writes (:mod:`.csv_lines`).
     ``summed`` is a statement that reads the total from a summary the writers keep
