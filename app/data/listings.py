@@ -66,10 +66,11 @@ class Listing:
     of them); ``record_params`` to the record's JSON (today's date, for a report that
     depends on it), bound before them in the statements that build records. A
     ``heavy`` listing may take long even for a few records: each aggregates many rows
-    (the reports), or its rows may lie far apart (a feed whose index other companies'
-    rows or its filters' misses share). ``export`` is the record of a flat export (CSV), when it
-    differs: the JSON record and the ids that tell its rows apart once files are merged;
-    ``lines`` the same rows as CSV lines the database writes (:mod:`.csv_lines`).
+    (the reports), or they may lie far apart among the rows it walks (a feed: another
+    company's rows, or rows its filters leave out). ``export`` is the record of a flat
+    export (CSV), when it differs: the JSON record and the ids that tell its rows apart
+    once files are merged; ``lines`` the same rows as CSV lines the database writes
+    (:mod:`.csv_lines`).
     ``summed`` is a statement that reads the total from a summary the writers keep
     (with its own ``summed_params``), when the filters allow one: then no count runs.
     ``export_from`` is the FROM/WHERE of the exported records and lines, when their

@@ -231,7 +231,7 @@ class ReadPool:
 
         A filter may skip many rows before it finds ``limit`` records: never on the loop.
         A hand-over to a pooled thread costs more than a short read itself: under 32
-        connections, a change feed's 100 records took twice the CPU a request there.
+        clients, a change feed's answer of 100 records took twice the CPU on a thread.
         """
         if not listing.heavy and limit <= INLINE_PAGE_ROWS:
             return self.run_inline(lambda conn: read_window(conn, listing, limit))
