@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 import pytest
 
+from app.data.listings import SUMMARY_RECORDS_INLINE
 from app.data.pool import INLINE_PAGE_ROWS
 from app.keys import POOL
 from app.tools.loader import load_files
@@ -225,6 +226,33 @@ async def test_a_feed_window_reads_on_the_event_loop_only_when_it_reads_just_its
     assert records or not on_the_loop  # an inline read that read something
     window = [sql for sql in inline if re.search(r"ORDER BY \w+\.seq, \w+\.id LIMIT", sql)]
     assert bool(window) == on_the_loop
+
+
+@pytest.mark.parametrize(
+    ("path", "on_the_loop"),
+    [
+        (f"{API}/campaigns?per_page={SUMMARY_RECORDS_INLINE}", True),
+        (f"{API}/campaigns?per_page={SUMMARY_RECORDS_INLINE + 1}", False),
+        (f"{API}/courses?per_page={SUMMARY_RECORDS_INLINE}", True),
+        (f"{API}/courses?per_page={SUMMARY_RECORDS_INLINE + 1}", False),
+    ],
+)
+async def test_a_short_page_of_campaigns_or_courses_reads_on_the_event_loop(
+    make_client: Any, path: str, on_the_loop: bool
+) -> None:
+    """Each campaign or course is a few rows of the writers' summaries: once its total is
+    known, a page of at most SUMMARY_RECORDS_INLINE of them is read inline; a longer one
+    (up to a thousand) goes to a thread."""
+    client = await make_client()
+    inline: list[str] = []
+    client.app[POOL]._inline.set_trace_callback(inline.append)
+    headers = {"X-API-KEY": KEY_1}
+    assert (await client.get(path, headers=headers)).status == 200  # counts the total
+    inline.clear()
+    response = await client.get(path, headers=headers)
+    assert response.status == 200 and await response.json()
+    page = [sql for sql in inline if re.search(r"ORDER BY c\.(launch_date, c\.)?id LIMIT", sql)]
+    assert bool(page) == on_the_loop
 
 
 async def test_a_report_on_one_campaign_or_employee_reads_on_the_event_loop(

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs, rate, seconds_after
-from .listings import Listing, Record, owned, placeholders
+from .listings import SUMMARY_RECORDS_INLINE, Listing, Record, owned, placeholders
 from .summaries import FUNNEL_COUNTS, MEDIAN_KINDS, VERDICT_COLUMNS, filter_key
 from .vocabulary import AUTOMATION_FILTERS
 
@@ -151,7 +151,10 @@ def campaigns_listing(company_id: int, filters: CampaignFilters) -> Listing:
             params.append(value.isoformat())
     rows_from = f"FROM campaigns c WHERE {' AND '.join(where)}"
     record = RECORDS[filters.without_captcha, filters.automation, False]
-    return Listing(record, rows_from, rows_from, "c.launch_date, c.id", tuple(params), heavy=True)
+    return Listing(
+        record, rows_from, rows_from, "c.launch_date, c.id", tuple(params), heavy=True,
+        inline_records=SUMMARY_RECORDS_INLINE,
+    )  # fmt: skip
 
 
 def campaign_report(
@@ -160,7 +163,8 @@ def campaign_report(
     """One campaign of the company with its departments; RecordNotFound unless theirs.
 
     Not heavy: its figures are the writers' summaries, a row a department, so it is a
-    short read on the event loop (a page of campaigns, up to a thousand, stays heavy).
+    short read on the event loop (a page of campaigns, up to a thousand, is heavy: only
+    one of at most ``SUMMARY_RECORDS_INLINE`` is read there).
     """
     rows_from = "FROM campaigns c WHERE c.id = ? AND c.company_id = ?"
     record = RECORDS[without_captcha, automation, True]

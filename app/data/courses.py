@@ -12,7 +12,7 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from .aggregates import Fields, json_pairs, rate, rounded_mean
-from .listings import Listing, Record, placeholders
+from .listings import SUMMARY_RECORDS_INLINE, Listing, Record, placeholders
 from .vocabulary import INSCRIPTION_STATUSES
 
 _STATUSES = ", ".join(
@@ -65,4 +65,7 @@ def courses_listing(company_id: int, titles: Sequence[str], today: dt.date) -> L
         params.extend(titles)
     rows_from = f"FROM courses c WHERE {' AND '.join(where)}"
     today_param = (today.isoformat(),)
-    return Listing(COURSE, rows_from, rows_from, "c.id", tuple(params), None, today_param, True)
+    return Listing(
+        COURSE, rows_from, rows_from, "c.id", tuple(params), None, today_param, True,
+        inline_records=SUMMARY_RECORDS_INLINE,
+    )  # fmt: skip

@@ -218,9 +218,12 @@ class ReadPool:
         """One page with its total; ``known`` is a total counted for the current token.
 
         A total read from a summary (``listing.summed``) is a short read as a known one is.
+        A hand-over to a pooled thread cost a page of 25 campaigns about 300 µs more CPU
+        under 32 clients (954 µs against 654 µs), 40 µs for one client alone.
         """
         short = paging.offset + paging.per_page <= INLINE_PAGE_ROWS
-        if (known is not None or listing.summed) and short and not listing.heavy:
+        light = not listing.heavy or paging.per_page <= listing.inline_records
+        if (known is not None or listing.summed) and short and light:
             return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
