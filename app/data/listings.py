@@ -134,6 +134,11 @@ class Listing:
         record = f"CAST({self.record.json} AS BLOB), {self.key}"
         return f"SELECT {record} {self.rows_from} ORDER BY {self.order_by} LIMIT ?"
 
+    def light(self, records: int) -> bool:
+        """Whether ``records`` of its records are a short read wherever they lie: not
+        heavy, or few enough of a heavy listing's bounded ones (``inline_records``)."""
+        return not self.heavy or records <= self.inline_records
+
     def ownership(self) -> str:
         """A short read's check that the company owns the record (true without a guard)."""
         return f"EXISTS ({self.guard.sql})" if self.guard is not None else "true"

@@ -222,8 +222,7 @@ class ReadPool:
         under 32 clients (954 µs against 654 µs), 40 µs for one client alone.
         """
         short = paging.offset + paging.per_page <= INLINE_PAGE_ROWS
-        light = not listing.heavy or paging.per_page <= listing.inline_records
-        if (known is not None or listing.summed) and short and light:
+        if (known is not None or listing.summed) and short and listing.light(paging.per_page):
             return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
@@ -236,7 +235,7 @@ class ReadPool:
         A hand-over to a pooled thread costs more than a short read itself: under 32
         clients, a change feed's answer of 100 records took twice the CPU on a thread.
         """
-        if not listing.heavy and limit <= INLINE_PAGE_ROWS:
+        if listing.light(limit) and limit <= INLINE_PAGE_ROWS:
             return self.run_inline(lambda conn: read_window(conn, listing, limit))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_window(raw, listing, limit))
