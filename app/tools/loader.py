@@ -67,9 +67,10 @@ LOCK_WAIT = 30.0  # seconds a load waits for another writer before giving up
 # SQLite's page caches during a load: the main database's, and the temporary one's that
 # stages the records. Each of SQLite's sorters also holds up to the main cache's size
 # before it spills to a file, so these bound the load's memory whatever the files' size.
-# Larger caches made the standard set's whole load no faster (65.1 s with 64 + 32 MiB,
-# 65.6 s with 24 + 16) and its peak about 90 MB higher.
-CACHE_MIB = 24
+# Larger main caches made no load faster: the standard set's whole load took 87 and
+# 90 s with 24 MiB, 79 and 85 s with 8 (peak 152 MB against 101 MB), and 1,000 events
+# into the large set about 1.9 s with either.
+CACHE_MIB = 8
 TEMP_CACHE_MIB = 16
 
 
