@@ -182,14 +182,18 @@ async def test_a_reader_that_stops_is_cut_off_after_the_write_timeout(
 # ---- item 5: deep pages ------------------------------------------------------------
 
 
-async def test_deep_pages_never_run_on_the_event_loop(make_client: Any, big_db: Path) -> None:
-    """Once the total is known, shallow pages read inline; a deep one goes to a thread.
-
-    The statements the event loop's own connection runs are traced (observation only).
-    """
-    client = await make_client(db=str(big_db))
+def inline_statements(client: Any) -> list[str]:
+    """The statements the event loop's own connection runs from now on (observation only:
+    a trace callback), to tell a read on the loop from one on a pooled thread."""
     inline: list[str] = []
     client.app[POOL]._inline.set_trace_callback(inline.append)
+    return inline
+
+
+async def test_deep_pages_never_run_on_the_event_loop(make_client: Any, big_db: Path) -> None:
+    """Once the total is known, shallow pages read inline; a deep one goes to a thread."""
+    client = await make_client(db=str(big_db))
+    inline = inline_statements(client)
     headers = {"X-API-KEY": KEY_1}
     assert (await client.get(f"{CAMPAIGN}?per_page=500&page=1", headers=headers)).status == 200
     inline.clear()
@@ -218,8 +222,7 @@ async def test_a_feed_window_reads_on_the_event_loop_only_when_it_reads_just_its
     cost more than the read). A person filter, or the event feed's index that every
     company's events share, may pass over many rows: those go to a thread."""
     client = await make_client()
-    inline: list[str] = []
-    client.app[POOL]._inline.set_trace_callback(inline.append)
+    inline = inline_statements(client)
     response = await client.get(path, headers={"X-API-KEY": KEY_1})
     assert response.status == 200
     records = await response.json()
@@ -244,8 +247,7 @@ async def test_a_short_page_of_campaigns_or_courses_reads_on_the_event_loop(
     known, a page of at most SUMMARY_RECORDS_INLINE of them is read inline; a longer one
     (up to a thousand) goes to a thread."""
     client = await make_client()
-    inline: list[str] = []
-    client.app[POOL]._inline.set_trace_callback(inline.append)
+    inline = inline_statements(client)
     headers = {"X-API-KEY": KEY_1}
     assert (await client.get(path, headers=headers)).status == 200  # counts the total
     inline.clear()
@@ -261,8 +263,7 @@ async def test_a_report_on_one_campaign_or_employee_reads_on_the_event_loop(
     """One campaign's or one employee's report is a few rows of the writers' summaries:
     read on the event loop's own connection, with no hand-over to a pooled thread."""
     client = await make_client(db=str(big_db))
-    inline: list[str] = []
-    client.app[POOL]._inline.set_trace_callback(inline.append)
+    inline = inline_statements(client)
     headers = {"X-API-KEY": KEY_1}
     for path, summary in (
         (f"{API}/campaigns/1", "campaign_funnels"),
