@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .web.auth import KeyCache
     from .web.params import QueryParsers
     from .web.ratelimit import Decision, Limits
+    from .web.refresh import RecentPages
     from .web.responder import CountKey, PoolShares, StreamSlots, TagKey, TokenCache
 
 
@@ -39,6 +40,7 @@ PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 SHARES: web.AppKey[PoolShares] = web.AppKey("shares")
 DATA_VERSION: web.AppKey[Version] = web.AppKey("data_version")
+RECENT_PAGES: web.AppKey[RecentPages] = web.AppKey("recent_pages")
 # Today's UTC date (the reports count overdue inscriptions): a clock tests can set.
 TODAY: web.AppKey[Callable[[], dt.date]] = web.AppKey("today")
 

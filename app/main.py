@@ -13,7 +13,18 @@ from .data.pg.store import PgStore
 from .data.pool import ReadPool
 from .data.store import Store
 from .data.version import DataVersion
-from .keys import CONFIG, COUNTS, DATA_VERSION, ETAGS, PARSERS, POOL, SHARES, STREAMS, TODAY
+from .keys import (
+    CONFIG,
+    COUNTS,
+    DATA_VERSION,
+    ETAGS,
+    PARSERS,
+    POOL,
+    RECENT_PAGES,
+    SHARES,
+    STREAMS,
+    TODAY,
+)
 from .web.auth import auth_middleware, setup_auth
 from .web.dashboard import setup_dashboard
 from .web.errors import error_middleware
@@ -21,6 +32,7 @@ from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
 from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
+from .web.refresh import RecentPages, refresh_ctx
 from .web.responder import (
     PoolShares,
     StreamSlots,
@@ -57,6 +69,7 @@ def api_app(config: Config) -> web.Application:
     app[CONFIG] = config
     app[COUNTS] = TokenCache()
     app[ETAGS] = TokenCache()
+    app[RECENT_PAGES] = RecentPages()
     app[PARSERS] = QueryParsers()
     app[STREAMS] = StreamSlots(config.streams_per_company)
     app[SHARES] = PoolShares(pool_share(config.read_connections))
@@ -71,6 +84,7 @@ def api_app(config: Config) -> web.Application:
     else:
         setup_ratelimit(app, config)
     app.cleanup_ctx.append(database_ctx)
+    app.cleanup_ctx.append(refresh_ctx)  # after the store: it reads through it
     app.on_response_prepare.append(prepare_headers)
     setup_routes(app)
     return app

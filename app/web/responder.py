@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
@@ -23,7 +24,7 @@ from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
 from ..data.listings import Listing, Paging
-from ..keys import CALLER, COUNTS, DATA_VERSION, ETAGS, POOL, SHARES, STREAMS
+from ..keys import CALLER, COUNTS, DATA_VERSION, ETAGS, POOL, RECENT_PAGES, SHARES, STREAMS
 from .bodies import array_response, whole_response
 from .cursor import CursorPage
 from .errors import TooManyRequests
@@ -149,9 +150,11 @@ async def respond_page(
     key = count_key(request, ready.company_id)
     total = app[COUNTS].get(key, ready.token)
     known = None if total is None else (ready.token, total)
+    started = time.perf_counter()
     async with app[SHARES].hold(ready.company_id):
         page = await app[POOL].page(ready.listing, paging, known)
     app[COUNTS].put(key, page.token, page.total)
+    app[RECENT_PAGES].note(key, ready.listing, paging, time.perf_counter() - started)
     headers = await ready.headers(page.token)
     url = request.rel_url
     headers.update(page_headers(url.raw_path, url.raw_query_string, paging, page.total))
