@@ -23,9 +23,9 @@ import pytest
 
 from app.data.listings import SUMMARY_RECORDS_INLINE
 from app.data.pool import INLINE_PAGE_ROWS
-from app.keys import POOL
 from app.tools.loader import load_files
 
+from .support.clients import inline_statements
 from .support.factories import API, KEY_1, KEY_2, generated_events, make_sample_db, next_event_id
 from .support.servers import GUARD_SECONDS, UNLIMITED, Launcher
 
@@ -180,14 +180,6 @@ async def test_a_reader_that_stops_is_cut_off_after_the_write_timeout(
 
 
 # ---- item 5: deep pages ------------------------------------------------------------
-
-
-def inline_statements(client: Any) -> list[str]:
-    """The statements the event loop's own connection runs from now on (observation only:
-    a trace callback), to tell a read on the loop from one on a pooled thread."""
-    inline: list[str] = []
-    client.app[POOL]._inline.set_trace_callback(inline.append)
-    return inline
 
 
 async def test_deep_pages_never_run_on_the_event_loop(make_client: Any, big_db: Path) -> None:

@@ -13,27 +13,15 @@ from pathlib import Path
 from typing import Any
 
 from app.data.listings import Paging
-from app.data.pool import ReadPool
-from app.keys import COUNTS, DATA_VERSION, POOL
+from app.keys import COUNTS, DATA_VERSION
 from app.web.refresh import SLOW_SECONDS, WATCH_SECONDS, RecentPages
 
+from .support.clients import traced
 from .support.factories import API, KEY_1, KEY_2, query
 from .support.stores import EACH_STORE, Store
 
 TEAM = "Blue Team"
 TEAM_PAGE = f"{API}/course-inscriptions?filter%5Bteams%5D=Blue+Team&per_page=2"  # counted
-
-
-async def traced(client: Any) -> list[str]:
-    """Every statement the server's connections run from now on (the loop's own and the
-    pooled ones): observation only, by SQLite's trace callback."""
-    pool = client.app[POOL]
-    assert isinstance(pool, ReadPool)
-    statements: list[str] = []
-    pool._inline.set_trace_callback(statements.append)
-    for conn in pool._all:
-        await conn.set_trace_callback(statements.append)
-    return statements
 
 
 def an_inscription_for_the_team(db: Path) -> dict[str, Any]:

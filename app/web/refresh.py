@@ -72,8 +72,8 @@ async def read_again(app: web.Application, token: str) -> None:
             if page.token != token:
                 return
             counts.put(key, page.token, page.total)
-            if total is None:  # counted: now read it as the next request will
-                await pool.page(listing, paging, (page.token, page.total))
+            if total is None and not listing.summed:  # counted on a pooled connection:
+                await pool.page(listing, paging, (page.token, page.total))  # now as known
         except Exception as exc:  # one page's failure stops no other
             log.debug("page not read again after a load: %s", exc)
 

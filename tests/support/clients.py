@@ -10,6 +10,8 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from app.data.pool import ReadPool
+from app.keys import POOL
 from app.web.logs import AccessLogger
 from app.web.server import ProblemAppRunner
 
@@ -35,3 +37,22 @@ async def get_raw(client: TestClient, path: str, **headers: str) -> tuple[Any, b
         session.get(client.make_url(path), headers=headers) as resp,
     ):
         return resp, await resp.read()
+
+
+def inline_statements(client: TestClient) -> list[str]:
+    """The statements the event loop's own connection runs from now on (observation only:
+    a trace callback), to tell a read on the loop from one on a pooled thread."""
+    pool = client.app[POOL]
+    assert isinstance(pool, ReadPool)
+    inline: list[str] = []
+    pool._inline.set_trace_callback(inline.append)
+    return inline
+
+
+async def traced(client: TestClient) -> list[str]:
+    """Every statement the server's connections run from now on, the loop's own and the
+    pooled ones, in one list."""
+    statements = inline_statements(client)
+    for conn in client.app[POOL]._all:
+        await conn.set_trace_callback(statements.append)
+    return statements
