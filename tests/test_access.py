@@ -353,6 +353,29 @@ async def test_the_rollup_is_the_partner_s_only(
         await assert_problem(response, 403)
 
 
+async def test_a_company_added_to_a_partner_is_in_its_rollup_with_a_new_etag(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The key tool moves the data version when a partner reads one more company: the
+    rollup's ETag and total are not those of before."""
+    partner = await new_partner(store, capsys)
+    await tool(store, capsys, "partner", "add-company", partner, "2")
+    key = await new_key(store, capsys, "--partner", partner)
+    client = await make_client()
+    async with await get(client, ROLLUP, key) as response:
+        tag, total = response.headers["ETag"], response.headers["X-Total-Count"]
+    assert total == "1"
+    await tool(store, capsys, "partner", "add-company", partner, "1")
+    rows: list[Any] = []
+    for _ in range(200):  # the server notices a new data version within 0.1 s
+        async with await get(client, ROLLUP, key, **{"If-None-Match": tag}) as response:
+            if response.status == 200:
+                rows, total = await response.json(), response.headers["X-Total-Count"]
+                break
+        await asyncio.sleep(0.05)
+    assert [row["id"] for row in rows] == [1, 2] and total == "2"
+
+
 def test_the_last_12_months_start_a_calendar_year_before() -> None:
     assert year_before(date(2026, 3, 1)) == date(2025, 3, 1)
     assert year_before(date(2028, 2, 29)) == date(2027, 2, 28)

@@ -34,6 +34,7 @@ from app.tools.webhook_sender import PgStore, Settings, networks_of, run_sender
 from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
+from .support.stores import EACH_STORE, Store
 from .support.servers import ROOT, clean_env
 
 LOCAL = networks_of("127.0.0.1")
@@ -356,3 +357,34 @@ async def test_the_sender_on_postgresql_sends_the_same_and_keeps_a_second_out(
     assert [m["data"]["id"] for m in messages] == [1001, 1002, 1004, 1005, 1007, 1008]
     await run_sender(None, pg_database, settings)  # caught up: nothing again
     assert len(receiver.got) == 6
+
+
+@EACH_STORE
+async def test_the_tools_and_the_senders_writes_give_their_listings_new_etags_and_totals(
+    store: Store, tmp_path: Path, receiver: Receiver, make_client: Any
+) -> None:
+    """The sender and the tool write without moving the data token: /webhooks and the
+    deliveries still answer anew (200, a new ETag, the new total), other answers keep
+    their ETags."""
+    on = ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+    webhook_id, _ = await asyncio.to_thread(subscribe_on, on, receiver.url)
+    await store.load([events_file(tmp_path, range(1001, 1003))])  # a fail and a report
+    client = await make_client()
+    key = {"X-API-KEY": KEYS[1]}
+    paths = [f"{API}/webhooks", f"{API}/webhooks/{webhook_id}/deliveries", f"{API}/campaigns"]
+    tags = [(await client.get(path, headers=key)).headers["ETag"] for path in paths]
+
+    async def again(path: str, tag: str) -> Any:
+        return await client.get(path, headers={**key, "If-None-Match": tag})
+
+    assert [(await again(p, t)).status for p, t in zip(paths, tags, strict=True)] == [304] * 3
+    settings = Settings(SHORT, LOCAL, receiver.ca_file, once=True)
+    await run_sender(None if store.url else str(store.sqlite_path), store.url or None, settings)
+    hooks, deliveries, campaigns = [await again(p, t) for p, t in zip(paths, tags, strict=True)]
+    assert (hooks.status, deliveries.status, campaigns.status) == (200, 200, 304)
+    assert len(await deliveries.json()) == int(deliveries.headers["X-Total-Count"]) == 2
+    assert deliveries.headers["ETag"] != tags[1]
+    assert (await again(paths[1], deliveries.headers["ETag"])).status == 304
+    await asyncio.to_thread(main, [*on, "disable", webhook_id])
+    disabled = await again(paths[0], hooks.headers["ETag"])
+    assert disabled.status == 200 and (await disabled.json())[0]["status"] == "disabled"

@@ -20,7 +20,7 @@ from typing import TypeVar
 
 import aiosqlite
 
-from . import feed
+from . import feed, webhooks
 from .aiosqlite_shim import run_in_thread
 from .api_keys import ActiveKey, find_caller
 from .listings import (
@@ -247,6 +247,10 @@ class ReadPool:
     async def feed_mark(self, seq: int) -> str | None:
         """The mark a feed cursor at ``seq`` is signed with (one meta row: on the loop)."""
         return self.run_inline(lambda conn: feed.feed_mark(conn, seq))
+
+    async def webhooks_version(self) -> str:
+        """The version of what the webhook listings show (one meta row: on the loop)."""
+        return self.run_inline(webhooks.version)
 
     async def one(self, listing: Listing) -> Records:
         """A listing of at most one record (a report on one object): on the event loop

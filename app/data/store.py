@@ -78,6 +78,11 @@ class Store(Protocol):
         """The mark a feed cursor at ``seq`` is signed with; None past the change sequence."""
         ...
 
+    async def webhooks_version(self) -> str:
+        """The version of what the webhook listings show: the webhook tool's and sender's
+        writes move it, loads do not."""
+        ...
+
     async def one(self, listing: Listing) -> Records: ...
 
     def whole(

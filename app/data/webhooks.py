@@ -84,6 +84,15 @@ ROTATE = (
     "UPDATE webhooks SET old_secret = secret, old_secret_until = ?, secret = ?"
     " WHERE id = ? RETURNING id"
 )
+# What /webhooks and /webhooks/{id}/deliveries show changes with the tool's and the
+# sender's writes, not with loads: each such write moves this version (in its own
+# transaction), which goes into those answers' ETags and totals (the data token does not
+# move: a sender logging every attempt would otherwise void every company's ETags).
+CHANGED = (
+    "INSERT INTO meta (key, value) VALUES ('webhooks_version', '1') ON CONFLICT (key)"
+    " DO UPDATE SET value = CAST(CAST(meta.value AS BIGINT) + 1 AS TEXT)"
+)
+VERSION = "SELECT value FROM meta WHERE key = 'webhooks_version'"
 
 
 def create_args(sub: Subscription, secret: str, now: dt.datetime) -> tuple[object, ...]:
@@ -105,6 +114,7 @@ def create(conn: sqlite3.Connection, sub: Subscription, now: dt.datetime) -> tup
         raise WebhookRefused(f"no company {sub.company_id}")
     secret = new_secret()
     (webhook_id,) = conn.execute(CREATE, create_args(sub, secret, now)).fetchone()
+    conn.execute(CHANGED)
     return int(webhook_id), secret
 
 
@@ -115,18 +125,21 @@ def list_all(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
 def set_status(conn: sqlite3.Connection, webhook_id: int, status: str) -> None:
     if conn.execute(SET_STATUS, (status, status, webhook_id)).fetchone() is None:
         raise missing(webhook_id)
+    conn.execute(CHANGED)
 
 
 def delete(conn: sqlite3.Connection, webhook_id: int) -> None:
     conn.execute(DELETE_DELIVERIES, (webhook_id,))
     if conn.execute(DELETE, (webhook_id,)).fetchone() is None:
         raise missing(webhook_id)
+    conn.execute(CHANGED)
 
 
 def rotate(conn: sqlite3.Connection, webhook_id: int, now: dt.datetime) -> str:
     secret = new_secret()
     if conn.execute(ROTATE, (utc_text(now + ROTATION), secret, webhook_id)).fetchone() is None:
         raise missing(webhook_id)
+    conn.execute(CHANGED)
     return secret
 
 
@@ -145,6 +158,12 @@ DELIVERY = Record(
     'attempt', d.attempt, 'attempted_at', d.attempted_at, 'status', d.status,
     'response_status', d.response_status, 'error', d.error)""",
 )
+
+
+def version(conn: sqlite3.Connection) -> str:
+    """The webhooks' version now ("0" before any write of the tool or the sender)."""
+    row = conn.execute(VERSION).fetchone()
+    return str(row[0]) if row else "0"
 
 
 def webhooks_listing(company_id: int) -> Listing:

@@ -32,9 +32,10 @@ from ..data.api_keys import (
     rotate_key,
 )
 from ..data.pg import api_keys as pg_keys
+from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
-from ..data.schema import check_readable, connect_writer, write_transaction
+from ..data.schema import bump_data_version, check_readable, connect_writer, write_transaction
 from .cli import ToolError, add_store_arguments, command
 
 # What a revocation means for a running server: its key cache (data.api_keys) decides.
@@ -225,7 +226,7 @@ def run(args: argparse.Namespace) -> None:
     elif args.command == "partner" and args.partner_command == "create":
         print(f"Created partner {in_transaction(args.db, create_partner, args.name)}.")
     elif args.command == "partner":
-        in_transaction(args.db, add_partner_company, args.partner_id, args.company_id)
+        in_transaction(args.db, partner_reads, args.partner_id, args.company_id)
         print(f"Partner {args.partner_id} reads company {args.company_id}.")
     elif args.command == "list":
         print(format_table(reading(args.db, list_keys)))
@@ -236,6 +237,19 @@ def run(args: argparse.Namespace) -> None:
         new = in_transaction(args.db, rotate_key, args.key_id, args.expires_in)
         print(f"Revoked key {args.key_id}.")
         print_new_key("Created replacement", new)
+
+
+def partner_reads(conn: sqlite3.Connection, partner_id: int, company_id: int) -> None:
+    """One more company for the partner: its rollup lists it, so the data version moves
+    (new ETags and totals), as with a load."""
+    add_partner_company(conn, partner_id, company_id)
+    bump_data_version(conn)
+
+
+async def partner_reads_pg(conn: asyncpg.Connection, partner_id: int, company_id: int) -> None:
+    """The same on PostgreSQL."""
+    await pg_keys.add_partner_company(conn, partner_id, company_id)
+    await bump_pg(conn)
 
 
 def run_on_postgresql(args: argparse.Namespace) -> None:
@@ -249,7 +263,7 @@ def run_on_postgresql(args: argparse.Namespace) -> None:
     elif args.command == "partner" and args.partner_command == "create":
         print(f"Created partner {asyncio.run(on_postgresql(url, 'create_partner', args.name))}.")
     elif args.command == "partner":
-        asyncio.run(on_postgresql(url, "add_partner_company", args.partner_id, args.company_id))
+        asyncio.run(in_pg_transaction(url, partner_reads_pg, args.partner_id, args.company_id))
         print(f"Partner {args.partner_id} reads company {args.company_id}.")
     elif args.command == "list":
         print(format_table(asyncio.run(on_postgresql(url, "list_keys"))))

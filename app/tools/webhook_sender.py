@@ -40,7 +40,7 @@ from aiohttp.resolver import DefaultResolver
 from ..data.feed import FeedFilters, feed_listing
 from ..data.pg import sql as pg_sql
 from ..data.schema import connect_writer, write_transaction
-from ..data.webhooks import utc_text
+from ..data.webhooks import CHANGED, utc_text
 from .cli import ToolError
 
 LOG = logging.getLogger("reporting.webhooks")
@@ -65,7 +65,7 @@ FAILED = (
     "UPDATE webhooks SET last_failure_at = ?, consecutive_failures = consecutive_failures + 1"
     " WHERE id = ?"
 )
-STATUS = "UPDATE webhooks SET status = ? WHERE id = ?"
+STATUS = "UPDATE webhooks SET status = ? WHERE id = ?"  # each write also runs CHANGED
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,10 +161,12 @@ class SqliteStore:
                 self.conn.execute(MOVED, (*moved, now, hook.id))
             else:
                 self.conn.execute(FAILED, (now, hook.id))
+            self.conn.execute(CHANGED)
 
     async def set_status(self, hook: Hook, status: str) -> None:
         with write_transaction(self.conn):
             self.conn.execute(STATUS, (status, hook.id))
+            self.conn.execute(CHANGED)
 
     async def close(self) -> None:
         self.conn.close()
@@ -202,9 +204,12 @@ class PgStore:
                 await self.conn.execute(pg_sql.numbered(MOVED), *moved, now, hook.id)
             else:
                 await self.conn.execute(pg_sql.numbered(FAILED), now, hook.id)
+            await self.conn.execute(CHANGED)
 
     async def set_status(self, hook: Hook, status: str) -> None:
-        await self.conn.execute(pg_sql.numbered(STATUS), status, hook.id)
+        async with self.conn.transaction():
+            await self.conn.execute(pg_sql.numbered(STATUS), status, hook.id)
+            await self.conn.execute(CHANGED)
 
     async def close(self) -> None:
         await self.conn.close()

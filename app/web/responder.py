@@ -147,7 +147,7 @@ async def respond_page(
     app = request.app
     # A total is read once per data version: summed from a summary with the first page
     # (a department's may sum thousands of rows), or else counted; then kept.
-    key = count_key(request, ready.company_id)
+    key = count_key(request, ready.company_id, variant)
     total = app[COUNTS].get(key, ready.token)
     known = None if total is None else (ready.token, total)
     started = time.perf_counter()
@@ -349,11 +349,13 @@ def csv_name(request: web.Request) -> str:
     return f"{resource.replace('/', '-')}.csv"
 
 
-def count_key(request: web.Request, company_id: int) -> CountKey:
-    """The company and a digest of the path and every parameter the total depends on.
+def count_key(request: web.Request, company_id: int, variant: str = "") -> CountKey:
+    """The company and a digest of the path, every parameter the total depends on and
+    what else the answer does (``variant``: a filter by today's date counts anew the next
+    day, the webhook listings with each write of the sender).
 
     A digest keeps each cache entry small whatever the length of the query string.
     """
     items = sorted((k, v) for k, v in request.query.items() if k not in NOT_COUNTED)
-    digest = hashlib.blake2b(repr((request.path, items)).encode(), digest_size=16).digest()
+    digest = hashlib.blake2b(repr((request.path, items, variant)).encode(), digest_size=16).digest()
     return company_id, digest

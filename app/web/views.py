@@ -267,7 +267,8 @@ async def webhook_list(request: web.Request) -> web.StreamResponse:
     """GET /api/companies/v1/webhooks: the company's webhook subscriptions."""
     query = request.app[PARSERS].parse(WEBHOOKS_QUERY, request)
     listing = webhooks.webhooks_listing(request[CALLER].company_id)
-    return await respond_page(request, listing, query.paging, WEBHOOKS)
+    variant = await webhooks_variant(request)
+    return await respond_page(request, listing, query.paging, WEBHOOKS, variant)
 
 
 @documented(DeliveriesQuery, DeliverySchema, path_id="webhook")
@@ -276,7 +277,14 @@ async def webhook_deliveries(request: web.Request) -> web.StreamResponse:
     webhook_id, query = request.app[PARSERS].parse_with_id(DELIVERIES_QUERY, request)
     company_id = request[CALLER].company_id
     listing = webhooks.deliveries_listing(company_id, webhook_id, query.statuses)
-    return await respond_page(request, listing, query.paging, DELIVERIES)
+    variant = await webhooks_variant(request)
+    return await respond_page(request, listing, query.paging, DELIVERIES, variant)
+
+
+async def webhooks_variant(request: web.Request) -> str:
+    """The webhooks' version, for the ETag and the total: the tool and the sender write
+    without moving the data token."""
+    return f"webhooks {await request.app[POOL].webhooks_version()}"
 
 
 @documented(PhishingStatsQuery, PhishingStatsSchema)

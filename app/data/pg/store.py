@@ -24,7 +24,7 @@ from typing import Any
 
 import asyncpg
 
-from .. import feed
+from .. import feed, webhooks
 from ..api_keys import CALLER_COLUMNS, ActiveKey, active_key
 from ..listings import (
     CHUNK_ROWS,
@@ -245,6 +245,12 @@ class PgStore:
         async with self._connection() as conn:
             value = await conn.fetchval(sql.numbered(feed.FEED_MARK), feed.feed_mark_key(seq))
         return None if value is None else str(value)
+
+    async def webhooks_version(self) -> str:
+        """The version of what the webhook listings show (SQLite's :func:`webhooks.version`)."""
+        async with self._connection() as conn:
+            value = await conn.fetchval(webhooks.VERSION)
+        return "0" if value is None else str(value)
 
     async def one(self, listing: Listing) -> Records:
         token, _, texts = await self._short(listing, False, "LIMIT ?", 2)

@@ -17,6 +17,7 @@ async def create(
         raise w.WebhookRefused(f"no company {sub.company_id}")
     secret = w.new_secret()
     webhook_id = await conn.fetchval(numbered(w.CREATE), *w.create_args(sub, secret, now))
+    await conn.execute(w.CHANGED)
     return int(webhook_id), secret
 
 
@@ -27,12 +28,14 @@ async def list_all(conn: asyncpg.Connection) -> list[tuple[object, ...]]:
 async def set_status(conn: asyncpg.Connection, webhook_id: int, status: str) -> None:
     if await conn.fetchval(numbered(w.SET_STATUS), status, status, webhook_id) is None:
         raise w.missing(webhook_id)
+    await conn.execute(w.CHANGED)
 
 
 async def delete(conn: asyncpg.Connection, webhook_id: int) -> None:
     await conn.execute(numbered(w.DELETE_DELIVERIES), webhook_id)
     if await conn.fetchval(numbered(w.DELETE), webhook_id) is None:
         raise w.missing(webhook_id)
+    await conn.execute(w.CHANGED)
 
 
 async def rotate(conn: asyncpg.Connection, webhook_id: int, now: dt.datetime) -> str:
@@ -40,4 +43,5 @@ async def rotate(conn: asyncpg.Connection, webhook_id: int, now: dt.datetime) ->
     until = w.utc_text(now + w.ROTATION)
     if await conn.fetchval(numbered(w.ROTATE), until, secret, webhook_id) is None:
         raise w.missing(webhook_id)
+    await conn.execute(w.CHANGED)
     return secret
