@@ -101,6 +101,14 @@ class Config:
             "help": "long answers (streamed arrays) one company may be sent at once",
         },
     )
+    answer_memory_mb: int = field(
+        default=16,
+        metadata={
+            "env": "REPORTING_ANSWER_MEMORY_MB",
+            "help": "megabytes of small answers each process keeps to send again until the"
+            " next load (0: none)",
+        },
+    )
     keepalive_timeout: float = field(
         default=15.0,
         metadata={
@@ -168,6 +176,8 @@ class Config:
             raise ValueError(
                 "the read and write timeouts must be positive and streams per company >= 1"
             )
+        if self.answer_memory_mb < 0:
+            raise ValueError("answer memory must be >= 0 megabytes")
         if self.keepalive_timeout <= 0 or self.header_timeout <= 0:
             raise ValueError("the keep-alive and header timeouts must be positive")
         if self.max_connections < 1 or self.max_connections_per_address < 1:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .web.params import QueryParsers
     from .web.ratelimit import Decision, Limits
     from .web.refresh import RecentPages
-    from .web.responder import CountKey, PoolShares, StreamSlots, TagKey, TokenCache
+    from .web.responder import CountKey, KnownAnswers, PoolShares, StreamSlots, TokenCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ POOL: web.AppKey[Store] = web.AppKey("pool")
 KEY_CACHE: web.AppKey[KeyCache] = web.AppKey("key_cache")
 LIMITS: web.AppKey[Limits] = web.AppKey("limits")
 COUNTS: web.AppKey[TokenCache[CountKey, int]] = web.AppKey("counts")
-ETAGS: web.AppKey[TokenCache[TagKey, str]] = web.AppKey("etags")
+ANSWERS: web.AppKey[KnownAnswers] = web.AppKey("answers")
 PARSERS: web.AppKey[QueryParsers] = web.AppKey("parsers")
 STREAMS: web.AppKey[StreamSlots] = web.AppKey("streams")
 SHARES: web.AppKey[PoolShares] = web.AppKey("shares")

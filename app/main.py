@@ -14,10 +14,10 @@ from .data.pool import ReadPool
 from .data.store import Store
 from .data.version import DataVersion
 from .keys import (
+    ANSWERS,
     CONFIG,
     COUNTS,
     DATA_VERSION,
-    ETAGS,
     PARSERS,
     POOL,
     RECENT_PAGES,
@@ -34,10 +34,11 @@ from .web.params import QueryParsers
 from .web.ratelimit import add_ratelimit_headers, setup_ratelimit
 from .web.refresh import RecentPages, refresh_ctx
 from .web.responder import (
+    KnownAnswers,
     PoolShares,
     StreamSlots,
     TokenCache,
-    known_tag_middleware,
+    known_answer_middleware,
     pool_share,
 )
 from .web.routes import setup_routes
@@ -52,7 +53,7 @@ def middleware_chain(config: Config) -> list[Middleware]:
     process already gave needs no view.
     """
     cors = [cors_preflight_middleware] if config.origins() else []
-    return [error_middleware, *cors, auth_middleware, known_tag_middleware]
+    return [error_middleware, *cors, auth_middleware, known_answer_middleware]
 
 
 def create_app(config: Config) -> web.Application:
@@ -68,7 +69,7 @@ def api_app(config: Config) -> web.Application:
     app = web.Application(middlewares=middleware_chain(config))
     app[CONFIG] = config
     app[COUNTS] = TokenCache()
-    app[ETAGS] = TokenCache()
+    app[ANSWERS] = KnownAnswers(config.answer_memory_mb * 1024 * 1024)
     app[RECENT_PAGES] = RecentPages()
     app[PARSERS] = QueryParsers()
     app[STREAMS] = StreamSlots(config.streams_per_company)

@@ -12,21 +12,21 @@ from app.main import create_app
 from app.web.auth import auth_middleware
 from app.web.errors import error_middleware
 from app.web.headers import cors_preflight_middleware
-from app.web.responder import known_tag_middleware
+from app.web.responder import known_answer_middleware
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, assert_problem
 
 
-def test_the_chain_is_errors_then_auth_and_limits_then_known_tags() -> None:
+def test_the_chain_is_errors_then_auth_and_limits_then_known_answers() -> None:
     """A known ETag's 304 comes after the key, its scope, its company and its limits."""
     app = create_app(Config(db="unused.sqlite3"))
-    assert list(app.middlewares) == [error_middleware, auth_middleware, known_tag_middleware]
+    assert list(app.middlewares) == [error_middleware, auth_middleware, known_answer_middleware]
 
 
 def test_cors_preflights_join_the_chain_only_with_origins() -> None:
     app = create_app(Config(db="unused.sqlite3", cors_origins="https://dash.example"))
-    chain = [error_middleware, cors_preflight_middleware, auth_middleware, known_tag_middleware]
+    chain = [error_middleware, cors_preflight_middleware, auth_middleware, known_answer_middleware]
     assert list(app.middlewares) == chain
 
 

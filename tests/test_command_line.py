@@ -29,6 +29,7 @@ BAD_SETTINGS = [
     (["--bootstrap", "maybe"], {}, "maybe"),
     ([], {"REPORTING_BOOTSTRAP": "perhaps"}, "perhaps"),
     (["--read-connections", "0"], {}, "read connections"),
+    ([], {"REPORTING_ANSWER_MEMORY_MB": "-1"}, "answer memory"),
     (["--rate-per-second", "fast"], {}, "fast"),
     (["--log-level", "loud"], {}, "loud"),
     (["--no-such-flag"], {}, "--no-such-flag"),

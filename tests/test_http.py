@@ -21,11 +21,12 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient, make_mocked_request
 
-from app.keys import DATA_VERSION, ETAGS
+from app.data.schema import TOKEN
+from app.keys import ANSWERS, DATA_VERSION
 from app.tools.loader import load_files
-from app.web.responder import TokenCache, make_etag
+from app.web.responder import Known, KnownAnswers, TokenCache, make_etag
 
-from .support.clients import MakeClient
+from .support.clients import MakeClient, traced
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
 from .support.stores import ON_POSTGRESQL, Store, activity, on_both_stores
 
@@ -121,6 +122,7 @@ async def test_etag_depends_on_company_and_query(client: TestClient) -> None:
 
 
 REPORT = f"{API}/campaigns/1"  # a record of company 1: the view checks its guard on a 304
+MOVING = ("X-Request-ID", "Date", "RateLimit-Remaining", "RateLimit")  # each response's own
 
 
 async def test_a_known_304_is_the_views(client: TestClient) -> None:
@@ -128,11 +130,10 @@ async def test_a_known_304_is_the_views(client: TestClient) -> None:
     first = await get(client, REPORT)
     etag = first.headers["ETag"]
     known = await get(client, REPORT, **{"If-None-Match": etag})
-    client.server.app[ETAGS] = TokenCache()  # forgotten: the view answers again
+    forget_answers(client)  # forgotten: the view answers again
     viewed = await get(client, REPORT, **{"If-None-Match": etag})
     assert known.status == viewed.status == 304
-    moving = ("X-Request-ID", "Date", "RateLimit-Remaining", "RateLimit")
-    same = [{k: v for k, v in r.headers.items() if k not in moving} for r in (known, viewed)]
+    same = [{k: v for k, v in r.headers.items() if k not in MOVING} for r in (known, viewed)]
     assert same[0] == same[1] and known.headers["ETag"] == etag
     # The key is still asked for first: no key, no 304.
     await assert_problem(await get(client, REPORT, key=None, **{"If-None-Match": etag}), 401)
@@ -160,10 +161,128 @@ async def test_a_known_304_runs_no_statement(client: TestClient, store: Store) -
     before = await activity(store.url)
     assert (await get(client, REPORT, **{"If-None-Match": etag})).status == 304
     assert not any(guard in query for _, query, _ in await activity(store.url) - before)
-    client.server.app[ETAGS] = TokenCache()
+    forget_answers(client)
     before = await activity(store.url)
     assert (await get(client, REPORT, **{"If-None-Match": etag})).status == 304
     assert any(guard in query for _, query, _ in await activity(store.url) - before)
+
+
+def forget_answers(client: TestClient) -> None:
+    """The process forgets the answers it gave: the next request of each runs its view."""
+    client.server.app[ANSWERS] = KnownAnswers(16 * 1024 * 1024)
+
+
+async def three_times(client: TestClient, path: str, **headers: str) -> list[tuple[Any, bytes]]:
+    """The answer as the view gives it, again (known), then from the view once it is
+    forgotten: each with the bytes as sent."""
+    first = await get_raw(client, path, **headers)
+    known = await get_raw(client, path, **headers)
+    forget_answers(client)
+    return [first, known, await get_raw(client, path, **headers)]
+
+
+@pytest.mark.parametrize(
+    ("path", "headers"),
+    [
+        (CAMPAIGN, {}),
+        (CAMPAIGN, {"Accept": "text/csv"}),
+        (CAMPAIGN, {"Accept": "application/x-ndjson"}),
+        (CAMPAIGN, {"Accept-Encoding": "gzip"}),
+        (f"{INSCRIPTIONS}?per_page=3&page=2", {"Accept": "text/csv"}),
+        (REPORT, {"Accept-Encoding": "gzip"}),
+    ],
+)
+async def test_a_known_answer_is_the_views(
+    client: TestClient, path: str, headers: dict[str, str]
+) -> None:
+    """A small answer given again comes from memory, the same bytes and headers as the
+    view's (gzip as the request accepts)."""
+    answers = await three_times(client, path, **headers)
+    assert [r.status for r, _ in answers] == [200] * 3
+    assert answers[0][1] == answers[1][1] == answers[2][1]
+    kept = [{k: v for k, v in r.headers.items() if k not in MOVING} for r, _ in answers]
+    assert kept[0] == kept[1] == kept[2]
+
+
+async def statements_of(client: TestClient, store: Store, path: str, key: str = KEY_1) -> int:
+    """How many statements the server ran for one request of ``path`` (a 200), besides
+    reading the data token (SQLite reads it afresh for a known answer)."""
+    if store.url:
+        before = await activity(store.url)
+        assert (await get(client, path, key=key)).status == 200
+        return len(await activity(store.url) - before)
+    statements = await traced(client)
+    assert (await get(client, path, key=key)).status == 200
+    return len([sql for sql in statements if sql != TOKEN])
+
+
+async def test_a_known_answer_runs_no_statement(client: TestClient, store: Store) -> None:
+    """The second request of a small answer runs nothing but, on SQLite, the read of the
+    data token; an answer that depends on the date, or is over the size kept, is read
+    again (which shows the test can see it)."""
+    for path in (REPORT, INSCRIPTIONS, f"{API}/courses"):
+        await statements_of(client, store, path)
+    assert await statements_of(client, store, REPORT) == 0
+    assert await statements_of(client, store, INSCRIPTIONS) == 0
+    assert await statements_of(client, store, f"{API}/courses") > 0  # today's date: no
+    client.server.app[ANSWERS] = KnownAnswers(100)  # bodies of at most 100 bytes
+    await statements_of(client, store, EMPLOYEE)
+    assert await statements_of(client, store, EMPLOYEE) > 0
+
+
+async def test_with_no_answer_memory_only_304s_are_known(
+    make_client: MakeClient, store: Store
+) -> None:
+    """REPORTING_ANSWER_MEMORY_MB=0: every 200 runs its view; a 304 still needs none."""
+    client = await make_client(answer_memory_mb=0)
+    etag = (await get(client, REPORT)).headers["ETag"]
+    assert await statements_of(client, store, REPORT) > 0
+    if not store.url:
+        statements = await traced(client)
+        assert (await get(client, REPORT, **{"If-None-Match": etag})).status == 304
+        assert statements == []
+
+
+async def test_a_known_answer_is_the_companys_own(client: TestClient) -> None:
+    """Company 2 asking the URL company 1's answer is kept for gets its own."""
+    ones = await get(client, INSCRIPTIONS)
+    assert (await get(client, INSCRIPTIONS)).headers["ETag"] == ones.headers["ETag"]
+    twos = await get(client, INSCRIPTIONS, key=KEY_2)
+    assert twos.headers["ETag"] != ones.headers["ETag"]
+    assert await twos.read() != await ones.read()
+    forget_answers(client)
+    assert await (await get(client, INSCRIPTIONS, key=KEY_2)).read() == await twos.read()
+
+
+def test_the_answers_kept_stay_within_their_bytes() -> None:
+    """The oldest answers go first when the bytes kept would pass the bound."""
+    answers = TokenCache[str, Known](max_bytes=10, size=Known.size)
+    for name in "abc":
+        answers.put(name, "t", Known(name, b"1234"))
+    assert [answers.get(n, "t") is None for n in "abc"] == [True, False, False]
+    answers.put("b", "t", Known("b", b"123456"))  # replaced: its old bytes no longer count
+    assert answers.get("c", "t") is not None and answers.get("b", "t") is not None
+    answers.put("d", "t", Known("d"))  # an ETag alone weighs nothing
+    assert answers.get("c", "t") is not None
+
+
+@pytest.mark.writes
+@pytest.mark.parametrize("store_kind", ["sqlite"])  # PostgreSQL: as its notification arrives
+async def test_a_known_answer_holds_every_load_committed_before_the_request(
+    client: TestClient, store: Store, tmp_path: Path
+) -> None:
+    """An answer kept in memory is sent only at the data token read afresh: the request
+    right after a load gets the load's data (the process had not noticed it yet)."""
+    before = await get(client, CAMPAIGN)
+    assert (await get(client, CAMPAIGN)).headers["ETag"] == before.headers["ETag"]  # kept
+    extra = tmp_path / "extra.json"
+    event = {"id": 900002, "campaign_id": 1, "employee_id": 1, "type": "open",
+             "timestamp": "2025-12-31T23:59:58Z", "with_captcha": False}  # fmt: skip
+    extra.write_text(json.dumps({"campaign_events": [event]}), encoding="utf-8")
+    await store.load([extra])
+    after = await get(client, CAMPAIGN)
+    assert [e["id"] for e in await after.json()][-1] == 900002
+    assert after.headers["ETag"] != before.headers["ETag"]
 
 
 @pytest.mark.writes
@@ -175,15 +294,17 @@ async def test_etag_changes_after_a_load(client: TestClient, store: Store, tmp_p
     event = {"id": 900001, "campaign_id": 1, "employee_id": 1, "type": "click",
              "timestamp": "2025-12-31T23:59:59Z", "with_captcha": False}  # fmt: skip
     extra.write_text(json.dumps({"campaign_events": [event]}), encoding="utf-8")
+    assert (await get(client, CAMPAIGN)).headers["ETag"] == old_tag  # kept whole: small
     await store.load([extra])
     for _ in range(30):  # the server notices the load (files or NOTIFY); allow up to 3 s
-        after = await get(client, CAMPAIGN, **{"If-None-Match": old_tag})
-        if after.status == 200:
+        after = await get(client, CAMPAIGN)  # the kept answer is the old token's
+        if after.headers["ETag"] != old_tag:
             break
         await asyncio.sleep(0.1)
     assert after.status == 200
     assert after.headers["ETag"] != old_tag
     assert [e["id"] for e in await after.json()] == [*old_ids, 900001]
+    assert (await get(client, CAMPAIGN, **{"If-None-Match": old_tag})).status == 200
     assert (await get(client, CAMPAIGN, **{"If-None-Match": after.headers["ETag"]})).status == 304
 
 

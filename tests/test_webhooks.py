@@ -34,8 +34,8 @@ from app.tools.webhook_sender import PgStore, Settings, networks_of, run_sender
 from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
-from .support.stores import EACH_STORE, Store
 from .support.servers import ROOT, clean_env
+from .support.stores import EACH_STORE, Store
 
 LOCAL = networks_of("127.0.0.1")
 SHORT = (0.0, 0.05, 0.05)  # the schedule, shortened: three attempts

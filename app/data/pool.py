@@ -196,6 +196,10 @@ class ReadPool:
             await self.reopen()
         return self.token_now()
 
+    async def known_token(self) -> str:
+        """The data token now: one primary-key read on the loop's connection."""
+        return await self.current_token()
+
     async def find_caller(self, key_hash: str) -> ActiveKey | None:
         """The key's (id, company id): one primary-key read on the loop's connection."""
         return self.run_inline(lambda conn: find_caller(conn, key_hash))

@@ -50,6 +50,11 @@ class Store(Protocol):
         """The data token now (reopening a replaced SQLite file first)."""
         ...
 
+    async def known_token(self) -> str | None:
+        """The data token now when the store can tell without a round trip (SQLite: one
+        read on the loop; PostgreSQL: what the loader's notifications said), else None."""
+        ...
+
     async def ready(self) -> None:
         """Raise DatabaseError unless the database answers."""
         ...

@@ -14,6 +14,7 @@ import functools
 import re
 import socket
 import struct
+from collections.abc import Callable
 
 from aiohttp import hdrs, web
 
@@ -31,13 +32,6 @@ def utf8(fmt: Format) -> str:
     return f"{fmt.media_type}; charset=utf-8"
 
 
-def whole_response(
-    request: web.Request, body: Body, texts: list[bytes], headers: dict[str, str]
-) -> web.Response:
-    """A body read whole, gzipped when accepted and worth it."""
-    return finish(request, web.Response(body=body.whole(texts), headers=headers), body.format)
-
-
 def finish(request: web.Request, response: web.Response, fmt: Format) -> web.Response:
     """Content type of the format, UTF-8, and gzip for a body over 1 KiB."""
     response.headers[hdrs.CONTENT_TYPE] = utf8(fmt)
@@ -48,11 +42,16 @@ def finish(request: web.Request, response: web.Response, fmt: Format) -> web.Res
 
 
 async def array_response(
-    request: web.Request, body: Body, result: Records | RecordStream, headers: dict[str, str]
+    request: web.Request,
+    body: Body,
+    result: Records | RecordStream,
+    headers: dict[str, str],
+    whole: Callable[[list[bytes], dict[str, str]], web.Response],
 ) -> web.StreamResponse:
-    """A whole listing: as one body when the store read it all, else chunk by chunk."""
+    """A whole listing: one body (``whole`` makes it) when the store read it all, else
+    chunk by chunk."""
     if isinstance(result, Records):
-        return whole_response(request, body, result.texts, headers)
+        return whole(result.texts, headers)
     return await stream_response(request, body, result, headers)
 
 

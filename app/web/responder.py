@@ -15,20 +15,20 @@ import asyncio
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Hashable
+from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
 from ..data.listings import Listing, Paging
-from ..keys import CALLER, COUNTS, DATA_VERSION, ETAGS, POOL, RECENT_PAGES, SHARES, STREAMS
-from .bodies import array_response, whole_response
+from ..keys import ANSWERS, CALLER, COUNTS, DATA_VERSION, POOL, RECENT_PAGES, SHARES, STREAMS
+from .bodies import array_response, finish
 from .cursor import CursorPage
 from .errors import TooManyRequests
-from .formats import CSV, RECORD, Body, Offer, join_lines
+from .formats import CSV, RECORD, Body, Format, Offer, join_lines
 from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
 VARY = "Accept, Accept-Encoding"
@@ -43,11 +43,17 @@ V = TypeVar("V")
 
 class TokenCache(Generic[K, V]):
     """Values that hold at one data token (data only changes with a load): the totals of
-    filtered listings, the ETags of answers given; the most recent entries are kept."""
+    filtered listings, the answers given; the most recent entries are kept, at most
+    ``max_entries`` of them and, when ``size`` weighs them, at most ``max_bytes``."""
 
-    def __init__(self, max_entries: int = 2048) -> None:
+    def __init__(
+        self, max_entries: int = 2048, max_bytes: int = 0, size: Callable[[V], int] | None = None
+    ) -> None:
         self._values: OrderedDict[K, tuple[str, V]] = OrderedDict()
         self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._size = size
+        self._bytes = 0
 
     def __len__(self) -> int:
         return len(self._values)
@@ -58,10 +64,50 @@ class TokenCache(Generic[K, V]):
         return found[1] if found is not None and found[0] == token else None
 
     def put(self, key: K, token: str, value: V) -> None:
+        if self._size is None:
+            self._values[key] = (token, value)
+            self._values.move_to_end(key)
+            if len(self._values) > self._max_entries:
+                self._values.popitem(last=False)
+            return
+        old = self._values.pop(key, None)
+        self._bytes += self._size(value) - (0 if old is None else self._size(old[1]))
         self._values[key] = (token, value)
-        self._values.move_to_end(key)
-        if len(self._values) > self._max_entries:
-            self._values.popitem(last=False)
+        while len(self._values) > self._max_entries or self._bytes > self._max_bytes:
+            _, (_, dropped) = self._values.popitem(last=False)
+            self._bytes -= self._size(dropped)
+
+
+# A whole answer of at most KEPT_BODY_BYTES is kept with its ETag (see
+# known_answer_middleware), within the process's budget (REPORTING_ANSWER_MEMORY_MB).
+KEPT_BODY_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Known:
+    """An answer this process gave at a data token: its ETag and, when it was read whole
+    and small, what the view sent (body, headers, format), to be sent again."""
+
+    etag: str
+    body: bytes | None = None
+    headers: tuple[tuple[str, str], ...] = ()
+    fmt: Format | None = None
+
+    def size(self) -> int:
+        return len(self.body or b"")
+
+    def response(self, request: web.Request) -> web.Response:
+        """The view's 200 again (gzip as this request accepts)."""
+        assert self.body is not None and self.fmt is not None
+        return finish(request, web.Response(body=self.body, headers=self.headers), self.fmt)
+
+
+class KnownAnswers(TokenCache[TagKey, Known]):
+    """The answers this process gave by URL (TagKey), their bodies within ``max_bytes``."""
+
+    def __init__(self, max_bytes: int) -> None:
+        super().__init__(max_bytes=max_bytes, size=Known.size)
+        self.largest = min(KEPT_BODY_BYTES, max_bytes)  # 0: ETags only
 
 
 class StreamSlots:
@@ -158,7 +204,7 @@ async def respond_page(
     headers = await ready.headers(page.token)
     url = request.rel_url
     headers.update(page_headers(url.raw_path, url.raw_query_string, paging, page.total))
-    return whole_response(request, ready.body, page.texts, headers)
+    return ready.respond(page.texts, headers)
 
 
 async def respond_window(
@@ -174,7 +220,7 @@ async def respond_window(
     url = request.rel_url
     next_cursor = await cursor.next_cursor(window.last)
     headers.update(cursor_headers(url.raw_path, url.raw_query_string, next_cursor))
-    return whole_response(request, ready.body, window.texts, headers)
+    return ready.respond(window.texts, headers)
 
 
 async def respond_all(
@@ -187,7 +233,7 @@ async def respond_all(
     slot = request.app[STREAMS].hold(ready.company_id)
     async with request.app[POOL].whole(ready.listing, ready.body.encode, slot) as result:
         headers = await ready.headers(result.token)
-        return await array_response(request, ready.body, result, headers)
+        return await array_response(request, ready.body, result, headers, ready.respond)
 
 
 async def respond_record(
@@ -200,7 +246,7 @@ async def respond_record(
     async with request.app[SHARES].hold(ready.company_id):
         records = await request.app[POOL].one(listing)
     headers = await ready.headers(records.token)
-    return whole_response(request, ready.body, records.texts, headers)
+    return ready.respond(records.texts, headers)
 
 
 class Prelude:
@@ -229,7 +275,7 @@ class Prelude:
             self.body = body if lines is None else replace(body, encode=join_lines)
         self.variant = f"{body.format.name}|{variant}"
         # An answer that depends on nothing but the data, the company, the URL and Accept
-        # (no date) can be known by those: see known_tag_middleware.
+        # (no date) can be known by those: see known_answer_middleware.
         known = not variant and request.method == hdrs.METH_GET
         self.tag_key = tag_key(request, self.company_id) if known else None
         self.at(token)
@@ -243,8 +289,18 @@ class Prelude:
     def remember(self) -> None:
         """Keep the ETag of an answer the company may read (its records were read, or its
         guard checked), so that the next 304 of it needs no view."""
-        if self.tag_key is not None:
-            self.request.app[ETAGS].put(self.tag_key, self.token, self.etag)
+        answers = self.request.app[ANSWERS]
+        if self.tag_key is not None and answers.get(self.tag_key, self.token) is None:
+            answers.put(self.tag_key, self.token, Known(self.etag))
+
+    def respond(self, texts: list[bytes], headers: dict[str, str]) -> web.Response:
+        """The records read whole as the answer, kept with its ETag when it is small."""
+        body = self.body.whole(texts)
+        answers = self.request.app[ANSWERS]
+        if self.tag_key is not None and len(body) <= answers.largest:
+            known = Known(self.etag, body, tuple(headers.items()), self.body.format)
+            answers.put(self.tag_key, self.token, known)
+        return finish(self.request, web.Response(body=body, headers=headers), self.body.format)
 
     async def headers(self, token: str) -> dict[str, str]:
         """ETag and Vary of the snapshot the records came from; CSV comes as a file."""
@@ -279,23 +335,29 @@ def not_modified(etag: str) -> web.Response:
 
 
 @web.middleware
-async def known_tag_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """A 304 without the view when this process gave the company the same URL, with the same
-    Accept, at the current data token, and the client holds that answer's ETag.
+async def known_answer_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A GET this process answered for the company, with the same Accept, at the current
+    data token, is answered without the view: 304 when the client holds its ETag, else
+    the same 200 from memory when that was read whole and small.
 
     Only answers the company was given are known (never a 404's), and only those that
-    depend on nothing else (no date), so the 304 is the one the view would give.
+    depend on nothing else (no date), so each is the one the view would give.
     """
     caller = request.get(CALLER)
-    if (
-        caller is not None
-        and request.method == hdrs.METH_GET
-        and hdrs.IF_NONE_MATCH in request.headers
-    ):
-        token = await refresh_version(request.app)
-        etag = request.app[ETAGS].get(tag_key(request, caller.company_id), token)
-        if etag is not None and etag_matches(request, etag):
-            return not_modified(etag)
+    if caller is not None and request.method == hdrs.METH_GET:
+        app = request.app
+        token = await refresh_version(app)
+        known = app[ANSWERS].get(tag_key(request, caller.company_id), token)
+        if known is not None and etag_matches(request, known.etag):
+            return not_modified(known.etag)
+        if known is not None and known.body is not None:
+            # Data a load committed before the request is in its answer: the token is
+            # read afresh for a 200 (a 304 takes the one the process knew).
+            now = await app[POOL].known_token()
+            if now == token:
+                return known.response(request)
+            if now is not None:
+                await refresh_version(app, now)
     return await handler(request)
 
 

@@ -183,6 +183,11 @@ class PgStore:
     async def token(self) -> str:
         return await self.current_token()
 
+    async def known_token(self) -> str | None:
+        """The token the notifications keep (sent at each load's commit); None while the
+        store hears none (a hot standby, a lost listening connection)."""
+        return None if self._listener.is_closed() else self.version.token
+
     async def ready(self) -> None:
         """Raise DatabaseError unless the database answers with our schema."""
         try:
