@@ -34,6 +34,32 @@ def describe_errors(r: lib.WrkResult) -> str:
     return ", ".join(parts) or "0"
 
 
+def kept_table(kept: list[tuple[Scenario, Scenario]], top: float) -> list[str]:
+    """The rows asked again of one process that keeps its answers (the default), beside
+    the same rows above, where every request ran its view."""
+    if not kept:
+        return []
+    lines = [
+        "",
+        "Answers sent again from memory: one process keeping the answers it gave (the"
+        " server's default; every row above ran its view), each row's URL asked again and"
+        " again, against the same reference as above.",
+        "",
+        "| scenario | req/s | CPU/req | p50 | its view's req/s (1 process) | speed-up"
+        " | reference | ratio |",
+        "|" + "---|" * 8,
+    ]
+    for viewed, s in kept:
+        assert s.result is not None and viewed.result is not None
+        ceiling = s.reference == "ceiling"
+        reference = f"ceiling {top:,.0f}/s" if ceiling else f"floor {floor_cell(s)}"
+        cells = [s.label, f"{s.result.rps:,.0f}", ms(s.cpu_s * 1000), ms(s.result.p50_ms)]
+        cells += [f"{viewed.result.rps:,.0f}", f"{s.result.rps / viewed.result.rps:.2f}"]
+        cells += [reference, f"{s.ratio(top):.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def floor_cell(s: Scenario) -> str:
     """The floor's median time and the range of its measurements."""
     runs = s.reference_runs
@@ -41,9 +67,15 @@ def floor_cell(s: Scenario) -> str:
 
 
 def render(
-    info: dict[str, str], ceiling: Scenario, setups: list[Setup], seconds: float, feed_limit: int
+    info: dict[str, str],
+    ceiling: Scenario,
+    setups: list[Setup],
+    seconds: float,
+    feed_limit: int,
+    kept: list[tuple[Scenario, Scenario]],
 ) -> str:
-    """The report: every scenario once per setup, then the notes and the machine."""
+    """The report: every scenario once per setup, the answers sent again from memory, then
+    the notes and the machine."""
     assert ceiling.result is not None
     top = ceiling.result.rps
     head = "| scenario | server | conns | req/s | CPU/req | p50 | p99 | reference | ratio"
@@ -103,6 +135,7 @@ def render(
             lines.append(f"| {s.label[:3]} peak RSS above idle | {setup.label} | 1 | | | |"
                          f" | idle {s.rss_idle / MB:.1f} MB | {growth:.1f} MB"
                          f" | ≤ {RSS_TARGET_MB:.0f} MB | {verdict} | |")  # fmt: skip
+    lines += kept_table(kept, top)
     first = setups[0].scenarios
     notes = [
         "",

@@ -196,11 +196,16 @@ class Process:
         self._log.close()
 
 
-def server_args(db: str, port: int) -> list[str]:
+def server_args(db: str, port: int, keep_answers: bool = False) -> list[str]:
     """The server as the benchmark starts it: on 127.0.0.1, the rate limit raised (every
-    request of the load passes) and the per-address limit too (wrk is one address)."""
+    request of the load passes) and the per-address limit too (wrk is one address).
+
+    A row asks one URL again and again: unless ``keep_answers``, the server keeps no
+    answer to send again from memory, so every request runs its view (the read path is
+    what the rows measure against their floors)."""
     args = [sys.executable, "-m", "app", "--db", db, "--host", "127.0.0.1", "--port", str(port)]
     args += ["--rate-burst", "1000000000", "--rate-per-second", "1000000000"]
+    args += [] if keep_answers else ["--answer-memory-mb", "0"]
     return [*args, "--max-connections-per-address", "100000", "--bootstrap", "false"]
 
 
