@@ -64,18 +64,15 @@ class TokenCache(Generic[K, V]):
         return found[1] if found is not None and found[0] == token else None
 
     def put(self, key: K, token: str, value: V) -> None:
-        if self._size is None:
-            self._values[key] = (token, value)
-            self._values.move_to_end(key)
-            if len(self._values) > self._max_entries:
-                self._values.popitem(last=False)
-            return
         old = self._values.pop(key, None)
-        self._bytes += self._size(value) - (0 if old is None else self._size(old[1]))
         self._values[key] = (token, value)
+        self._bytes += self._weight(value) - (0 if old is None else self._weight(old[1]))
         while len(self._values) > self._max_entries or self._bytes > self._max_bytes:
             _, (_, dropped) = self._values.popitem(last=False)
-            self._bytes -= self._size(dropped)
+            self._bytes -= self._weight(dropped)
+
+    def _weight(self, value: V) -> int:
+        return 0 if self._size is None else self._size(value)
 
 
 # A whole answer of at most KEPT_BODY_BYTES is kept with its ETag (see
