@@ -24,6 +24,9 @@ from .support.stores import TEMPLATE, database_url, frozen, start_cluster, stop_
 pytestmark = pytest.mark.system  # starts PostgreSQL and server processes
 
 PROBE = f"{API}/campaigns/1/events"
+# Asked only while the database does not answer: an answer the process gave and kept
+# may still be sent from memory for up to a second (interface.md, "Caching").
+UNASKED = f"{API}/campaigns/1/events?filter[type]=click"
 HEADERS = {"X-API-KEY": KEY_1}
 REQUESTS = 4
 LOG_LINE = "the database does not answer"
@@ -64,7 +67,7 @@ def test_a_stopped_database_gives_503s_and_one_log_line(own_cluster: str, tmp_pa
         app = serve(launcher, tmp_path, own_cluster)
         stop_cluster(own_cluster)
         for _ in range(REQUESTS):
-            assert_unavailable(*fetch(app.base + PROBE, HEADERS))
+            assert_unavailable(*fetch(app.base + UNASKED, HEADERS))
         status, _, body = fetch(app.base + "/readyz")
         assert status == 503 and json.loads(body)["status"] == "unavailable", body
     assert_one_line_per_outage(app)
@@ -74,7 +77,7 @@ def test_a_frozen_database_gives_503s_then_serves_again(own_cluster: str, tmp_pa
     with Launcher(tmp_path) as launcher:
         app = serve(launcher, tmp_path, own_cluster)
         with frozen(own_cluster):
-            answers = [fetch(app.base + PROBE, HEADERS) for _ in range(REQUESTS)]
+            answers = [fetch(app.base + UNASKED, HEADERS) for _ in range(REQUESTS)]
             ready = fetch(app.base + "/readyz")
         for answer in answers:
             assert_unavailable(*answer)
