@@ -481,6 +481,7 @@ def run(
         for setup in setups[2:]:
             ceiling.measure(work, timing)
             measure_app(work, db, key, setup, timing, None)
+            kept += measure_kept(work, db, key, setup, timing)
         redis = lib.start_redis(work)
         if redis is None:
             ceiling.problems.append("redis-server is missing: `make redis` installs it")
@@ -495,7 +496,7 @@ def run(
     done = [setup for setup in setups if setup.followed is not None]
     report = bench_report.render(info, ceiling, done, seconds, FEED_LIMIT, kept)
     problems = [p for s in [ceiling, *(s for u in setups for s in u.scenarios)] for p in s.problems]
-    problems += [p for _, s in kept for p in s.problems]
+    problems += [p for _, _, s in kept for p in s.problems]
     problems += [p for u in done if u.followed for p in u.followed.run.problems]
     return report, not problems
 
@@ -561,9 +562,10 @@ KEPT_ROWS = (
 
 def measure_kept(
     work: Path, db: str, key: str, viewed: Setup, timing: Timing
-) -> list[tuple[Scenario, Scenario]]:
-    """KEPT_ROWS once more, one process keeping its answers: each beside the same row of
-    ``viewed`` (every request ran its view there), whose floor it is compared with."""
+) -> list[tuple[str, Scenario, Scenario]]:
+    """KEPT_ROWS once more, one process keeping its answers on the store of ``viewed``:
+    each beside the same row there (every request ran its view), whose reference it is
+    compared with; with the setup's label."""
     pairs = [
         (s, dataclasses.replace(s, problems=[], result=None))
         for s in viewed.scenarios
@@ -573,14 +575,16 @@ def measure_kept(
         return []
     port = lib.free_port()
     args = lib.server_args(db, port, keep_answers=True)
-    server = lib.Process(args, port, work / "server-kept.log", ROOT)
+    args += ["--database-url", viewed.database_url] if viewed.database_url else []
+    log = work / f"server-kept{'-pg' if viewed.database_url else ''}.log"
+    server = lib.Process(args, port, log, ROOT)
     try:
         server.wait_ready("/readyz")
         for _, s in pairs:
             drive(port, s, {"X-API-KEY": key}, timing, [[server.pid]])
     finally:
         server.stop()
-    return pairs
+    return [(viewed.label, view, s) for view, s in pairs]
 
 
 def smoke_dataset(directory: Path, seed: int) -> str:

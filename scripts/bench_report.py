@@ -34,7 +34,7 @@ def describe_errors(r: lib.WrkResult) -> str:
     return ", ".join(parts) or "0"
 
 
-def kept_table(kept: list[tuple[Scenario, Scenario]], top: float) -> list[str]:
+def kept_table(kept: list[tuple[str, Scenario, Scenario]], top: float) -> list[str]:
     """The rows asked again of one process that keeps its answers (the default), beside
     the same rows above, where every request ran its view."""
     if not kept:
@@ -45,17 +45,17 @@ def kept_table(kept: list[tuple[Scenario, Scenario]], top: float) -> list[str]:
         " server's default; every row above ran its view), each row's URL asked again and"
         " again, against the same reference as above.",
         "",
-        "| scenario | req/s | CPU/req | p50 | its view's req/s (1 process) | speed-up"
-        " | reference | ratio |",
-        "|" + "---|" * 8,
+        "| scenario | server | req/s | CPU/req | p50 | its view's req/s | speed-up | reference"
+        " | ratio |",
+        "|" + "---|" * 9,
     ]
-    for viewed, s in kept:
+    for server, viewed, s in kept:
         assert s.result is not None and viewed.result is not None
         ceiling = s.reference == "ceiling"
         reference = f"ceiling {top:,.0f}/s" if ceiling else f"floor {floor_cell(s)}"
-        cells = [s.label, f"{s.result.rps:,.0f}", ms(s.cpu_s * 1000), ms(s.result.p50_ms)]
-        cells += [f"{viewed.result.rps:,.0f}", f"{s.result.rps / viewed.result.rps:.2f}"]
-        cells += [reference, f"{s.ratio(top):.2f}"]
+        cells = [s.label, server, f"{s.result.rps:,.0f}", ms(s.cpu_s * 1000)]
+        cells += [ms(s.result.p50_ms), f"{viewed.result.rps:,.0f}"]
+        cells += [f"{s.result.rps / viewed.result.rps:.2f}", reference, f"{s.ratio(top):.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -72,7 +72,7 @@ def render(
     setups: list[Setup],
     seconds: float,
     feed_limit: int,
-    kept: list[tuple[Scenario, Scenario]],
+    kept: list[tuple[str, Scenario, Scenario]],
 ) -> str:
     """The report: every scenario once per setup, the answers sent again from memory, then
     the notes and the machine."""
