@@ -238,6 +238,17 @@ async def test_key_introspection_echoes_the_key(
     assert facts["companies"] == [1, 2] and facts["scope"] == " ".join(SCOPES)
     assert 3500 <= facts["exp"] - facts["iat"] <= 3601
     assert partner not in await (await get(client, f"{API}/key", partner)).text()
+    # It takes no parameter, and answers JSON only.
+    async with await get(client, f"{API}/key?page=abc&filter[x]=1", key) as response:
+        body = await assert_problem(response, 400)
+        assert set(body["errors"]) == {"page", "filter[x]"}
+        assert body["errors"]["page"] == ["Unknown parameter. Allowed: none."]
+    async with await get(client, f"{API}/key", key, Accept="text/csv") as response:
+        await assert_problem(response, 406)
+    async with await get(
+        client, f"{API}/key", key, Accept="text/csv, application/json;q=0.5"
+    ) as response:
+        assert response.status == 200 and response.content_type == "application/json"
 
 
 async def test_revoking_a_partner_key_cuts_every_company(

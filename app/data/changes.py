@@ -51,9 +51,18 @@ class ChangeFilters:
 
     def scope(self, feed: str) -> str:
         """The text a cursor is bound to: the feed's name and the filters (an /events
-        cursor, or one of the other feed, never opens here)."""
-        given = ";".join(f"{name}={','.join(values)}" for name, values in self.lists.items())
+        cursor, or one of the other feed, never opens here). A value's own ``%``, ``,``
+        and ``;`` are escaped, so that one value never reads as two or as another filter;
+        other values keep the text that cursors were always signed with."""
+        given = ";".join(
+            f"{name}={','.join(_escaped(v) for v in values)}" for name, values in self.lists.items()
+        )
         return f"changes={feed};{given}"
+
+
+def _escaped(value: str) -> str:
+    """A filter value with the separators of :meth:`ChangeFilters.scope` percent-escaped."""
+    return value.replace("%", "%25").replace(",", "%2C").replace(";", "%3B")
 
 
 def _listing(

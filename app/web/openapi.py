@@ -275,7 +275,7 @@ def _sample_key(request: str) -> str:
 
 def documented_object(record: type[Schema]) -> Callable[[View], View]:
     """apigami's decorators for a view answering one JSON object that is no listing (no
-    query, no ETag): its text, 200 and problems."""
+    query parameter, JSON only, no ETag): its text, 200 and problems."""
 
     def decorate(view: View) -> View:
         text = OPERATIONS[view.__name__]
@@ -286,7 +286,8 @@ def documented_object(record: type[Schema]) -> Callable[[View], View]:
                 "headers": _refs(*RATE_HEADERS),
             }
         }
-        responses |= {code: PROBLEMS[code][0] for code in ("400", "401", "429", *ANY_REQUEST)}
+        codes = ("400", "401", "406", "429", *ANY_REQUEST)
+        responses |= {code: PROBLEMS[code][0] for code in codes}
         return docs(
             tags=[text["tag"]],
             summary=text["summary"],

@@ -545,6 +545,13 @@ def _page(data: dict[str, Any]) -> Paging:
     return Paging(data.get("page", 1), data.get("per_page", DEFAULT_PER_PAGE))
 
 
+class KeyQuery(Query[None]):
+    """``/key`` takes no parameter: any one is 400, as an unknown parameter is elsewhere."""
+
+    def parsed(self, data: dict[str, Any]) -> None:
+        return None
+
+
 class PathId(Schema):
     id = DecimalId(required=True)
 
@@ -564,7 +571,7 @@ def parse_query(schema: Schema, query: MultiMapping[str]) -> dict[str, Any]:
     for name in dict.fromkeys(query.keys()):
         values = query.getall(name)
         if name not in allowed:
-            errors[name] = [f"Unknown parameter. Allowed: {', '.join(allowed)}."]
+            errors[name] = [f"Unknown parameter. Allowed: {', '.join(allowed) or 'none'}."]
         elif name in list_names:
             raw[name] = values
         elif len(values) > 1:

@@ -27,7 +27,7 @@ from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
 from .access import require_partner
 from .cursor import CursorSigner, cursor_page
 from .errors import report_unavailable
-from .formats import Offer, listing_offer
+from .formats import JSON, Offer, listing_offer, negotiate
 from .openapi import documented, documented_object
 from .params import (
     CampaignEventsQuery,
@@ -41,6 +41,7 @@ from .params import (
     EmployeesQuery,
     FeedQuery,
     InscriptionsQuery,
+    KeyQuery,
     PartnerCompaniesQuery,
     PhishingStatsQuery,
     StatsQuery,
@@ -89,6 +90,7 @@ WEBHOOKS_QUERY = WebhooksQuery()
 DELIVERIES_QUERY = DeliveriesQuery()
 PHISHING_STATS_QUERY = PhishingStatsQuery()
 TRAINING_STATS_QUERY = StatsQuery()
+KEY_QUERY = KeyQuery()
 
 # Each listing's formats, the CSV columns from the schema of its records.
 CAMPAIGN_EVENTS = listing_offer(CampaignEventSchema)
@@ -245,6 +247,8 @@ async def partner_companies(request: web.Request) -> web.StreamResponse:
 @documented_object(KeySchema)
 async def key_introspection(request: web.Request) -> web.Response:
     """GET /api/companies/v1/key: the calling key's facts, RFC 7662's names; never the key."""
+    request.app[PARSERS].parse(KEY_QUERY, request)
+    negotiate(request, (JSON,))
     key = request[API_KEY]
     owner = (
         {"company_id": key.company_id} if key.partner_id is None else {"partner_id": key.partner_id}
