@@ -359,13 +359,13 @@ async def test_a_cursor_is_bound_to_its_feed_company_and_filters(client: Any, pa
     ]
     # A value holding a separator is one value: it never reads as several, nor as
     # another filter (each pair gives the first's cursor to the second's filters).
-    for given, other_filters in (
+    for first_filters, other_filters in (
         ("filter[country]=spain,france", 'filter[country]="spain,france"'),
         ('filter[country]="spain,france"', "filter[country]=spain,france"),
         ("filter[country]=spain&filter[department]=it", 'filter[country]="spain;department=it"'),
     ):
-        made = await client.get(f"{path}?limit=1&{given}", headers=headers)
-        assert made.status == 200, given
+        made = await client.get(f"{path}?limit=1&{first_filters}", headers=headers)
+        assert made.status == 200, first_filters
         refused.append((path, f"cursor={made.headers['X-Next-Cursor']}&{other_filters}", KEYS[1]))
     for target, query, key in refused:
         response = await client.get(f"{target}?{query}", headers={"X-API-KEY": key})

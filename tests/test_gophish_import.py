@@ -19,6 +19,7 @@ import hashlib
 import json
 import sqlite3
 import sys
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,10 @@ import asyncpg
 import pytest
 
 from app.config import Config
+from app.data import stats_summary, summaries
+from app.data.pg import summaries as pg_summaries
+from app.data.pg.stats_summary import refresh as pg_refresh_stats
+from app.data.schema import fill_summaries
 from app.main import create_app
 from app.tools.gophish import import_export
 from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
@@ -527,21 +532,39 @@ def widen_statements() -> list[str]:
     return [*statements, f"UPDATE campaign_events SET id = id + {WIDEN} WHERE id {imported}"]
 
 
+# Every summary the writers keep, rounded where a sum of results may differ in its last bits.
+SUMMARIES = (*stats_summary.SUMMARIES, *summaries.SUMMARY_TABLES)
+
+
+def summary_rows(db: Path) -> dict[str, list[tuple[Any, ...]]]:
+    return {
+        table: sorted(
+            tuple(round(v, 6) if isinstance(v, float) else v for v in row)
+            for row in query(db, f"SELECT * FROM {table}")
+        )
+        for table in SUMMARIES
+    }
+
+
 @pytest.mark.system
 def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
     sample_db: Path, tmp_path: Path
 ) -> None:
     path = write(tmp_path / "export.json", export())
     import_export(sample_db, path, 1)
-    expected = state(sample_db)
+    expected, expected_summaries = state(sample_db), summary_rows(sample_db)
     conn = sqlite3.connect(sample_db, isolation_level=None)
     try:
         conn.execute("BEGIN")
         for statement in widen_statements():
             conn.execute(statement)
+        # The summaries as the earlier version kept them: under the wide ids.
+        summaries.rebuild(conn)
+        fill_summaries(conn)
         conn.execute("COMMIT")
     finally:
         conn.close()
+    assert summary_rows(sample_db) != expected_summaries
     assert max(r[0] for r in query(sample_db, "SELECT id FROM campaign_events")) > MAX_SAFE_ID
     seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
     # An import with nothing new brings every id under 2^53, each to what a fresh import gives.
@@ -551,6 +574,7 @@ def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
     )
     assert done.returncode == 0, done.stderr
     assert state(sample_db) == expected
+    assert summary_rows(sample_db) == expected_summaries  # made again under the new ids
     # The renumbered events are changed ones: the feed sends them again, under their new ids.
     change_seq = query(sample_db, "SELECT value FROM meta WHERE key = 'change_seq'")[0][0]
     # (The change sequence counts the employees' feed too: renumbered people move there.)
@@ -560,15 +584,36 @@ def test_a_database_with_wide_ids_is_upgraded_in_place_by_the_next_import(
     assert state(sample_db) == expected
 
 
-async def pg_run(url: str, statements: list[str]) -> None:
-    """Run statements in one transaction."""
+async def pg_widen(url: str) -> None:
+    """widen_statements(), the summaries kept under the wide ids as an earlier version did."""
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction():
-            for statement in statements:
+            for statement in widen_statements():
                 await conn.execute(statement)
+            await pg_summaries.rebuild(conn)
+            await pg_refresh_stats(conn, 0, stats_summary.EVERYTHING)
     finally:
         await conn.close()
+
+
+async def pg_summary_rows(url: str) -> dict[str, list[tuple[Any, ...]]]:
+    conn = await asyncpg.connect(url)
+    try:
+        return {
+            table: sorted(
+                tuple(round(float(v), 6) if is_sum_of_results(v) else v for v in row.values())
+                for row in await conn.fetch(f"SELECT * FROM {table}")
+            )
+            for table in SUMMARIES
+        }
+    finally:
+        await conn.close()
+
+
+def is_sum_of_results(value: object) -> bool:
+    """A sum of results, which PostgreSQL gives as a Decimal or a float."""
+    return isinstance(value, (float, Decimal))
 
 
 async def pg_rows(url: str) -> list[Any]:
@@ -599,8 +644,11 @@ def test_postgresql_keeps_ids_in_53_bits_and_its_data_version_for_nothing_new(
     done = run_python("scripts/import_gophish.py", str(empty), *flags)
     assert done.returncode == 0, done.stderr
     assert run_apart(pg_rows(pg_database)) == imported  # the data token too
-    run_apart(pg_run(pg_database, widen_statements()))
+    expected_summaries = run_apart(pg_summary_rows(pg_database))
+    run_apart(pg_widen(pg_database))
     assert run_apart(pg_rows(pg_database))[5][-1][0] > MAX_SAFE_ID
+    assert run_apart(pg_summary_rows(pg_database)) != expected_summaries
     done = run_python("scripts/import_gophish.py", str(empty), *flags)
     assert done.returncode == 0, done.stderr
     assert run_apart(pg_rows(pg_database))[1:] == imported[1:]
+    assert run_apart(pg_summary_rows(pg_database)) == expected_summaries

@@ -437,6 +437,21 @@ def fill(conn: sqlite3.Connection) -> None:
     refresh(conn, EVERY_SEND, int(seq))
 
 
+# Every table the summaries keep: emptied before they are made again from the rows.
+SUMMARY_TABLES = (
+    "send_firsts", "campaign_funnels", "campaign_first_instants", "campaign_first_hours",
+    "campaign_medians", "employee_phishing", "directory_totals", "stale_sends",
+)  # fmt: skip
+
+
+def rebuild(conn: sqlite3.Connection) -> None:
+    """Make every summary again from the rows alone, when ids moved under them (a send
+    that no longer exists is never a touched one, so its rows would stay)."""
+    for table in SUMMARY_TABLES:
+        conn.execute(f"DELETE FROM {table}")
+    fill(conn)
+
+
 def refresh(conn: sqlite3.Connection, sends: str, written_after: int) -> None:
     """Bring the summaries up to date with the write in the caller's transaction:
     the sends the query ``sends`` selects ('' for none), those of events written after

@@ -6,7 +6,8 @@ a larger id loses digits and stops matching. Imports used to derive ids up to 2^
 ids an import derives now are exactly the old ids brought down by it. An import into a
 database that still holds larger employee, campaign or event ids first renumbers them by
 the same rule, in the import's own transaction: the same export then maps to the same
-rows. Two ids that would meet are refused by the primary key, and nothing is written.
+rows, and every summary is made again from them. Two ids that would meet are refused by
+the primary key, and nothing is written.
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ import sqlite3
 
 import asyncpg
 
+from ..data import summaries
+from ..data.pg import summaries as pg_summaries
 from ..data.pg.sql import numbered
+from ..data.pg.stats_summary import refresh as pg_refresh_stats
+from ..data.schema import fill_summaries
+from ..data.stats_summary import EVERYTHING
 
 MAX_SAFE_ID = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
 
@@ -88,12 +94,15 @@ def has_wide_ids(conn: sqlite3.Connection) -> bool:
 
 
 def renumber(conn: sqlite3.Connection) -> None:
-    """Bring every wide id under 2^53 (inside the import's write transaction)."""
+    """Bring every wide id under 2^53 (inside the import's write transaction), then make
+    every summary again: theirs were kept under the old ids, which no write names again."""
     for statement in RENUMBER:
         conn.execute(statement)
     seq = int(conn.execute(CHANGE_SEQ).fetchone()[0])
     moved = conn.execute(RENUMBER_EVENTS, (seq,)).rowcount
     conn.execute(SET_CHANGE_SEQ, (str(seq + moved),))
+    summaries.rebuild(conn)
+    fill_summaries(conn)
 
 
 async def has_wide_ids_pg(conn: asyncpg.Connection) -> bool:
@@ -109,3 +118,5 @@ async def renumber_pg(conn: asyncpg.Connection) -> None:
     status = await conn.execute(numbered(RENUMBER_EVENTS), seq)
     moved = int(status.split()[-1])
     await conn.execute(numbered(SET_CHANGE_SEQ), str(seq + moved))
+    await pg_summaries.rebuild(conn)
+    await pg_refresh_stats(conn, seq + moved, EVERYTHING)

@@ -12,6 +12,7 @@ from ..summaries import (
     EVERY_SEND,
     FILLS,
     STALE,
+    SUMMARY_TABLES,
     TEMP_TABLES,
     TOUCHED_BY_EVENTS,
     TOUCHED_STALE,
@@ -65,3 +66,10 @@ async def fill(conn: asyncpg.Connection) -> None:
     """Compute every send's summaries (an upgrade, a copied database)."""
     seq = await conn.fetchval("SELECT value::bigint FROM meta WHERE key = 'change_seq'")
     await refresh(conn, EVERY_SEND, seq)
+
+
+async def rebuild(conn: asyncpg.Connection) -> None:
+    """:func:`app.data.summaries.rebuild` on PostgreSQL."""
+    for table in SUMMARY_TABLES:
+        await conn.execute(f"DELETE FROM {table}")
+    await fill(conn)
