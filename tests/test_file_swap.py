@@ -140,6 +140,33 @@ def test_the_swap_tool_refuses_a_file_that_is_not_a_database(
     assert garbage.exists() and query(sample_db, "PRAGMA integrity_check") == [("ok",)]
 
 
+def test_the_swap_tool_refuses_a_link_or_the_served_file_itself(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """Renaming a symbolic link moves the link, not the database: refused, as is swapping
+    the served file with itself. Either way one line, and both files as they were."""
+    build = tmp_path / "build"
+    build.mkdir()
+    new = build / "new.sqlite3"
+    new.write_bytes(sample_db.read_bytes())
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(new.relative_to(tmp_path))
+    served_link = tmp_path / "served-link.sqlite3"
+    served_link.symlink_to(sample_db.name)
+    before = sample_db.read_bytes()
+    for given, served in ((link, sample_db), (new, served_link), (sample_db, sample_db)):
+        done = run_python("scripts/swap_database.py", str(given), "--db", str(served))
+        assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
+        assert done.stderr.startswith("swap refused: ") and "Traceback" not in done.stderr
+    assert link.is_symlink() and served_link.is_symlink() and new.exists()
+    assert sample_db.read_bytes() == before
+
+
+def test_a_usage_error_is_one_line() -> None:
+    done = run_python("scripts/swap_database.py")
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+
+
 def test_two_workers_let_go_of_a_swapped_file(sample_db: Path, tmp_path: Path) -> None:
     require_redis_server()
     old_load, new_load, next_load = (next_event_id() + n for n in range(3))

@@ -48,6 +48,10 @@ DOCUMENTS = {
     ),
     "NaN": ('{"section_results": [{"result": NaN}]}', "not valid JSON"),
     "a byte order mark": ('\ufeff{"companies": []}', "not valid JSON"),
+    "a byte that is no UTF-8 (Latin-1's é)": (
+        '{"companies": [{"id": 1, "name": "Jos\udce9"}]}',  # the byte 0xE9 (written below)
+        "not valid JSON at line 1, column 39: lexical error: invalid bytes in UTF8 string",
+    ),
     "an empty file": ("", "the file is empty: a fixture is a JSON object of tables"),
     "a lone surrogate": (
         '{"companies": [{"id": 1, "name": "ok"},\n {"id": 2, "name": "Jos\\ud800"}]}',
@@ -72,7 +76,7 @@ def test_a_malformed_document_is_refused_with_its_cause(
 ) -> None:
     text, cause = DOCUMENTS[case]
     bad = tmp_path / "bad.json"
-    bad.write_text(text, encoding="utf-8")
+    bad.write_bytes(text.encode("utf-8", "surrogateescape"))
     before = dump_tables(sample_db)
     with pytest.raises(LoadError) as caught:
         load_files(sample_db, [bad])

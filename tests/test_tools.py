@@ -60,6 +60,94 @@ def test_every_tool_refuses_in_one_line(
     assert not Path(NOWHERE).parent.exists()
 
 
+TOO_LARGE = str(2**63)  # past the largest id a database holds
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scripts/manage_keys.py", "create", "--company", TOO_LARGE, "--label", "x"],
+        ["scripts/manage_keys.py", "create", "--partner", TOO_LARGE, "--label", "x"],
+        ["scripts/manage_keys.py", "revoke", TOO_LARGE],
+        ["scripts/manage_keys.py", "rotate", TOO_LARGE],
+        ["scripts/manage_keys.py", "partner", "add-company", TOO_LARGE, "1"],
+        ["scripts/reclassify.py", "--company", TOO_LARGE],
+        ["scripts/webhooks.py", "disable", TOO_LARGE],
+        ["scripts/webhooks.py", "create", "--company", TOO_LARGE, "--url", "https://a.example/",
+         "--events", "click", "--label", "x"],
+        *(
+            ["scripts/webhooks.py", "create", "--company", "1", "--url", url, "--events",
+             "click", "--label", "x"]
+            for url in ("https://[::1", "https://a.example:99999/", "https://a.example:x/",
+                        "https://a.example/a b")
+        ),
+        ["scripts/import_gophish.py", "{tmp}/export.json", "--company", TOO_LARGE],
+        ["scripts/export_fixtures.py", "{tmp}/out.json", "--company", TOO_LARGE],
+    ],
+)  # fmt: skip
+def test_an_argument_out_of_reach_is_one_line(
+    argv: list[str], sample_db: Path, tmp_path: Path
+) -> None:
+    """An id past what a database holds, or a URL that cannot be read, is refused before
+    anything is read or written: one line, a non-zero exit, the file unchanged."""
+    (tmp_path / "export.json").write_text("[]", encoding="utf-8")
+    script, *rest = (arg.replace("{tmp}", str(tmp_path)) for arg in argv)
+    before = sample_db.read_bytes()
+    done = run_python(script, "--db", str(sample_db), *rest)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert sample_db.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    ("main", "argv"),
+    [
+        (loader.main, [str(ROOT / "tests" / "missing.json"), "--no-progress"]),
+        (generator.main, [*SIZES[:-2], "--seed", "x", "--no-progress"]),
+        (generator.main, [*SIZES[2:], "--companies", "0", "--seed", "1", "--no-progress"]),
+    ],
+    ids=["loader", "generator-usage", "generator-refused"],
+)
+def test_a_refused_write_into_a_new_file_leaves_no_file(
+    main: Callable[[Sequence[str]], int], argv: list[str], tmp_path: Path
+) -> None:
+    """Only a write that succeeds makes the database file it was given."""
+    db = tmp_path / "new.sqlite3"
+    try:
+        assert main([*argv, "--db", str(db)]) != 0
+    except SystemExit as usage:  # argparse's own exit
+        assert usage.code == 2
+    assert list(tmp_path.iterdir()) == []
+    assert loader.main([SAMPLE, "--db", str(db), "--no-progress"]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["new.sqlite3"]
+    assert query(db, "SELECT count(*) FROM companies") == [(2,)]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["scripts/manage_keys.py", "create", "--company", "1", "--label", "x"],
+        ["scripts/reclassify.py"],
+        ["scripts/webhooks.py", "create", "--company", "1", "--url", "https://a.example/",
+         "--events", "click", "--label", "x"],
+        ["scripts/webhooks.py", "run"],
+    ],
+)  # fmt: skip
+def test_a_tool_that_needs_a_database_leaves_an_empty_file_empty(
+    argv: list[str], tmp_path: Path
+) -> None:
+    """An empty file is no database yet: refused in one line, not given the tables."""
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    done = run_python(argv[0], "--db", str(empty), *argv[1:])
+    assert done.returncode == 1, done.stderr
+    assert "is empty" in one_line(done.stderr)
+    assert empty.stat().st_size == 0
+
+
 def test_a_locked_database_is_one_line_after_a_bounded_wait(
     sample_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -181,7 +269,7 @@ def test_ctrl_c_is_one_line_exit_130_and_writes_nothing(
         .splitlines()[-1]
         .endswith("generation refused, database unchanged: interrupted")
     )
-    assert query(db, "SELECT count(*) FROM companies") == [(0,)]
+    assert list(tmp_path.iterdir()) == []  # the new file it was making is gone
     assert out == b""
 
 

@@ -6,6 +6,7 @@ the generator write through :func:`connect_writer`.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -552,6 +553,33 @@ def configure(conn: sqlite3.Connection) -> None:
     """Apply the per-connection settings every connection needs."""
     conn.execute("PRAGMA foreign_keys = ON")
     conn.execute("PRAGMA busy_timeout = 5000")
+
+
+@contextmanager
+def into_new_file(path: str | Path) -> Iterator[Path]:
+    """The file a writer should open: ``path`` itself when it exists, else a new file
+    beside it, linked into place only once the write succeeded. A refused write into a
+    database that did not exist leaves no file behind (a server started with
+    ``--bootstrap`` would otherwise serve that empty file). Another writer that made the
+    file meanwhile keeps it, and this write is refused: nothing is lost."""
+    target = Path(path)
+    if target.exists():
+        yield target
+        return
+    work = target.with_name(f".{target.name}.{os.getpid()}.new")
+    try:
+        yield work
+        try:
+            os.link(work, target)  # never over a file another writer made meanwhile
+        except FileExistsError:
+            raise DatabaseError(f"{target} was made by another writer meanwhile") from None
+        except OSError:  # a file system without hard links: the rename, checked first
+            if target.exists():
+                raise DatabaseError(f"{target} was made by another writer meanwhile") from None
+            os.replace(work, target)
+    finally:
+        for file in (work, work.with_name(f"{work.name}-wal"), work.with_name(f"{work.name}-shm")):
+            file.unlink(missing_ok=True)
 
 
 def connect_writer(path: str | Path) -> sqlite3.Connection:

@@ -50,8 +50,12 @@ class Subscription:
 
     @classmethod
     def of(cls, company_id: int, url: str, events: str, label: str) -> Subscription:
-        parts = urlsplit(url.strip())
-        if parts.scheme != "https" or not parts.hostname:
+        try:  # an unclosed [ or a port that is no number from 0 to 65535 raise here
+            parts = urlsplit(url.strip())
+            readable = parts.port is not None or parts.hostname is not None
+        except ValueError:
+            readable = False
+        if not readable or parts.scheme != "https" or not parts.hostname or " " in url.strip():
             raise WebhookRefused(f"{url!r} is not an https:// URL with a host")
         types = sorted({t.strip().lower() for t in events.split(",") if t.strip()})
         unknown = [t for t in types if t not in EVENT_TYPES]

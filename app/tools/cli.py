@@ -21,6 +21,7 @@ import asyncpg
 
 from ..data.api_keys import KeyRefused
 from ..data.automation import RulesError
+from ..data.fields import MAX_ID
 from ..data.schema import DatabaseError
 
 Main = Callable[[Sequence[str] | None], int]
@@ -36,6 +37,14 @@ class ToolError(Exception):
     def __init__(self, *problems: str) -> None:
         super().__init__("\n".join(problems))
         self.problems = list(problems)
+
+
+def record_id(text: str) -> int:
+    """An id given on the command line: a decimal number from 1 to 2^63-1, the largest a
+    database holds (a larger one would reach the database and stop the tool there)."""
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= MAX_ID:
+        raise argparse.ArgumentTypeError(f"not an id from 1 to {MAX_ID}: {text!r}")
+    return int(text)
 
 
 def plural(count: int, noun: str, nouns: str | None = None) -> str:

@@ -27,7 +27,7 @@ import asyncpg
 from ..config import OneLineParser
 from ..data.pg.sql import numbered
 from ..data.schema import read_snapshot
-from .cli import ToolError, add_store_arguments, command, plural
+from .cli import ToolError, add_store_arguments, command, plural, record_id
 from .fixture_format import TABLES
 from .staging import EVENT_COLUMNS
 
@@ -210,7 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("output", type=Path, help="the fixture file to write (replaced)")
     add_store_arguments(parser, "SQLite database file to read")
-    parser.add_argument("--company", type=int, metavar="ID", help="export this company only")
+    parser.add_argument("--company", type=record_id, metavar="ID", help="export this company only")
     return parser
 
 

@@ -98,7 +98,13 @@ def _items(stream: IO[bytes] | _Tracked) -> Iterator[Item]:
         for _ in events:  # anything after the object is an error for the parser to raise
             pass
     except (ijson.JSONError, ValueError, OverflowError) as exc:  # also: a number too large
-        raise _NotJson(_one_line(str(exc))) from None
+        raise _NotJson(_one_line(_text_of(exc))) from None
+
+
+def _text_of(exc: Exception) -> str:
+    """The parser's message: yajl gives its own as bytes, which str() would quote whole."""
+    given = exc.args[0] if exc.args else None
+    return given.decode("utf-8", "replace") if isinstance(given, bytes) else str(exc)
 
 
 def _place(stream: IO[bytes], chunk_start: int) -> str:

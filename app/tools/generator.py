@@ -31,6 +31,7 @@ from ..data.schema import (
     DERIVE_COMPLETED_AT,
     bump_data_version,
     connect_writer,
+    into_new_file,
     write_transaction,
 )
 from ..data.stats_summary import Touched
@@ -206,6 +207,13 @@ def generate_companies(
 ) -> tuple[list[Company], dict[str, int]]:
     """:func:`generate`, also returning the companies made. Without ``append`` the data
     tables must be empty; with it, the new rows follow the database's own."""
+    with into_new_file(path) as file:
+        return _generate_into(file, sizes, seed, progress, append)
+
+
+def _generate_into(
+    path: Path, sizes: Sizes, seed: int, progress: bool, append: bool
+) -> tuple[list[Company], dict[str, int]]:
     rules = rules_from_env()
     conn = connect_writer(path)
     meter = Meter(progress)

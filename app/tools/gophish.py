@@ -21,11 +21,10 @@ from typing import Any
 import asyncpg
 
 from ..config import OneLineParser
-from ..data.fields import MAX_ID
 from ..data.pg.schema import schema_version
 from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
-from .cli import add_store_arguments, command
+from .cli import add_store_arguments, command, record_id
 from .fixture_reader import Item
 from .gophish_format import Problems, mailbox, read_export, read_people
 from .gophish_ids import has_wide_ids, has_wide_ids_pg, renumber, renumber_pg, safe_id
@@ -146,12 +145,6 @@ def import_export(
     return summary
 
 
-def _company(text: str) -> int:
-    if not text.isdigit() or not 1 <= int(text) <= MAX_ID:
-        raise argparse.ArgumentTypeError(f"not a company id from 1 to {MAX_ID}: {text!r}")
-    return int(text)
-
-
 def _source(text: str) -> str:
     if not _SOURCE.fullmatch(text.lower()):
         raise argparse.ArgumentTypeError(
@@ -166,7 +159,7 @@ def build_parser() -> OneLineParser:
         description="Import GoPhish campaigns (JSON of /api/campaigns/ or /api/campaigns/{id}).",
     )
     parser.add_argument("export", type=Path, help="the JSON GoPhish's API returned")
-    parser.add_argument("--company", type=_company, required=True, help="our company id")
+    parser.add_argument("--company", type=record_id, required=True, help="our company id")
     add_store_arguments(parser, "SQLite database file")
     parser.add_argument("--people", type=Path, help="CSV with email,department,country")
     parser.add_argument(

@@ -36,7 +36,7 @@ from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
 from ..data.schema import bump_data_version, check_readable, connect_writer, write_transaction
-from .cli import ToolError, add_store_arguments, command
+from .cli import ToolError, add_store_arguments, command, record_id
 
 # What a revocation means for a running server: its key cache (data.api_keys) decides.
 REFUSED_WITHIN = f"the server refuses it within {CACHE_SECONDS:g} seconds"
@@ -69,10 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
         "create", help="make a new key for a company (shown once)", description=SHOWN_ONCE
     )
     owner = create.add_mutually_exclusive_group(required=True)
-    owner.add_argument("--company", type=int, metavar="ID", help="the company the key reads for")
+    owner.add_argument(
+        "--company", type=record_id, metavar="ID", help="the company the key reads for"
+    )
     owner.add_argument(
         "--partner",
-        type=int,
+        type=record_id,
         metavar="ID",
         help="the partner whose companies the key reads (each request names one)",
     )
@@ -108,17 +110,21 @@ def build_parser() -> argparse.ArgumentParser:
     add = partner_commands.add_parser(
         "add-company", help=f"let a partner's keys read a company ({REFUSED_WITHIN} otherwise)"
     )
-    add.add_argument("partner_id", type=int, metavar="PARTNER_ID", help="the partner's id")
-    add.add_argument("company_id", type=int, metavar="COMPANY_ID", help="the company's id")
+    add.add_argument("partner_id", type=record_id, metavar="PARTNER_ID", help="the partner's id")
+    add.add_argument("company_id", type=record_id, metavar="COMPANY_ID", help="the company's id")
     revoke = commands.add_parser("revoke", help=f"revoke a key ({REFUSED_WITHIN})")
-    revoke.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id, as list shows")
+    revoke.add_argument(
+        "key_id", type=record_id, metavar="KEY_ID", help="the key's id, as list shows"
+    )
     rotate = commands.add_parser(
         "rotate",
         help="replace a key: new key, old one revoked",
         description="Replace a key that is not revoked: a new key for the same company "
         "and label, and the old one revoked. A revoked key is refused.",
     )
-    rotate.add_argument("key_id", type=int, metavar="KEY_ID", help="the key's id, as list shows")
+    rotate.add_argument(
+        "key_id", type=record_id, metavar="KEY_ID", help="the key's id, as list shows"
+    )
     rotate.add_argument(
         "--expires-in",
         type=lifetime,
@@ -130,9 +136,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def existing(db: str) -> Path:
-    """The database file; the tool never creates one."""
+    """The database file; the tool never creates one (an empty file is none yet: SQLite
+    would take it for a new database, and the tool would make its tables)."""
     if not Path(db).is_file():
         raise ToolError(f"database file {db} does not exist")
+    if Path(db).stat().st_size == 0:
+        raise ToolError(f"database file {db} is empty: make it with reporting-load first")
     return Path(db)
 
 

@@ -29,6 +29,7 @@ from ..data.schema import (
     DatabaseError,
     bump_data_version,
     connect_writer,
+    into_new_file,
     scratch_transaction,
     write_transaction,
 )
@@ -104,7 +105,18 @@ def load_items(
     a name for the problems and its items (table, position in the table, raw record);
     ``prepare`` runs first in the write transaction (the importer's id upgrade); the
     verdicts follow ``rules`` (default: the environment's settings)."""
-    rules = rules or rules_from_env()
+    with into_new_file(db_path) as path:
+        return _load_into(path, sources, progress, lock_wait, prepare, rules or rules_from_env())
+
+
+def _load_into(
+    db_path: Path,
+    sources: Iterable[tuple[str, Iterable[Item]]],
+    progress: bool,
+    lock_wait: float,
+    prepare: Callable[[sqlite3.Connection], None] | None,
+    rules: Rules,
+) -> dict[str, int]:
     meter = Meter(progress)
     try:
         conn = connect_writer(db_path)

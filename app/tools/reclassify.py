@@ -26,7 +26,7 @@ from ..data.schema import bump_data_version, connect_writer, write_transaction
 from ..data.stats_summary import Touched
 from ..data.stats_summary import refresh as refresh_stats
 from ..data.summaries import refresh as refresh_reports
-from .cli import ToolError, add_store_arguments, command, plural
+from .cli import ToolError, add_store_arguments, command, plural, record_id
 from .keytool import existing
 
 Moved = Counter[tuple[str, str]]
@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Decide every event's verdict again with the current settings"
         " (REPORTING_BOT_FAST_SECONDS, REPORTING_BOT_NETWORKS), in one transaction."
     )
-    parser.add_argument("--company", type=int, help="this company only (default: every one)")
+    parser.add_argument("--company", type=record_id, help="this company only (default: every one)")
     add_store_arguments(parser, "SQLite database file")
     return parser
 

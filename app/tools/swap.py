@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..config import OneLineParser
 from ..data.pool import companions, file_identity
 from ..data.schema import check_readable, write_transaction
 from .cli import ToolError, command
@@ -24,7 +25,7 @@ LOCK_WAIT_MS = 30_000  # how long the swap waits for a load in progress to finis
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="reporting-swap",
         description="Replace the database file servers read with another, safely, while"
         " they run. The new file is moved (renamed), so it must be on the same file system.",
@@ -35,7 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def swap(new: Path, db: Path) -> str:
-    """Rename ``new`` over ``db`` as the module says; the new file's data token."""
+    """Rename ``new`` over ``db`` as the module says; the new file's data token.
+
+    A symbolic link is refused on either side: renamed, the link itself would move (and
+    point elsewhere from its new folder), and a link to the served file would replace it
+    with a link to itself."""
+    for path in (new, db):
+        if path.is_symlink():
+            raise ToolError(f"{path} is a symbolic link: name the database file itself")
+    if db.exists() and new.exists() and new.samefile(db):
+        raise ToolError(f"{new} is the served file itself")
     token = check_readable(new)
     _fold_wal(new)
     if os.stat(new).st_dev != os.stat(db.resolve().parent).st_dev:

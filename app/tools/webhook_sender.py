@@ -28,7 +28,6 @@ import ssl
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any, Protocol
 
 import aiohttp
@@ -42,6 +41,7 @@ from ..data.pg import sql as pg_sql
 from ..data.schema import connect_writer, write_transaction
 from ..data.webhooks import CHANGED, utc_text
 from .cli import ToolError
+from .keytool import existing
 
 LOG = logging.getLogger("reporting.webhooks")
 # The Standard Webhooks schedule: the delays before attempts 1 to 10 (seconds).
@@ -134,8 +134,7 @@ class SqliteStore:
     """The sender's reads and writes on a SQLite file, under a file lock beside it."""
 
     def __init__(self, path: str) -> None:
-        if not Path(path).is_file():
-            raise ToolError(f"database file {path} does not exist")
+        existing(path)
         self._lock = open(f"{path}.webhooks.lock", "w")  # noqa: SIM115 (held while running)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)

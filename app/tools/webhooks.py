@@ -18,7 +18,7 @@ from typing import Any
 from ..config import OneLineParser
 from ..data import webhooks
 from ..data.pg import webhooks as pg_webhooks
-from .cli import ToolError, add_store_arguments, command
+from .cli import ToolError, add_store_arguments, command, record_id
 from .keytool import in_pg_transaction, in_transaction, reading
 from .webhook_sender import SCHEDULE, Settings, networks_of, run_sender, schedule_of
 
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_arguments(parser, "SQLite database file (must exist)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     create = commands.add_parser("create", help="subscribe an https URL (secret shown once)")
-    create.add_argument("--company", required=True, type=int, metavar="ID")
+    create.add_argument("--company", required=True, type=record_id, metavar="ID")
     create.add_argument("--url", required=True, help="https://... (the receiver)")
     create.add_argument(
         "--events", required=True, help="comma list of event types: open, click, report, fail"
@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("rotate-secret", "a new secret; the old one keeps signing beside it for 24 hours"),
     ):
         sub = commands.add_parser(name, help=what)
-        sub.add_argument("webhook_id", type=int, metavar="WEBHOOK_ID")
+        sub.add_argument("webhook_id", type=record_id, metavar="WEBHOOK_ID")
     send = commands.add_parser(
         "run",
         help="send every enabled subscription's new events until SIGTERM",
