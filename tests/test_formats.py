@@ -383,6 +383,8 @@ ACCEPTS = [
     ("text/html, */*;q=0.1", JSON_TYPE),
     ("text/csv, application/json", CSV_TYPE),
     ("application/json, text/csv", JSON_TYPE),
+    ("text/*, application/json", JSON_TYPE),  # a tie: the type named by its own range
+    ("*/*, text/csv", CSV_TYPE),
     ("text/html, application/x-ndjson;q=0.2, text/csv;q=0.1", NDJSON_TYPE),
     ("application/x-ndjson;q=1.0, application/json;q=0.9", NDJSON_TYPE),
     ("text/csv;q=abc", JSON_TYPE),  # nothing readable: as if absent

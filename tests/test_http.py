@@ -99,6 +99,9 @@ async def test_etag_and_if_none_match(client: TestClient, path: str) -> None:
         assert cached.status == 304, header
         assert await cached.read() == b""
         assert cached.headers["ETag"] == etag
+    # A list sent on two lines is one list (RFC 9110 5.3).
+    lines = [("X-API-KEY", KEY_1), ("If-None-Match", 'W/"nope"'), ("If-None-Match", etag)]
+    assert (await client.get(path, headers=lines)).status == 304
     for header in ('"nope"', 'W/"nope", "other"'):
         fresh = await get(client, path, **{"If-None-Match": header})
         assert fresh.status == 200

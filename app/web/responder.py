@@ -392,8 +392,9 @@ def make_etag(token: str, company_id: int, request: web.Request, variant: str) -
 
 
 def etag_matches(request: web.Request, etag: str) -> bool:
-    """Weak comparison against If-None-Match (RFC 9110 13.1.2)."""
-    header = request.headers.get(hdrs.IF_NONE_MATCH)
+    """Weak comparison against If-None-Match (RFC 9110 13.1.2); a list sent on several
+    lines is one list (RFC 9110 5.3)."""
+    header = ",".join(request.headers.getall(hdrs.IF_NONE_MATCH, ()))
     if not header:
         return False
     if header.strip() == "*":
