@@ -111,6 +111,13 @@ def test_an_unknown_company_or_database_is_one_line_and_writes_nothing(
         assert done.stderr.startswith(f"export refused, nothing written: {cause}"), done.stderr
         assert done.stderr.count("\n") == 1
         assert list(tmp_path.glob("none.json*")) == []
+    # The database itself (or its WAL) as the output: refused, the database as it was.
+    before = sample_db.read_bytes()
+    for given in (sample_db, Path(f"{sample_db}-wal")):
+        done = run_python("scripts/export_fixtures.py", str(given), "--db", str(sample_db))
+        assert done.returncode == 1 and "is the database itself" in done.stderr, done.stderr
+        assert done.stderr.count("\n") == 1
+    assert sample_db.read_bytes() == before
 
 
 def test_the_generator_appends_after_the_sample_without_collisions(

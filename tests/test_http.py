@@ -24,7 +24,7 @@ from aiohttp.test_utils import TestClient, make_mocked_request
 from app.data.schema import TOKEN
 from app.keys import ANSWERS, DATA_VERSION
 from app.tools.loader import load_files
-from app.web.responder import Known, KnownAnswers, TokenCache, make_etag
+from app.web.responder import Known, TokenCache, make_etag
 
 from .support.clients import MakeClient, traced
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get, make_sample_db, sample
@@ -172,7 +172,7 @@ async def test_a_known_304_runs_no_statement(client: TestClient, store: Store) -
 
 def forget_answers(client: TestClient) -> None:
     """The process forgets the answers it gave: the next request of each runs its view."""
-    client.server.app[ANSWERS] = KnownAnswers(16 * 1024 * 1024)
+    client.server.app[ANSWERS].clear()
 
 
 async def three_times(client: TestClient, path: str, **headers: str) -> list[tuple[Any, bytes]]:
@@ -228,7 +228,7 @@ async def test_a_known_answer_runs_no_statement(client: TestClient, store: Store
     assert await statements_of(client, store, REPORT) == 0
     assert await statements_of(client, store, INSCRIPTIONS) == 0
     assert await statements_of(client, store, f"{API}/courses") > 0  # today's date: no
-    client.server.app[ANSWERS] = KnownAnswers(100)  # bodies of at most 100 bytes
+    client.server.app[ANSWERS].largest = 100  # bodies of at most 100 bytes
     await statements_of(client, store, EMPLOYEE)
     assert await statements_of(client, store, EMPLOYEE) > 0
 

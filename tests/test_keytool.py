@@ -189,6 +189,20 @@ def test_unknown_company_is_refused(sample_db: Path, capsys: pytest.CaptureFixtu
     assert len(err.strip().splitlines()) == 1 and not KEY_PATTERN.search(out)
 
 
+@pytest.mark.parametrize("label", ["two\nlines", "a\ttab", "x" * 501])
+def test_a_label_is_one_line_of_at_most_500_characters(
+    sample_db: Path, capsys: pytest.CaptureFixture[str], label: str
+) -> None:
+    before = sample_db.read_bytes()
+    code, out, err = run_tool(
+        capsys, "--db", str(sample_db), "create", "--company", "1", "--label", label
+    )
+    assert code == 1 and "one line of at most 500" in err
+    assert len(err.strip().splitlines()) == 1 and out == ""
+    assert sample_db.read_bytes() == before
+    new_key(capsys, sample_db, "create", "--company", "1", "--label", "é" * 500)
+
+
 @pytest.mark.parametrize("argv", [["list"], ["revoke", "1"], ["rotate", "1"]])
 def test_missing_database_is_not_created(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]

@@ -126,6 +126,18 @@ def test_a_refused_write_into_a_new_file_leaves_no_file(
 
 
 @pytest.mark.system
+@pytest.mark.parametrize("ca_file", ["{tmp}/missing.pem", "{tmp}/not.pem"])
+def test_a_certificate_file_that_cannot_be_used_is_named(
+    ca_file: str, sample_db: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "not.pem").write_text("no certificate here", encoding="utf-8")
+    given = ca_file.replace("{tmp}", str(tmp_path))
+    done = run_python("scripts/webhooks.py", "--db", str(sample_db), "run", "--ca-file", given)
+    assert done.returncode == 1
+    assert one_line(done.stderr).startswith(f"error: --ca-file {given}: ")
+
+
+@pytest.mark.system
 @pytest.mark.parametrize(
     "argv",
     [

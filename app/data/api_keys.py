@@ -114,11 +114,18 @@ class NewKey(NamedTuple):
     expires_at: str | None
 
 
+MAX_LABEL = 500  # characters, as a fixture's label may have
+
+
 def checked_label(label: str, lifetime: int | None) -> str:
-    """The trimmed label of a new key; KeyRefused for a blank label or a lifetime <= 0."""
+    """The trimmed label of a new key; KeyRefused for a blank label, one that is not one
+    line of at most MAX_LABEL characters (the key tool's list shows it on one), or a
+    lifetime <= 0."""
     label = label.strip()
     if not label:
         raise KeyRefused("a key needs a label that says what it is for")
+    if len(label) > MAX_LABEL or not label.isprintable():
+        raise KeyRefused(f"a key's label is one line of at most {MAX_LABEL} printable characters")
     if lifetime is not None and lifetime <= 0:
         raise KeyRefused("a key's lifetime must be positive")
     return label

@@ -137,6 +137,9 @@ def export_fixture(
     as one fixture; return the records written per table."""
     if not Path(db_path).is_file():
         raise ToolError(f"no database at {db_path}")
+    database = Path(db_path).resolve()
+    if Path(out).resolve() in (database, *(Path(f"{database}-{end}") for end in ("wal", "shm"))):
+        raise ToolError(f"{out} is the database itself (or its WAL): write the fixture elsewhere")
     conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
     try:
         with read_snapshot(conn):

@@ -269,7 +269,10 @@ class Sender:
         self.resolver = GuardedResolver(settings.allowed)
 
     async def run(self) -> None:
-        context = ssl.create_default_context(cafile=self.settings.ca_file)
+        try:
+            context = ssl.create_default_context(cafile=self.settings.ca_file)
+        except OSError as exc:  # ssl.SSLError too: neither names the file
+            raise ToolError(f"--ca-file {self.settings.ca_file}: {exc.strerror or exc}") from None
         connector = aiohttp.TCPConnector(resolver=self.resolver, ssl=context)
         timeout = aiohttp.ClientTimeout(total=TIMEOUT)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:

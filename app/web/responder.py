@@ -71,6 +71,11 @@ class TokenCache(Generic[K, V]):
             _, (_, dropped) = self._values.popitem(last=False)
             self._bytes -= self._weight(dropped)
 
+    def clear(self) -> None:
+        """Forget every entry (what a new process would know)."""
+        self._values.clear()
+        self._bytes = 0
+
     def _weight(self, value: V) -> int:
         return 0 if self._size is None else self._size(value)
 
