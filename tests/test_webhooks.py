@@ -15,7 +15,7 @@ import json
 import signal
 import ssl
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,14 @@ from app.data.schema import connect_writer
 from app.tools.cli import ToolError
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
-from app.tools.webhook_sender import PgStore, Settings, networks_of, run_sender
+from app.tools.webhook_sender import (
+    PgStore,
+    Sender,
+    Settings,
+    SqliteStore,
+    networks_of,
+    run_sender,
+)
 from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
@@ -50,12 +57,18 @@ class Receiver:
     answers: list[int] = field(default_factory=list)
     delay: float = 0.0
     got: list[tuple[dict[str, str], bytes]] = field(default_factory=list)
+    # Run as each request comes (an operator's command while a message is in flight);
+    # returns the status to answer, or None for the next scripted one.
+    during: Callable[[bytes], int | None] | None = None
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
         await asyncio.sleep(self.delay)
         self.got.append(({k.lower(): v for k, v in request.headers.items()}, body))
-        return web.Response(status=self.answers.pop(0) if self.answers else 200)
+        status = self.during(body) if self.during else None
+        if status is None:
+            status = self.answers.pop(0) if self.answers else 200
+        return web.Response(status=status)
 
 
 @pytest.fixture
@@ -221,6 +234,87 @@ async def test_during_a_rotation_both_secrets_verify(
     Webhook(new).verify(receiver.got[1][1], receiver.got[1][0])
     with pytest.raises(WebhookVerificationError):
         Webhook(old).verify(receiver.got[1][1], receiver.got[1][0])
+
+
+def tool(db: Path, *argv: str) -> list[str]:
+    """The webhook tool's command on ``db``; the lines it printed."""
+    from contextlib import redirect_stdout
+    from io import StringIO
+
+    out = StringIO()
+    with redirect_stdout(out):
+        assert main(["--db", str(db), *argv]) == 0
+    return out.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("change", ["disable", "delete", "rotate-secret"])
+async def test_an_operator_s_change_counts_from_the_next_attempt(
+    sample_db: Path, tmp_path: Path, receiver: Receiver, change: str
+) -> None:
+    """While a message is being retried: a subscription disabled gets nothing more and
+    stays disabled; one deleted gets nothing more, and the run writes nothing into a new
+    subscription (of another company) that takes its freed id; after a new secret, the
+    next attempt is signed with it."""
+    webhook_id, _ = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))  # one fail
+    rotated: list[str] = []
+
+    def operator(body: bytes) -> int | None:
+        if len(receiver.got) == 1:
+            printed = tool(sample_db, change, webhook_id)
+            if change == "delete":  # SQLite gives the freed id to the next one
+                made = tool(sample_db, "create", "--company", "2", "--url", receiver.url,
+                            "--events", "fail", "--label", "other")  # fmt: skip
+                assert made[0].split()[2] == webhook_id
+            rotated.extend(line.strip() for line in printed if line.strip().startswith("whsec_"))
+        return 500 if len(receiver.got) == 1 else 200
+
+    receiver.during = operator
+    await send(sample_db, receiver, (0.0, 0.05, 0.05, 0.05))
+    if change == "rotate-secret":
+        assert len(receiver.got) == 2
+        headers, body = receiver.got[1]
+        assert Webhook(rotated[0]).verify(body, headers)["data"]["id"] == 1001
+        return
+    assert len(receiver.got) == 1  # nothing after the change
+    rows = query(sample_db, "SELECT id, company_id, status, consecutive_failures FROM webhooks")
+    if change == "disable":
+        assert rows == [(int(webhook_id), 1, "disabled", 1)]
+    else:
+        assert rows == [(int(webhook_id), 2, "enabled", 0)]
+        assert query(sample_db, "SELECT count(*) FROM webhook_deliveries") == [(0,)]
+
+
+async def test_a_failing_subscription_holds_up_no_other(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A message being retried waits on its own: another subscription's new event goes
+    out meanwhile, not once the retries are spent."""
+    subscribe(sample_db, receiver.url, "fail")
+    subscribe(sample_db, receiver.url, "click")
+    receiver.during = lambda body: 500 if b'"campaign_event.fail"' in body else 200
+    new_events(sample_db, tmp_path, range(1001, 1002), kinds=("fail",))
+    store = SqliteStore(str(sample_db))
+    sender = Sender(store, Settings((0.0, 600.0), LOCAL, receiver.ca_file, poll=0.05))
+    running = asyncio.create_task(sender.run())
+    try:
+        await until(lambda: len(receiver.got) == 1)  # the fail's first attempt
+        new_events(sample_db, tmp_path, range(1002, 1003), kinds=("click",))
+        await until(lambda: len(receiver.got) == 2)
+        assert b'"campaign_event.click"' in receiver.got[1][1]
+    finally:
+        sender.stopping.set()
+        await running
+        await store.close()
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Wait for ``condition``, up to a bound far past any expected wait."""
+    for _ in range(1200):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("never happened")
 
 
 async def test_inner_addresses_are_refused_unless_allowed(

@@ -3,7 +3,10 @@ event feed that POSTs, Standard Webhooks 1.0.
 
 Per subscription, in feed order: one message per event of its types, signed with its
 secret (and the old one during a rotation); its position moves only after a 2xx, in
-the transaction that logs the delivery. ``webhook-id`` is the event's place in the
+the transaction that logs the delivery. Each subscription is followed on its own (one
+that keeps failing never holds up the others), and its row is read again before every
+attempt: a subscription disabled, deleted or given a new secret meanwhile is sent
+nothing more, or signed with the secret it has now. ``webhook-id`` is the event's place in the
 feed (``msg_<seq>_<id>``): the same for every retry and after a restart, new when the
 event changes (a changed event takes a new place). A lock per store (a file lock
 beside the SQLite file; an advisory lock on PostgreSQL) keeps a second sender out.
@@ -49,23 +52,31 @@ SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0,
 TIMEOUT = 15.0
 BATCH = 100  # events read at a time per subscription
 
-SUBSCRIPTIONS = (
+_COLUMNS = (
     "SELECT id, company_id, url, event_types, secret, old_secret, old_secret_until,"
-    " position_seq, position_id FROM webhooks WHERE status = 'enabled' ORDER BY id"
+    " position_seq, position_id, created_at FROM webhooks"
 )
+SUBSCRIPTIONS = f"{_COLUMNS} WHERE status = 'enabled' ORDER BY id"
+# The subscription a run follows, as it is now: the same one (an id a deleted one freed
+# may be given to another, of another company), still enabled. Every write checks it too.
+_SAME = "id = ? AND company_id = ? AND created_at = ?"
+CURRENT = f"{_COLUMNS} WHERE {_SAME} AND status = 'enabled'"
 LOGGED = (
     "INSERT INTO webhook_deliveries (webhook_id, message_id, event_id, attempt,"
-    " attempted_at, status, response_status, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+    " attempted_at, status, response_status, error) SELECT ?, ?, ?, ?, ?, ?, ?, ?"
+    f" WHERE EXISTS (SELECT 1 FROM webhooks WHERE {_SAME})"
 )
 MOVED = (
     "UPDATE webhooks SET position_seq = ?, position_id = ?, last_success_at = ?,"
-    " consecutive_failures = 0 WHERE id = ?"
+    f" consecutive_failures = 0 WHERE {_SAME}"
 )
 FAILED = (
     "UPDATE webhooks SET last_failure_at = ?, consecutive_failures = consecutive_failures + 1"
-    " WHERE id = ?"
+    f" WHERE {_SAME}"
 )
-STATUS = "UPDATE webhooks SET status = ? WHERE id = ?"  # each write also runs CHANGED
+# Never over the operator's own change (a subscription disabled while its message failed).
+STATUS = f"UPDATE webhooks SET status = ? WHERE {_SAME} AND status = 'enabled'"
+# (each write also runs CHANGED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +87,12 @@ class Hook:
     types: tuple[str, ...]
     secrets: tuple[str, ...]  # the current one first, then the old one while it still signs
     position: tuple[int, int]
+    created_at: str
+
+    @property
+    def same(self) -> tuple[int, int, str]:
+        """The parameters of _SAME."""
+        return self.id, self.company_id, self.created_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +108,7 @@ class Attempt:
 def hook_of(row: Sequence[Any], now: str) -> Hook:
     old = (row[5],) if row[5] and row[6] and row[6] > now else ()
     return Hook(row[0], row[1], row[2], tuple(row[3].split(",")), (row[4], *old),
-                (row[7], row[8]))  # fmt: skip
+                (row[7], row[8]), row[9])  # fmt: skip
 
 
 def sign(secrets: Sequence[str], message_id: str, timestamp: int, body: bytes) -> str:
@@ -114,6 +131,7 @@ def message(record: bytes) -> bytes:
 
 class Store(Protocol):
     async def hooks(self) -> list[Hook]: ...
+    async def current(self, hook: Hook) -> Hook | None: ...
     async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]: ...
     async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None: ...
     async def set_status(self, hook: Hook, status: str) -> None: ...
@@ -127,7 +145,7 @@ def _listing(hook: Hook) -> Any:
 def _log_params(hook: Hook, attempt: Attempt, now: str) -> tuple[Any, ...]:
     status = "succeeded" if attempt.ok else "failed"
     return (hook.id, attempt.message_id, attempt.event_id, attempt.attempt, now, status,
-            attempt.status, attempt.error)  # fmt: skip
+            attempt.status, attempt.error, *hook.same)  # fmt: skip
 
 
 class SqliteStore:
@@ -147,6 +165,10 @@ class SqliteStore:
         now = utc_text(dt.datetime.now(dt.UTC))
         return [hook_of(row, now) for row in self.conn.execute(SUBSCRIPTIONS)]
 
+    async def current(self, hook: Hook) -> Hook | None:
+        row = self.conn.execute(CURRENT, hook.same).fetchone()
+        return None if row is None else hook_of(row, utc_text(dt.datetime.now(dt.UTC)))
+
     async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
         listing = _listing(hook)
         rows = self.conn.execute(listing.select_keyed(), (*listing.select_params, BATCH))
@@ -157,14 +179,14 @@ class SqliteStore:
         with write_transaction(self.conn):
             self.conn.execute(LOGGED, _log_params(hook, attempt, now))
             if moved:
-                self.conn.execute(MOVED, (*moved, now, hook.id))
+                self.conn.execute(MOVED, (*moved, now, *hook.same))
             else:
-                self.conn.execute(FAILED, (now, hook.id))
+                self.conn.execute(FAILED, (now, *hook.same))
             self.conn.execute(CHANGED)
 
     async def set_status(self, hook: Hook, status: str) -> None:
         with write_transaction(self.conn):
-            self.conn.execute(STATUS, (status, hook.id))
+            self.conn.execute(STATUS, (status, *hook.same))
             self.conn.execute(CHANGED)
 
     async def close(self) -> None:
@@ -190,6 +212,10 @@ class PgStore:
         now = utc_text(dt.datetime.now(dt.UTC))
         return [hook_of(tuple(row), now) for row in await self.conn.fetch(SUBSCRIPTIONS)]
 
+    async def current(self, hook: Hook) -> Hook | None:
+        row = await self.conn.fetchrow(pg_sql.numbered(CURRENT), *hook.same)
+        return None if row is None else hook_of(tuple(row), utc_text(dt.datetime.now(dt.UTC)))
+
     async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
         listing = _listing(hook)
         rows = await self.conn.fetch(pg_sql.select_keyed(listing), *listing.select_params, BATCH)
@@ -200,14 +226,14 @@ class PgStore:
         async with self.conn.transaction():
             await self.conn.execute(pg_sql.numbered(LOGGED), *_log_params(hook, attempt, now))
             if moved:
-                await self.conn.execute(pg_sql.numbered(MOVED), *moved, now, hook.id)
+                await self.conn.execute(pg_sql.numbered(MOVED), *moved, now, *hook.same)
             else:
-                await self.conn.execute(pg_sql.numbered(FAILED), now, hook.id)
+                await self.conn.execute(pg_sql.numbered(FAILED), now, *hook.same)
             await self.conn.execute(CHANGED)
 
     async def set_status(self, hook: Hook, status: str) -> None:
         async with self.conn.transaction():
-            await self.conn.execute(pg_sql.numbered(STATUS), status, hook.id)
+            await self.conn.execute(pg_sql.numbered(STATUS), status, *hook.same)
             await self.conn.execute(CHANGED)
 
     async def close(self) -> None:
@@ -276,28 +302,49 @@ class Sender:
         connector = aiohttp.TCPConnector(resolver=self.resolver, ssl=context)
         timeout = aiohttp.ClientTimeout(total=TIMEOUT)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
-            while not self.stopping.is_set():
-                hooks = await self.store.hooks()
-                busy = await asyncio.gather(*(self.drain(http, hook) for hook in hooks))
-                if self.settings.once and not any(busy):
-                    return
-                await self.pause(self.settings.poll if not any(busy) else 0)
+            if self.settings.once:
+                await asyncio.gather(*(self.follow(http, h) for h in await self.store.hooks()))
+                return
+            following: dict[int, asyncio.Task[None]] = {}
+            try:
+                while not self.stopping.is_set():
+                    for hook in await self.store.hooks():
+                        if hook.id not in following:
+                            following[hook.id] = asyncio.create_task(self.follow(http, hook))
+                    for hook_id, task in list(following.items()):
+                        if task.done():
+                            del following[hook_id]
+                            task.result()  # a store that fails stops the sender
+                    await self.pause(self.settings.poll)
+            finally:
+                self.stopping.set()  # the others end with their message in flight
+                await asyncio.gather(*following.values(), return_exceptions=True)
 
     async def pause(self, seconds: float) -> None:
         """Wait, or less when asked to stop."""
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
-    async def drain(self, http: aiohttp.ClientSession, hook: Hook) -> bool:
-        """Send one batch of the subscription's events; True if there were any."""
-        batch = await self.store.events(hook)
-        for record, seq, event_id in batch:
-            if self.stopping.is_set():
-                break
-            if not await self.deliver(http, hook, record, seq, event_id):
-                break
-            hook = replace(hook, position=(seq, event_id))
-        return bool(batch)
+    async def follow(self, http: aiohttp.ClientSession, hook: Hook) -> None:
+        """Send the subscription's events in order until it is no longer enabled (or its
+        message failed every attempt), the sender stops, or, with ``once``, it has
+        caught up; between batches it waits for new events."""
+        while not self.stopping.is_set():
+            batch = await self.store.events(hook)
+            if not batch and self.settings.once:
+                return
+            for record, seq, event_id in batch:
+                if self.stopping.is_set():
+                    return
+                if not await self.deliver(http, hook, record, seq, event_id):
+                    return
+                hook = replace(hook, position=(seq, event_id))
+            if not batch:
+                await self.pause(self.settings.poll)
+            found = await self.store.current(hook)
+            if found is None:
+                return
+            hook = found
 
     async def deliver(
         self, http: aiohttp.ClientSession, hook: Hook, record: bytes, seq: int, event_id: int
@@ -308,6 +355,10 @@ class Sender:
             await self.pause(delay)
             if self.stopping.is_set() and number > 1:
                 return False
+            found = await self.store.current(hook)  # its secrets, its status: as they are now
+            if found is None:
+                return False
+            hook = found
             status, error, wait = await self.post(http, hook, message_id, body)
             ok = status is not None and 200 <= status < 300
             attempt = Attempt(message_id, event_id, number, ok, status, error)
