@@ -50,12 +50,8 @@ class Subscription:
 
     @classmethod
     def of(cls, company_id: int, url: str, events: str, label: str) -> Subscription:
-        try:  # an unclosed [ or a port that is no number from 0 to 65535 raise here
-            parts = urlsplit(url.strip())
-            readable = parts.port is not None or parts.hostname is not None
-        except ValueError:
-            readable = False
-        if not readable or parts.scheme != "https" or not parts.hostname or " " in url.strip():
+        host = _https_host(url.strip())
+        if host is None:
             raise WebhookRefused(f"{url!r} is not an https:// URL with a host")
         types = sorted({t.strip().lower() for t in events.split(",") if t.strip()})
         unknown = [t for t in types if t not in EVENT_TYPES]
@@ -63,7 +59,20 @@ class Subscription:
             raise WebhookRefused(f"--events takes a comma list of {', '.join(EVENT_TYPES)}")
         if not label.strip():
             raise WebhookRefused("--label is blank")
-        return cls(company_id, url.strip(), parts.hostname, ",".join(types), label.strip())
+        return cls(company_id, url.strip(), host, ",".join(types), label.strip())
+
+
+def _https_host(url: str) -> str | None:
+    """The host of an https URL that can be read whole, else None (one with blanks, an
+    unclosed ``[``, or a port that is no number from 0 to 65535)."""
+    if any(c.isspace() for c in url):
+        return None
+    try:
+        parts = urlsplit(url)
+        _ = parts.port  # read here, where a bad one raises
+    except ValueError:
+        return None
+    return parts.hostname if parts.scheme == "https" and parts.hostname else None
 
 
 # The statements of the tool, the same on both stores.

@@ -195,10 +195,13 @@ class SqliteStore:
 
 
 class PgStore:
-    """The same on PostgreSQL, under a session advisory lock."""
+    """The same on PostgreSQL, under a session advisory lock. Every subscription's
+    follower shares the one connection, which runs one statement at a time: each call
+    takes it in turn (SQLite's calls never yield, so they need no turn)."""
 
     def __init__(self, conn: asyncpg.Connection) -> None:
         self.conn = conn
+        self.turn = asyncio.Lock()
 
     @classmethod
     async def open(cls, url: str) -> PgStore:
@@ -210,20 +213,25 @@ class PgStore:
 
     async def hooks(self) -> list[Hook]:
         now = utc_text(dt.datetime.now(dt.UTC))
-        return [hook_of(tuple(row), now) for row in await self.conn.fetch(SUBSCRIPTIONS)]
+        async with self.turn:
+            rows = await self.conn.fetch(SUBSCRIPTIONS)
+        return [hook_of(tuple(row), now) for row in rows]
 
     async def current(self, hook: Hook) -> Hook | None:
-        row = await self.conn.fetchrow(pg_sql.numbered(CURRENT), *hook.same)
+        async with self.turn:
+            row = await self.conn.fetchrow(pg_sql.numbered(CURRENT), *hook.same)
         return None if row is None else hook_of(tuple(row), utc_text(dt.datetime.now(dt.UTC)))
 
     async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
         listing = _listing(hook)
-        rows = await self.conn.fetch(pg_sql.select_keyed(listing), *listing.select_params, BATCH)
+        async with self.turn:
+            query = pg_sql.select_keyed(listing)
+            rows = await self.conn.fetch(query, *listing.select_params, BATCH)
         return [(bytes(r[0]), r[1], r[2]) for r in rows]
 
     async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
         now = utc_text(dt.datetime.now(dt.UTC))
-        async with self.conn.transaction():
+        async with self.turn, self.conn.transaction():
             await self.conn.execute(pg_sql.numbered(LOGGED), *_log_params(hook, attempt, now))
             if moved:
                 await self.conn.execute(pg_sql.numbered(MOVED), *moved, now, *hook.same)
@@ -232,7 +240,7 @@ class PgStore:
             await self.conn.execute(CHANGED)
 
     async def set_status(self, hook: Hook, status: str) -> None:
-        async with self.conn.transaction():
+        async with self.turn, self.conn.transaction():
             await self.conn.execute(pg_sql.numbered(STATUS), status, *hook.same)
             await self.conn.execute(CHANGED)
 
