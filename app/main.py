@@ -26,7 +26,7 @@ from .keys import (
     TODAY,
 )
 from .web.auth import auth_middleware, setup_auth
-from .web.dashboard import setup_dashboard
+from .web.dashboard import add_dashboard_policy, setup_dashboard
 from .web.errors import error_middleware
 from .web.headers import add_standard_headers, cors_preflight_middleware
 from .web.openapi import setup_openapi
@@ -92,10 +92,12 @@ def api_app(config: Config) -> web.Application:
 
 
 async def prepare_headers(request: web.Request, response: web.StreamResponse) -> None:
-    """The standard and the rate-limit headers of every response, from one receiver of
-    on_response_prepare (each receiver is a coroutine awaited per response)."""
+    """The standard, the rate-limit and the dashboard's headers of every response, from
+    one receiver of on_response_prepare (each receiver is a coroutine awaited per
+    response)."""
     add_standard_headers(request, response)
     add_ratelimit_headers(request, response)
+    add_dashboard_policy(request, response)
 
 
 def utc_today() -> dt.date:

@@ -32,7 +32,7 @@ from playwright.sync_api import (
 from app.tools.loader import SAMPLE_FIXTURE, load_files
 
 from .support.browser import FLAGS, chromium
-from .support.factories import API, KEY_1
+from .support.factories import API, KEY_1, KEY_2
 from .support.servers import UNLIMITED, Launcher
 
 pytestmark = pytest.mark.system  # starts a server and a browser (make test-fast skips it)
@@ -68,6 +68,39 @@ HOSTILE = {
         }
     ],
 }
+# A key of company 1 that may read people only: the page opens on People, a person's
+# history says it needs events:read.
+KEY_PEOPLE_ONLY = "rk_dashboard_people_only_3c5e7a9b1d"
+HOSTILE["api_keys"].append(
+    {"company_id": 1, "label": "people only", "key": KEY_PEOPLE_ONLY, "scope": "people:read"}
+)
+# A person an import left without a name: the directory links them by email.
+NAMELESS = {"id": 9002, "company_id": 1, "first_name": "", "last_name": "",
+            "email": "nameless@northwind.example", "department": "Finance",
+            "country": "Spain"}  # fmt: skip
+HOSTILE["employees"].append(NAMELESS)
+WIDE_DEPARTMENTS = 40  # company 2: 40 departments × 13 months of sends = 520 heatmap rows
+WIDE_COURSES = 55  # company 2: more courses than one page of the coverage table
+
+
+def wide() -> dict[str, Any]:
+    """Company 2, wider than a page: one person per department, all sent a campaign on
+    the 15th of each of the last 13 months (the heatmap's monthly window), and courses."""
+    today = datetime.now(UTC).date()
+    months = [(today.year * 12 + today.month - 1 - n) for n in range(13)]
+    launches = [f"{m // 12:04d}-{m % 12 + 1:02d}-15T09:00:00Z" for m in months]
+    people = [{"id": 9100 + n, "company_id": 2, "first_name": "Wide", "last_name": f"{n}",
+               "email": f"wide{n}@bluefin.example", "department": f"Department {n:02d}",
+               "country": "Portugal"} for n in range(WIDE_DEPARTMENTS)]  # fmt: skip
+    campaigns = [{"id": 9100 + n, "company_id": 2, "title": f"Wide {n}", "launch_date": launch}
+                 for n, launch in enumerate(launches)]  # fmt: skip
+    targets = [{"campaign_id": c["id"], "employee_id": p["id"]} for c in campaigns for p in people]
+    courses = [{"id": 9100 + n, "company_id": 2, "title": f"Course {n:02d}"}
+               for n in range(WIDE_COURSES)]  # fmt: skip
+    return {"employees": people, "campaigns": campaigns, "campaign_targets": targets,
+            "courses": courses}  # fmt: skip
+
+
 # Endpoints (and a parameter) other servers may lack: the page probes them and says so.
 OPTIONAL = ("/stats/phishing", "/stats/training", "/key")
 PER_PAGE = 50
@@ -174,8 +207,10 @@ def hostile_db(directory: Path) -> Path:
     """The sample, plus an employee whose names and department are markup."""
     extra = directory / "hostile.json"
     extra.write_text(json.dumps(HOSTILE), encoding="utf-8")
+    wider = directory / "wide.json"
+    wider.write_text(json.dumps(wide()), encoding="utf-8")
     db = directory / "dashboard.sqlite3"
-    load_files(db, [SAMPLE_FIXTURE, extra])
+    load_files(db, [SAMPLE_FIXTURE, extra, wider])
     return db
 
 
@@ -370,6 +405,70 @@ def test_heatmap_cells_are_the_api_rates(session: Session, api: Api) -> None:
         "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
     )
     assert shown == [[d, *(cells[d, p] for p in periods)] for d in departments]
+
+
+def test_a_heatmap_wider_than_a_page_shows_every_row(
+    new_session: Callable[[str], Session], base: str, api: Api
+) -> None:
+    """Company 2's monthly heatmap is two pages of the API: every cell is shown, the
+    latest month's too, and an unknown rate falls back to the fail rate."""
+    session = new_session(base)
+    sign_in(session, KEY_2)
+    session.wait_for("#overview")
+    session.open("heatmap?rate=nonsense&by=department&interval=month")
+    params = {"interval": "month", "group_by": "department", "per_page": 500}
+    status, _, headers = api.raw("/stats/phishing", params, KEY_2)
+    assert status == 200 and headers["X-Total-Pages"] == "2"
+    rows = [
+        r for page in (1, 2) for r in api.get("/stats/phishing", {**params, "page": page}, KEY_2)
+    ]
+    periods = list(dict.fromkeys(r["period_start"] for r in rows))
+    cells = {(r["department"], r["period_start"]): percent(r["fail_rate"]) for r in rows}
+    departments = list(dict.fromkeys(r["department"] for r in rows))
+    shown = session.page.locator("table.heat tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.textContent))"
+    )
+    assert shown == [[d, *(cells.get((d, p), "–") for p in periods)] for d in departments]
+    assert len(rows) > 500 and len(shown) >= WIDE_DEPARTMENTS
+    # Its CSV holds both pages: the first page's bytes, then the second's rows.
+    with session.page.expect_download() as download:
+        session.page.get_by_role("button", name="Download CSV").click()
+    first, second = (
+        api.raw("/stats/phishing", {**params, "page": page, "format": "csv"}, KEY_2)[1]
+        for page in (1, 2)
+    )
+    expected = first + second[second.index(b"\r\n") + 2 :]
+    assert Path(download.value.path()).read_bytes() == expected
+    assert (session.errors, session.dialogs) == ([], [])
+
+
+def test_course_coverage_has_pages(
+    new_session: Callable[[str], Session], base: str, api: Api
+) -> None:
+    session = new_session(base)
+    sign_in(session, KEY_2)
+    session.wait_for("#overview")
+    session.open("training?courses_page=2")
+    courses = api.get("/courses", {"page": 2, "per_page": PER_PAGE}, KEY_2)
+    assert courses and [r[0] for r in session.rows("Course coverage")] == [
+        c["title"] for c in courses
+    ]
+    assert session.page.get_by_text(f"Page 2 of 2 ({len(courses) + PER_PAGE} in all)").count() == 1
+
+
+def test_a_people_only_key_opens_on_people_and_a_person_without_history(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    session = new_session(base)
+    sign_in(session, KEY_PEOPLE_ONLY)
+    session.wait_for("#people")
+    session.open(f"people/{NAMELESS['id']}")
+    assert session.page.get_by_text("The event history needs a key with events:read.").count() == 1
+    assert session.page.locator("#view dl[aria-label=Phishing]").count() == 1  # the person
+    session.open("people?min_failed=0&department=Finance")
+    link = session.page.get_by_role("link", name=NAMELESS["email"], exact=True)
+    link.click()
+    session.wait_for(f"#people/{NAMELESS['id']}")
 
 
 def test_training_coverage_and_inscriptions_due(session: Session, api: Api) -> None:

@@ -78,10 +78,16 @@ async def test_files_come_from_the_package_with_the_chart_library_licence(
 
 
 async def test_unknown_files_are_problems_and_the_bare_path_redirects(client: TestClient) -> None:
-    for name in ("nothing.js", "..%2Fdashboard.py", "__init__.py"):
+    """Errors under /dashboard/ carry its security headers too."""
+    for name in ("nothing.js", "..%2Fdashboard.py", "__init__.py", "a/b"):
         response = await client.get(PAGE + name)
         assert response.status == 404, name
         assert response.content_type == "application/problem+json"
+        directives = policy(response.headers["Content-Security-Policy"])
+        assert {k: directives[k] for k in DIRECTIVES} == DIRECTIVES, name
+        assert response.headers["X-Frame-Options"] == "DENY", name
+    response = await client.post(PAGE)
+    assert response.status == 405 and response.headers["Referrer-Policy"] == "no-referrer"
     response = await client.get("/dashboard", allow_redirects=False)
     assert (response.status, response.headers["Location"]) == (301, PAGE)
 

@@ -51,13 +51,13 @@ def setup_dashboard(app: web.Application) -> None:
     page = assets["index.html"]
 
     async def dashboard_page(request: web.Request) -> web.StreamResponse:
-        return with_policy(await page.respond(request))
+        return await page.respond(request)
 
     async def dashboard_asset(request: web.Request) -> web.StreamResponse:
         asset = assets.get(request.match_info["name"])
         if asset is None:
             raise web.HTTPNotFound()
-        return with_policy(await asset.respond(request))
+        return await asset.respond(request)
 
     async def to_dashboard(request: web.Request) -> web.StreamResponse:
         raise web.HTTPMovedPermanently(DASHBOARD_URL)
@@ -67,7 +67,8 @@ def setup_dashboard(app: web.Application) -> None:
     app.router.add_get(f"{DASHBOARD_URL}{{name}}", dashboard_asset)
 
 
-def with_policy(response: web.StreamResponse) -> web.StreamResponse:
-    """The dashboard's security headers, on every answer of it (304s included)."""
-    response.headers.update(PAGE_HEADERS)
-    return response
+def add_dashboard_policy(request: web.Request, response: web.StreamResponse) -> None:
+    """The dashboard's security headers on every answer under it: its files, their 304s,
+    and its errors (a file it does not have, a method it does not take)."""
+    if request.path.startswith(DASHBOARD_URL[:-1]):
+        response.headers.update(PAGE_HEADERS)

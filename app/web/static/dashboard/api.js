@@ -79,12 +79,21 @@ export async function getJson(path, params, onWait) {
   return answer;
 }
 
-/** Save the CSV of a listing (the API's bytes) as a file. */
-export async function downloadCsv(path, params, filename, onWait) {
-  const response = await send(apiUrl(path, { ...params, format: "csv" }), {}, onWait);
-  if (!response.ok) throw new Refused(response.status, await response.json().catch(() => ({})));
+/**
+ * Save the CSV of a listing (the API's bytes) as a file; of its first `pages` pages, each
+ * after the first without its header row, when the view shows them all.
+ */
+export async function downloadCsv(path, params, filename, onWait, pages = 1) {
+  const parts = [];
+  for (let page = 1; page <= pages; page += 1) {
+    const query = pages > 1 ? { ...params, page } : params;
+    const response = await send(apiUrl(path, { ...query, format: "csv" }), {}, onWait);
+    if (!response.ok) throw new Refused(response.status, await response.json().catch(() => ({})));
+    const bytes = await response.blob();
+    parts.push(page === 1 ? bytes : bytes.slice((await bytes.text()).indexOf("\r\n") + 2));
+  }
   const link = document.createElement("a");
-  link.href = URL.createObjectURL(await response.blob());
+  link.href = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));
   link.download = filename;
   link.click();
   setTimeout(() => URL.revokeObjectURL(link.href), 1000);

@@ -13,6 +13,7 @@ const SCOPES = { overview: ["reports:read"], campaigns: ["reports:read"],
 const AUTOMATION = "filter[automation]";
 const $ = (id) => document.getElementById(id);
 let renderCount = 0;
+let home = "overview"; // the first view the key may read: what a bare URL opens
 
 function say(text) {
   $("status").textContent = text;
@@ -26,7 +27,7 @@ function waiting(seconds) {
 function parseHash() {
   const [path, search = ""] = location.hash.replace(/^#/, "").split("?");
   const [name, id] = path.split("/");
-  return { name: VIEWS[name] ? name : "overview", id: id || null,
+  return { name: VIEWS[name] ? name : home, id: id || null,
     query: Object.fromEntries(new URLSearchParams(search)) };
 }
 
@@ -47,10 +48,10 @@ function context(query) {
     automation,
     get: (path, params) => api.getJson(path, params, waiting),
     go: (name, id, values) => { location.hash = href(name, id, values); },
-    csv: (path, params, filename) => {
+    csv: (path, params, filename, pages = 1) => {
       const button = el("button", { type: "button", class: "csv" }, "Download CSV");
       button.addEventListener("click", () =>
-        api.downloadCsv(path, params, filename, waiting).catch(failed));
+        api.downloadCsv(path, params, filename, waiting, pages).catch(failed));
       return button;
     },
   };
@@ -98,7 +99,7 @@ async function render() {
     const nodes = await VIEWS[name](context(query), id, query);
     if (count !== renderCount) return;
     view.replaceChildren(...[nodes].flat());
-    view.dataset.rendered = location.hash || "#overview"; // what the browser tests wait for
+    view.dataset.rendered = location.hash || `#${home}`; // what the browser tests wait for
     document.title = `${name[0].toUpperCase()}${name.slice(1)} · Reporting dashboard`;
   } catch (error) {
     if (count === renderCount) failed(error);
@@ -120,6 +121,7 @@ async function applyScopes() {
   for (const link of $("nav").querySelectorAll("a")) {
     link.hidden = !SCOPES[link.dataset.view].every((needed) => held.has(needed));
   }
+  home = [...$("nav").querySelectorAll("a")].find((link) => !link.hidden)?.dataset.view || "overview";
 }
 
 $("sign-in").addEventListener("submit", async (event) => {

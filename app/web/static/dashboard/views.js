@@ -12,17 +12,27 @@ const RATES = [["open_rate", "Open", PALETTE.open], ["click_rate", "Click", PALE
 
 const num = (heading, cell) => [heading, cell, { numeric: true }];
 const campaignLink = (ctx, c) => el("a", { href: ctx.href("campaigns", c.id) }, c.title);
+// A person without a name (an import may give none) is shown by email, so the link has text.
 const personLink = (ctx, p) => el("a", { href: ctx.href("people", p.id) },
-  `${p.first_name} ${p.last_name}`);
+  `${p.first_name} ${p.last_name}`.trim() || p.email || `#${p.id}`);
 
-/** An optional endpoint (not yet on every server): null when it answers 404. */
-async function optional(ctx, path, params) {
+/** An optional answer: null when it is refused with `status` (404: an endpoint not yet
+ * on every server; 403: a scope the key lacks). */
+async function optional(ctx, path, params, status = 404) {
   try {
     return await ctx.get(path, params);
   } catch (error) {
-    if (error instanceof Refused && error.status === 404) return null;
+    if (error instanceof Refused && error.status === status) return null;
     throw error;
   }
+}
+
+/** The rows of the pages after a listing's first answer, joined to its own. */
+async function allPages(ctx, path, params, first) {
+  const pages = Number(first.headers.get("X-Total-Pages") || 1);
+  const rest = await Promise.all(Array.from({ length: Math.max(pages - 1, 0) },
+    (_, n) => ctx.get(path, { ...params, page: n + 2 })));
+  return { rows: [first, ...rest].flatMap((answer) => answer.body), pages };
 }
 
 function campaignColumns(ctx) {
@@ -139,8 +149,9 @@ function facts(caption, pairs) {
 async function person(ctx, id) {
   const path = `/victimsapi/${encodeURIComponent(id)}`;
   const params = { page: ctx.query.page || 1, per_page: PER_PAGE, ...ctx.automation() };
-  const [{ body: p }, { body: events, headers }] = await Promise.all([
-    ctx.get(path, ctx.automation()), ctx.get(`${path}/events`, params)]);
+  // A key without events:read still shows the person; the history says what it needs.
+  const [{ body: p }, history] = await Promise.all([
+    ctx.get(path, ctx.automation()), optional(ctx, `${path}/events`, params, 403)]);
   const { phishing, training } = p;
   return [
     section(`${p.first_name} ${p.last_name}`,
@@ -153,16 +164,17 @@ async function person(ctx, id) {
         facts("Training", [["Inscriptions", plain(training.inscriptions)],
           ["Not started", plain(training.not_started)], ["In progress", plain(training.in_progress)],
           ["Completed", plain(training.completed)], ["Overdue", plain(training.overdue)]]))),
-    section("Event history",
-      table("Event history", [["When", (e) => e.timestamp], ["Event", (e) => e.type],
-        ["Campaign", (e) => campaignLink(ctx, e.campaign)]], events, "No events."),
-      pager(headers, (page) => ctx.href("people", id, { page })),
-      ctx.csv(`${path}/events`, params, `events-${id}.csv`)),
+    section("Event history", history === null
+      ? el("p", { class: "unavailable" }, "The event history needs a key with events:read.")
+      : [table("Event history", [["When", (e) => e.timestamp], ["Event", (e) => e.type],
+        ["Campaign", (e) => campaignLink(ctx, e.campaign)]], history.body, "No events."),
+      pager(history.headers, (page) => ctx.href("people", id, { page })),
+      ctx.csv(`${path}/events`, params, `events-${id}.csv`)]),
   ];
 }
 
 export async function heatmap(ctx, id, query) {
-  const rate = query.rate || "fail_rate";
+  const rate = RATES.some(([field]) => field === query.rate) ? query.rate : "fail_rate";
   const by = query.by || "department";
   const interval = query.interval || "quarter";
   const params = { interval, group_by: by, per_page: 500, ...ctx.automation() };
@@ -173,9 +185,11 @@ export async function heatmap(ctx, id, query) {
   { rate, by, interval }, (values) => ctx.go("heatmap", null, values));
   const answer = await optional(ctx, "/stats/phishing", params);
   if (answer === null) return section("Heatmap", form, notAvailable("The heatmap (phishing by group)"));
-  const periods = [...new Set(answer.body.map((r) => r.period_start))];
-  const groups = [...new Set(answer.body.map((r) => r[by]))];
-  const cells = new Map(answer.body.map((r) => [`${r[by]}\u0000${r.period_start}`, r]));
+  // Every page: rows come period by period, so a first page alone would lose the latest.
+  const { rows, pages } = await allPages(ctx, "/stats/phishing", params, answer);
+  const periods = [...new Set(rows.map((r) => r.period_start))];
+  const groups = [...new Set(rows.map((r) => r[by]))];
+  const cells = new Map(rows.map((r) => [`${r[by]}\u0000${r.period_start}`, r]));
   const label = RATES.find(([field]) => field === rate)[1];
   const grid = groups.length === 0 ? el("p", { class: "empty" }, "No sends in this window.")
     : el("div", { class: "scroll", tabindex: "0", role: "region", "aria-label": "Heatmap" },
@@ -195,12 +209,12 @@ export async function heatmap(ctx, id, query) {
             }
             return cell;
           }))))));
-  return section("Heatmap", form, grid, ctx.csv("/stats/phishing", params, "heatmap.csv"));
+  return section("Heatmap", form, grid, ctx.csv("/stats/phishing", params, "heatmap.csv", pages));
 }
 
 export async function training(ctx, id, query) {
   const yesterday = new Date(Date.now() - 86400000).toISOString().slice(0, 10);
-  const courseParams = { page: 1, per_page: PER_PAGE };
+  const courseParams = { page: query.courses_page || 1, per_page: PER_PAGE };
   const dueParams = { "filter[to_due_date]": yesterday, page: query.page || 1, per_page: PER_PAGE };
   const [courses, due] = await Promise.all([
     ctx.get("/courses", courseParams), ctx.get("/course-inscriptions", dueParams)]);
@@ -211,13 +225,14 @@ export async function training(ctx, id, query) {
         num("In progress", (c) => plain(c.in_progress)), num("Completed", (c) => plain(c.completed)),
         num("Overdue", (c) => plain(c.overdue)), num("Completion rate", (c) => percent(c.completion_rate)),
         num("Average result", (c) => (c.average_result === null ? "–" : c.average_result.toFixed(1)))], courses.body, "No courses."),
+      pager(courses.headers, (page) => ctx.href("training", null, { ...query, courses_page: page })),
       ctx.csv("/courses", courseParams, "courses.csv")),
     section("Inscriptions due before today",
       el("p", { class: "note" }, "Those not completed are overdue."),
       table("Inscriptions due before today", [["Person", (i) => i.victim_name],
         ["Department", (i) => i.victim_department], ["Course", (i) => i.course_title],
         ["Due", (i) => plain(i.due_date)], ["Status", (i) => i.status]], due.body, "None."),
-      pager(due.headers, (page) => ctx.href("training", null, { page })),
+      pager(due.headers, (page) => ctx.href("training", null, { ...query, page })),
       ctx.csv("/course-inscriptions", dueParams, "inscriptions-due.csv")),
   ];
 }
