@@ -53,6 +53,10 @@ DOCUMENTS = {
         "not valid JSON at line 1, column 39: lexical error: invalid bytes in UTF8 string",
     ),
     "an empty file": ("", "the file is empty: a fixture is a JSON object of tables"),
+    "a NUL character (PostgreSQL's text has none)": (
+        '{"companies": [{"id": 1, "name": "North\\u0000wind"}]}',
+        "companies[0].name: Contains a NUL character (\\u0000).",
+    ),
     "a lone surrogate": (
         '{"companies": [{"id": 1, "name": "ok"},\n {"id": 2, "name": "Jos\\ud800"}]}',
         "line 2: \\ud800 is half a character (a lone surrogate)",

@@ -82,6 +82,11 @@ TOO_LARGE = str(2**63)  # past the largest id a database holds
             for url in ("https://[::1", "https://a.example:99999/", "https://a.example:x/",
                         "https://a.example/a b")
         ),
+        *(
+            ["scripts/webhooks.py", "create", "--company", "1", "--url", "https://a.example/",
+             "--events", "click", "--label", label]
+            for label in ("two\nlines", "x" * 501)
+        ),
         ["scripts/import_gophish.py", "{tmp}/export.json", "--company", TOO_LARGE],
         ["scripts/export_fixtures.py", "{tmp}/out.json", "--company", TOO_LARGE],
     ],

@@ -51,6 +51,8 @@ class Text(fields.Field):
             raise ValidationError("Not a valid string.")
         if not self.low <= len(value) <= self.high:
             raise ValidationError(f"Length must be between {self.low} and {self.high}.")
+        if "\x00" in value:  # PostgreSQL's text cannot hold it: refused on both stores
+            raise ValidationError("Contains a NUL character (\\u0000).")
         return value
 
 
