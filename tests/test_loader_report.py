@@ -49,6 +49,26 @@ FIRST = {
 SECOND = {
     "teams": [{"id": 1, "company_id": 2, "name": "Blue Team"}],
     "campaign_targets": [{"campaign_id": 1, "employee_id": 41, "sent_at": "2025-06-01T10:00:00Z"}],
+    # Section 24 and inscription 1 (of course 7) have a result: neither may leave course 7.
+    "course_sections": [
+        {
+            "id": 24,
+            "course_id": 4,
+            "title": "Home Network Basics",
+            "section_type": "lecture",
+            "position": 99,
+        }
+    ],
+    "inscriptions": [
+        {
+            "id": 1,
+            "employee_id": 83,
+            "course_id": 4,
+            "start_date": "2025-04-14",
+            "due_date": "2025-06-13",
+            "status": "completed",
+        }
+    ],
 }
 EXPECTED = [
     "{a}: employees[1].company_id: Not a valid integer.",
@@ -60,6 +80,8 @@ EXPECTED = [
     "{a}: inscriptions[0]: employee_id and course_id belong to different companies",
     "{b}: teams[0].id: 1 belongs to another company",
     "{b}: campaign_targets[0]: campaign_id and employee_id belong to different companies",
+    "{b}: course_sections[0].course_id: section 24 has results: it cannot move to another course",
+    "{b}: inscriptions[0].course_id: inscription 1 has results: it cannot move to another course",
 ]
 
 

@@ -303,7 +303,10 @@ def known_ids(db: Path) -> dict[str, list[int]]:
             "teams": ids("SELECT id FROM teams WHERE company_id = 1"),
             "campaigns": ids("SELECT id FROM campaigns WHERE company_id = 1"),
             "events": [],
-            "inscriptions": ids("SELECT id FROM inscriptions WHERE company_id = 1"),
+            # Of course 1, the batches' course: one with results may not move to another.
+            "inscriptions": ids(
+                "SELECT id FROM inscriptions WHERE company_id = 1 AND course_id = 1"
+            ),
         }
 
 

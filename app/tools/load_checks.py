@@ -91,6 +91,17 @@ def moved(table: str, before: str, after: str) -> str:
     return _report(table, _at(table, ".id", "%d belongs to another company", "s.id"), where)
 
 
+def keeps_its_course(table: str, results_column: str) -> str:
+    """A section or inscription with stored results may not move to another course: its
+    results would join one course's inscription to another course's section."""
+    where = (
+        f"s.valid AND s.course_id != (SELECT course_id FROM main.{table} WHERE id = s.id)"
+        f" AND EXISTS (SELECT 1 FROM main.section_results r WHERE r.{results_column} = s.id)"
+    )
+    message = f"{NOUNS[table]} %d has results: it cannot move to another course"
+    return _report(table, _at(table, ".course_id", message, "s.id"), where)
+
+
 def _owned(table: str) -> list[str]:
     return [
         duplicate(table, ("id",)),
@@ -184,6 +195,7 @@ CHECKS: dict[str, list[str]] = {
             "JOIN main.course_sections AS x ON x.course_id = s.course_id"
             " AND x.position = s.position AND x.id != s.id",
         ),
+        keeps_its_course("course_sections", "section_id"),
     ],
     "inscriptions": [
         duplicate("inscriptions", ("id",)),
@@ -195,6 +207,7 @@ CHECKS: dict[str, list[str]] = {
             "(SELECT company_id FROM main.inscriptions WHERE id = s.id)",
             _company("employees", "employee_id"),
         ),
+        keeps_its_course("inscriptions", "inscription_id"),
     ],
     "section_results": [
         duplicate("section_results", ("inscription_id", "section_id")),

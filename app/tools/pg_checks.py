@@ -43,6 +43,22 @@ def _crossed(table: str, a: tuple[str, str], b: tuple[str, str]) -> Check:
     return sql, lambda where, _: f"{where}: {a[0]} and {b[0]} belong to different companies"
 
 
+def _keeps_its_course(table: str, results_column: str, noun: str) -> Check:
+    """The SQLite loader's ``keeps_its_course``."""
+    sql = (
+        f"SELECT s.pos, s.id AS value FROM stage_{table} s JOIN {table} t ON t.id = s.id"
+        f" WHERE t.course_id <> s.course_id AND EXISTS (SELECT 1 FROM section_results r"
+        f" WHERE r.{results_column} = s.id) ORDER BY s.pos"
+    )
+    return (
+        sql,
+        lambda where, row: (
+            f"{where}.course_id: {noun} {row['value']} has results:"
+            " it cannot move to another course"
+        ),
+    )
+
+
 def _owned(table: str) -> list[Check]:
     return [_unknown(table, "company_id", "companies"), _moved(table)]
 
@@ -75,8 +91,14 @@ CHECKS: dict[str, list[Check]] = {
     "team_members": _pair("team_members", ("employee_id", "employees"), ("team_id", "teams")),
     "campaign_targets": _pair("campaign_targets", *EVENT_REFS),
     "campaign_events": _pair("campaign_events", *EVENT_REFS),
-    "course_sections": [_unknown("course_sections", "course_id", "courses")],
-    "inscriptions": _pair("inscriptions", ("employee_id", "employees"), ("course_id", "courses")),
+    "course_sections": [
+        _unknown("course_sections", "course_id", "courses"),
+        _keeps_its_course("course_sections", "section_id", "section"),
+    ],
+    "inscriptions": [
+        *_pair("inscriptions", ("employee_id", "employees"), ("course_id", "courses")),
+        _keeps_its_course("inscriptions", "inscription_id", "inscription"),
+    ],
     "section_results": [
         _unknown("section_results", "inscription_id", "inscriptions"),
         _unknown("section_results", "section_id", "course_sections"),
