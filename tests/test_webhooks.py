@@ -36,6 +36,7 @@ from app.tools.webhook_sender import (
     Settings,
     SqliteStore,
     networks_of,
+    retry_after,
     run_sender,
 )
 from app.tools.webhooks import main
@@ -306,6 +307,16 @@ async def test_a_failing_subscription_holds_up_no_other(
         sender.stopping.set()
         await running
         await store.close()
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [("7", 7.0), ("1e9", 86400.0), ("inf", 86400.0), ("nan", 0.0), ("-5", 0.0),
+     ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), (None, 0.0)],
+)  # fmt: skip
+def test_a_receiver_s_retry_after_is_read_up_to_a_day(given: str | None, seconds: float) -> None:
+    """A receiver asking for a year (or for ever) waits the schedule's longest delay."""
+    assert retry_after(given) == seconds
 
 
 async def until(condition: Callable[[], bool]) -> None:

@@ -412,12 +412,19 @@ class Sender:
 RETRIED = {429, *range(500, 600)}
 
 
+# The longest wait a receiver's Retry-After may ask for: the schedule's longest delay
+# (a receiver asking for a year would hold its subscription that long).
+LONGEST_RETRY_AFTER = max(SCHEDULE)
+
+
 def retry_after(value: str | None) -> float:
-    """Retry-After in seconds (a number of seconds; a date is read as 0: the schedule)."""
+    """Retry-After in seconds (a number of seconds, at most a day; a date, or no number,
+    is read as 0: the schedule)."""
     try:
-        return max(0.0, float(value)) if value else 0.0
+        seconds = float(value) if value else 0.0
     except ValueError:
         return 0.0
+    return min(max(0.0, seconds), LONGEST_RETRY_AFTER) if seconds == seconds else 0.0
 
 
 async def run_sender(db: str | None, url: str | None, settings: Settings) -> None:
