@@ -171,6 +171,40 @@ async def test_fails_open_while_nothing_listens_then_recovers(
         await client.aclose()
 
 
+async def test_a_redis_that_refuses_writes_is_not_one_that_answers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis that answers but refuses to write (here a full memory; a read-only replica
+    likewise) cannot keep a limit: requests are served unlimited, /readyz says degraded,
+    and the limits hold again only once it takes writes."""
+    require_redis_server()
+    port = free_port()
+    server = RedisServer(tmp_path, port).start()
+    url = f"redis://127.0.0.1:{port}/0"
+    client = connect(url)
+    limits = SharedLimits(client, settings(url, rate_burst=3), probe_seconds=PROBE)
+    caplog.set_level(logging.INFO, logger="app.ratelimit")
+    admin = redis.Redis(host="127.0.0.1", port=port)
+    try:
+        admin.config_set("maxmemory-policy", "noeviction")
+        admin.config_set("maxmemory", "1")  # every write is refused
+        for _ in range(5):  # past the burst: nothing is enforced
+            assert await limits.admit(HERE, 1) == Verdict()
+        for _ in range(10):  # the probe asks again and again, and is refused
+            await asyncio.sleep(PROBE)
+            assert await limits.state() == "degraded"
+        assert "enforced again" not in caplog.text
+        admin.config_set("maxmemory", "0")
+        await until(lambda: "enforced again" in caplog.text)
+        assert (await limits.admit(HERE, 1)).bucket is not None
+        assert await limits.state() == "ok"
+    finally:
+        admin.close()
+        await limits.close()
+        await client.aclose()
+        server.stop()
+
+
 async def until(condition: Callable[[], bool]) -> None:
     """Let the loop run (the probe) until ``condition`` holds; a guard against hanging only."""
     for _ in range(int(GUARD / PROBE)):

@@ -5,11 +5,13 @@ the script and the batching). Python turns the script's answer into the very
 ``Decision`` the in-process limiter gives (``ratelimit.decide``), so both send the same
 headers.
 
-While Redis does not answer, requests are served unlimited (fail open): a warning at
-most once a minute and ``/readyz`` says ``degraded``. A request finds that out once, by
-waiting for Redis's timeout; from then on requests do not ask Redis at all, and a
-background probe pings it every second until it answers, so a Redis that hangs costs
-one wait, not one a second.
+While Redis does not answer, or answers but refuses to write (a read-only replica, a
+full memory), requests are served unlimited (fail open): a warning at most once a minute
+and ``/readyz`` says ``degraded``. A request finds that out once, by waiting for Redis's
+timeout; from then on requests do not ask Redis at all, and a background probe writes a
+key of its own every second until Redis takes it (a write, as every limit is: a ping
+alone would call a read-only replica usable), so a Redis that hangs costs one wait, not
+one a second.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ TIMEOUT_SECONDS = 1.0  # a Redis that takes longer counts as not answering (a lo
 RETRY_SECONDS = 1.0  # while it does not answer, the probe pings it this often
 WARN_SECONDS = 60.0  # at most one warning a minute while failing open
 MICROS = 1_000_000
+PROBE_KEY = f"{PREFIX}probe"  # what the probe and /readyz write to learn Redis takes writes
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,7 +114,7 @@ class SharedLimits:
         if self._probe is not None:
             return "degraded"
         try:
-            await self._client.ping()
+            await self._writes()
         except (RedisError, OSError) as exc:
             self._silent(exc)
             return "degraded"
@@ -140,14 +143,18 @@ class SharedLimits:
         """Redis did not answer: skip it until the probe hears it again."""
         self._warn(exc)
         if self._probe is None:
-            self._probe = asyncio.get_running_loop().create_task(self._ping_until_answered())
+            self._probe = asyncio.get_running_loop().create_task(self._ask_until_answered())
 
-    async def _ping_until_answered(self) -> None:
-        """Ping Redis every ``probe_seconds`` until it answers, then let requests use it."""
+    async def _writes(self) -> None:
+        """Raise unless Redis takes a write now (the key lapses by itself)."""
+        await self._client.set(PROBE_KEY, b"1", px=int(self._probe_seconds * 2000) + 1000)
+
+    async def _ask_until_answered(self) -> None:
+        """Ask Redis every ``probe_seconds`` until it takes a write, then let requests use it."""
         while True:
             await asyncio.sleep(self._probe_seconds)
             try:
-                await self._client.ping()
+                await self._writes()
             except (RedisError, OSError) as exc:
                 self._warn(exc)
                 continue
