@@ -25,6 +25,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 import signal
 import socket
 import ssl
@@ -424,7 +425,7 @@ def retry_after(value: str | None) -> float:
         seconds = float(value) if value else 0.0
     except ValueError:
         return 0.0
-    return min(max(0.0, seconds), LONGEST_RETRY_AFTER) if seconds == seconds else 0.0
+    return 0.0 if math.isnan(seconds) else min(max(0.0, seconds), LONGEST_RETRY_AFTER)
 
 
 async def run_sender(db: str | None, url: str | None, settings: Settings) -> None:
