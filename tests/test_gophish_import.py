@@ -249,6 +249,28 @@ def test_a_refused_import_leaves_the_file_unchanged_and_says_why(
     assert fingerprint(sample_db) == before
 
 
+def test_an_export_and_a_people_file_list_at_most_20_problems_together(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """15 strangers in the timeline and 15 bad rows of people: 20 lines and the note."""
+    document = export()
+    document[0]["timeline"] += [
+        {"email": f"nobody{n}@elsewhere.example", "time": "2025-03-03T10:00:00Z",
+         "message": "Email Opened"}
+        for n in range(15)
+    ]  # fmt: skip
+    people = tmp_path / "people.csv"
+    people.write_text(
+        "email,department,country\r\n" + "".join(f"bad{n},x,y\r\n" for n in range(15)), "utf-8"
+    )
+    before = fingerprint(sample_db)
+    with pytest.raises(LoadError) as refused:
+        import_export(sample_db, write(tmp_path / "export.json", document), 1, people=people)
+    assert len(refused.value.problems) == 21
+    assert refused.value.problems[-1] == "(stopped after 20 problems)"
+    assert fingerprint(sample_db) == before
+
+
 @pytest.mark.system
 def test_fifty_megabytes_of_junk_is_refused_in_a_few_lines(sample_db: Path, tmp_path: Path) -> None:
     path = tmp_path / "export.json"

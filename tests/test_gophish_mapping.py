@@ -130,6 +130,7 @@ def test_other_instants_are_refused(text: Any) -> None:
         ("[1, 2]", (None, None)),
         ("[" * 100_000, (None, None)),
         ('{"browser":{"address":"\\ud800","user-agent":"UA\\udc00"}}', (None, None)),
+        ('{"browser":{"address":"192.0.2.1\\u0000","user-agent":"UA\\u0000"}}', (None, None)),
         (
             '{"browser":{"address":"' + "1" * 46 + '","user-agent":"' + "U" * 1001 + '"}}',
             (None, "U" * 1000),
@@ -492,6 +493,28 @@ def test_a_lone_surrogate_is_refused_naming_the_entry(tmp_path: Path, field: str
     assert problems == [
         f"{tmp_path / 'export.json'}: {at.removesuffix('.name')}"
         f"{'.name' if field == 'name' else '.first_name'}: Not text: a lone surrogate (U+D800)."
+    ]
+
+
+@pytest.mark.parametrize(("field", "at"), [("name", "[0].name"), ("first_name", "[1].results[0]")])
+def test_a_nul_character_is_refused_naming_the_entry(tmp_path: Path, field: str, at: str) -> None:
+    """No store's text holds U+0000: named in the export, not in the mapped records."""
+    document = export()
+    entry = document[0] if field == "name" else document[1]["results"][0]
+    entry[field] = "Pay\x00roll"
+    assert refusal(document, tmp_path) == [
+        f"{tmp_path / 'export.json'}: {at.removesuffix('.name')}"
+        f"{'.name' if field == 'name' else '.first_name'}: Not text: a NUL character (U+0000)."
+    ]
+
+
+def test_a_nul_character_in_the_people_file_names_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "people.csv"
+    path.write_text("email,department,country\r\na@x.example,Sa\x00les,Spain\r\n", "utf-8")
+    with pytest.raises(LoadError) as info:
+        read_people(path)
+    assert info.value.problems == [
+        f"{path}: line 2.department: Not text: a NUL character (U+0000)."
     ]
 
 

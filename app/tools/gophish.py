@@ -26,7 +26,7 @@ from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
 from .cli import add_store_arguments, command, record_id
 from .fixture_reader import Item
-from .gophish_format import Problems, mailbox, read_export, read_people
+from .gophish_format import Problems, mailbox, read_export, read_people, refusal
 from .gophish_ids import has_wide_ids, has_wide_ids_pg, renumber, renumber_pg, safe_id
 from .gophish_mapping import Context, Summary, to_fixture
 from .loader import load_items
@@ -127,9 +127,9 @@ def import_export(
     try:
         document, summary = to_fixture(campaigns, ctx, problems)
     except LoadError as exc:
-        raise LoadError(exc.problems + refused) from None
+        raise refusal(exc.problems, refused) from None
     if refused:
-        raise LoadError(refused)
+        raise refusal(refused)
     if name is None:
         document["companies"] = [{"id": company, "name": company_name}]
     if not any(document.values()) and not ctx.wide_ids:

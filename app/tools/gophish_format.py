@@ -29,6 +29,7 @@ from .staging import LoadError
 MAX_EXPORT_BYTES = 64 * 2**20
 MAX_PEOPLE_BYTES = 64 * 2**20
 MAX_PROBLEMS = 20
+STOPPED = f"(stopped after {MAX_PROBLEMS} problems)"  # the last line of a refusal cut short
 
 # The messages GoPhish writes to a campaign's timeline, and what each becomes here.
 EVENT_OF_MESSAGE = {
@@ -118,6 +119,8 @@ def _lone_surrogate(value: str) -> re.Match[str] | None:
 def _text(value: str) -> None:
     if found := _lone_surrogate(value):
         raise ValidationError(f"Not text: a lone surrogate (U+{ord(found[0]):04X}).")
+    if "\x00" in value:  # no text of the stores holds it: named here, where it was given
+        raise ValidationError("Not text: a NUL character (U+0000).")
 
 
 def _length(high: int, low: int = 0) -> list[Any]:
@@ -184,7 +187,7 @@ def browser_of(details: str | None) -> tuple[str | None, str | None]:
 
 def _browser_text(value: Any) -> str | None:
     """A non-empty string that is text, else None."""
-    if not isinstance(value, str) or not value or _lone_surrogate(value):
+    if not isinstance(value, str) or not value or _lone_surrogate(value) or "\x00" in value:
         return None
     return value
 
@@ -200,7 +203,7 @@ class Problems(list[str]):
         """Record one ``path: cause`` line."""
         self.append(f"{self.source}: {line}")
         if len(self) >= MAX_PROBLEMS:
-            raise LoadError([*self, f"(stopped after {MAX_PROBLEMS} problems)"])
+            raise LoadError([*self, STOPPED])
 
     def check(self, schema: Schema, data: Any, path: str) -> Any:
         """Load ``data`` with ``schema``; on failure record one line per problem, return None."""
@@ -215,6 +218,15 @@ class Problems(list[str]):
         """Refuse the whole input if anything was found."""
         if self:
             raise LoadError(list(self))
+
+
+def refusal(*inputs: list[str]) -> LoadError:
+    """One refusal of the problems of several inputs (the export, the people file, the
+    command line), at most MAX_PROBLEMS of them listed in all."""
+    found = [line for lines in inputs for line in lines if line != STOPPED]
+    if len(found) > MAX_PROBLEMS or any(STOPPED in lines for lines in inputs):
+        return LoadError([*found[:MAX_PROBLEMS], STOPPED])
+    return LoadError(found)
 
 
 def child(path: str, name: str) -> str:
