@@ -348,6 +348,28 @@ async def assert_other_formats_validate(
     assert re.findall(r"`([^`]+)`", described) == header.split(","), path
 
 
+@pytest.mark.parametrize("name", ["phishing", "training"])
+async def test_the_stats_csv_columns_are_those_sent(client: TestClient, name: str) -> None:
+    """Ungrouped, the columns the document lists; grouped, the group's where it says."""
+    document = await fetch_document(client)
+    path = f"{API}/stats/{name}"
+    ok = deref(document, operation(document, path)["responses"]["200"])
+    csv = ok["content"]["text/csv"]
+    described = csv["schema"]["description"]
+    listed = re.findall(r"`([^`]+)`", described)
+    assert csv["example"] == ",".join(listed) + "\r\n"
+    after = re.search(r"follows '([^']+)'", described)
+    assert after is not None
+    for group in (None, "department", "country", "team"):
+        query = {"format": "csv", **({"group_by": group} if group else {})}
+        response = await client.get(path, params=query, headers={"X-API-KEY": KEY_1})
+        header = (await response.text()).split("\r\n", 1)[0].split(",")
+        expected = list(listed)
+        if group:
+            expected.insert(expected.index(after[1]) + 1, group)
+        assert header == expected, group
+
+
 async def test_problem_bodies_validate_against_the_document(make_client: MakeClient) -> None:
     client = await make_client(rate_burst=2, rate_per_second=0.001)
     document = await fetch_document(client)

@@ -30,7 +30,7 @@ from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
 from .params import Choice
-from .schemas import ProblemSchema, exported_rows
+from .schemas import STATS_GROUPS, ProblemSchema, exported_rows, stats_rows
 from .swagger import setup_swagger
 
 TITLE = "Security-awareness reporting API"
@@ -301,11 +301,20 @@ def documented_object(record: type[Schema]) -> Callable[[View], View]:
 
 
 def _other_formats(records: type[Schema]) -> dict[str, Any]:
-    """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14)."""
+    """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14). The stats'
+    rows carry a group's column only when grouped: their columns are the ungrouped ones,
+    and a sentence says where the group's goes."""
     name = records.__name__.removesuffix("Schema")
-    columns = layout_of(exported_rows(records)).columns
+    names = list(records().fields)
+    groups = [n for n in names if n in STATS_GROUPS]
+    columns = layout_of(exported_rows(stats_rows(records, None) if groups else records)).columns
     listed = ", ".join(f"`{column}`" for column in columns)
-    csv = {"type": "string", "description": f"A header row, then a row per {name}: {listed}."}
+    description = f"A header row, then a row per {name}: {listed}."
+    if groups:
+        after = names[names.index(groups[0]) - 1]
+        choices = " or ".join(f"'{g}'" for g in groups)
+        description += f" With group_by ({choices}), that group's column follows '{after}'."
+    csv = {"type": "string", "description": description}
     ndjson = {"type": "string", "description": f"One {name} JSON object a line."}
     return {
         CSV.media_type: {"schema": csv, "example": ",".join(columns) + "\r\n"},
