@@ -11,6 +11,8 @@ is not a database in one line.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import time
@@ -18,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from app.data.pool import ReadPool
+from app.data.store import Unavailable
 from app.tools.loader import load_files
 
 from .support.factories import API, KEY_1, make_sample_db, next_event_id, query
@@ -138,6 +142,32 @@ def test_the_swap_tool_refuses_a_file_that_is_not_a_database(
     assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("swap refused: ") and "Traceback" not in done.stderr
     assert garbage.exists() and query(sample_db, "PRAGMA integrity_check") == [("ok",)]
+
+
+async def test_a_read_in_progress_holds_no_other_request_while_the_pool_reopens(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """A file swapped while a read is borrowed (a stream may take minutes): the other
+    requests are refused at once (503) rather than held until it ends; the reopen waits
+    in the background, and once the read is returned the new file is served."""
+    pool = await ReadPool.open(sample_db, 2)
+    try:
+        old_token = await pool.current_token()
+        replacement = new_file(tmp_path / "new", next_event_id())
+        new_token = query(replacement, "SELECT value FROM meta WHERE key = 'data_token'")[0][0]
+        async with pool.acquire():  # a stream's connection, borrowed
+            os.replace(replacement, sample_db)
+            for _ in range(3):  # each is refused without waiting for the borrowed read
+                with pytest.raises(Unavailable):
+                    await asyncio.wait_for(pool.current_token(), GUARD_SECONDS)
+        for _ in range(int(GUARD_SECONDS / 0.05)):
+            with contextlib.suppress(Unavailable):
+                if await pool.current_token() == new_token:
+                    break
+            await asyncio.sleep(0.05)
+        assert await pool.current_token() == new_token != old_token
+    finally:
+        await pool.close()
 
 
 def test_the_swap_tool_refuses_a_link_or_the_served_file_itself(

@@ -105,6 +105,7 @@ class ReadPool:
         self._borrowed = 0
         self._closed = True  # no connection to any file: reads raise Unavailable
         self._watcher: asyncio.Task[None] | None = None
+        self._reopening: asyncio.Task[None] | None = None  # waiting for borrowed reads
 
     @classmethod
     async def open(cls, path: str | Path, size: int) -> ReadPool:
@@ -191,10 +192,28 @@ class ReadPool:
         return self.run_inline(data_token)
 
     async def current_token(self) -> str:
-        """The data token now, from the file now at the path (reopened if replaced)."""
+        """The data token now, from the file now at the path (reopened if replaced).
+
+        A reopen waits for the reads in progress (a stream may take minutes): while one
+        is borrowed, the reopen goes on in the background and this request is refused
+        (503, Retry-After) instead of held with every other one until the stream ends.
+        """
         if self.replaced():
+            if self._lock.locked() or self._borrowed:
+                self._reopen_later()
+                raise Unavailable(REPLACED)
             await self.reopen()
         return self.token_now()
+
+    def _reopen_later(self) -> None:
+        """Start a background reopen, unless one runs."""
+        if self._reopening is None or self._reopening.done():
+            self._reopening = asyncio.create_task(self._reopen_quietly())
+
+    async def _reopen_quietly(self) -> None:
+        """A reopen whose failure waits for the next request or the watcher to try again."""
+        with contextlib.suppress(DatabaseError, sqlite3.Error, OSError):
+            await self.reopen()
 
     async def known_token(self) -> str:
         """The data token now: one primary-key read on the loop's connection."""
@@ -327,11 +346,12 @@ class ReadPool:
         self._inline.close()
 
     async def close(self) -> None:
-        """Stop watching and close every connection (the app's cleanup)."""
-        if self._watcher is not None:
-            self._watcher.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watcher
+        """Stop watching (and reopening) and close every connection (the app's cleanup)."""
+        for task in (self._watcher, self._reopening):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.close_connections()
 
 
