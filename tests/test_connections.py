@@ -261,6 +261,24 @@ def test_oversized_requests_get_431_or_414(
 
 
 @pytest.mark.system  # starts a server process
+@pytest.mark.parametrize(
+    "framing", [b"Content-Length: 100000000000\r\n", b"Transfer-Encoding: chunked\r\n"]
+)
+def test_a_request_body_is_refused_unread(
+    launcher: Launcher, sample_db: Path, framing: bytes
+) -> None:
+    """Every endpoint only reads: a body announced (of any size) gets 400 problem+json
+    and the connection is closed, however long the client goes on sending it."""
+    app = launcher.serve(sample_db)
+    with connect(app) as sock:
+        sock.sendall(b"GET /api/companies/v1/campaigns HTTP/1.1\r\nHost: x\r\n" + framing + b"\r\n")
+        got, headers, body = parse(closed_by_server(sock, drip=b"1000\r\n" + b"x" * 4096))
+    assert got == 400
+    assert headers["content-type"] == "application/problem+json; charset=utf-8"
+    assert "no request body" in json.loads(body)["detail"]
+
+
+@pytest.mark.system  # starts a server process
 def test_long_filter_lists_fit_the_request_line(launcher: Launcher, sample_db: Path) -> None:
     """Three filters of 100 values each (about 11 KB) are a request, not a 414."""
     values = {

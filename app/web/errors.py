@@ -59,6 +59,9 @@ class ApiError(Exception):
         self.headers = dict(headers or {})
 
 
+NO_BODY_DETAIL = "This API takes no request body: every endpoint only reads."
+
+
 class BadRequest(ApiError):
     status = 400
 
@@ -139,8 +142,17 @@ def client_closed_response() -> web.Response:
 
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Turn every exception into a problem+json response (the outermost middleware)."""
+    """Turn every exception into a problem+json response (the outermost middleware).
+
+    A request with a body is refused before anything reads it, and its connection
+    closed: every endpoint only reads, and a body nobody reads would otherwise be
+    drained to its announced end (a client announcing gigabytes keeps a core busy).
+    """
     assign_request_id(request)
+    if request.body_exists:
+        response = problem_response(400, NO_BODY_DETAIL, request.get(REQUEST_ID, ""))
+        response.force_close()
+        return response
     try:
         return await handler(request)
     except ApiError as exc:
