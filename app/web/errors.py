@@ -145,8 +145,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     """Turn every exception into a problem+json response (the outermost middleware).
 
     A request with a body is refused before anything reads it, and its connection
-    closed: every endpoint only reads, and a body nobody reads would otherwise be
-    drained to its announced end (a client announcing gigabytes keeps a core busy).
+    closed: every endpoint only reads (server.LINGER_SECONDS bounds what is read of the
+    body meanwhile).
     """
     assign_request_id(request)
     if request.body_exists:

@@ -32,6 +32,7 @@ from .headers import set_standard_headers
 from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
+LINGER_SECONDS = 1.0  # how long an unread request body is read and dropped before the close
 SHUTDOWN_SECONDS = 30.0  # how long requests in flight may take to finish on SIGTERM
 
 _PARSER_DETAILS = {
@@ -83,6 +84,10 @@ class ProblemAppRunner(HandlerAppRunner):
         kwargs.setdefault("guard", ConnectionGuard.from_config(config))
         kwargs.setdefault("max_line_size", MAX_REQUEST_LINE)
         kwargs.setdefault("max_field_size", MAX_HEADER_FIELD)
+        # A request body is refused unread (errors.error_middleware): aiohttp then reads
+        # and drops what the client goes on sending for this long before it closes, so
+        # the client has time to read the refusal (10 s by default, at wire speed).
+        kwargs.setdefault("lingering_time", LINGER_SECONDS)
         super().__init__(app, **kwargs)
 
 
