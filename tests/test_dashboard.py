@@ -263,12 +263,19 @@ def sign_in(session: Session, key: str = KEY_1) -> None:
     session.page.get_by_role("button", name="Sign in").click()
 
 
+def signed_in_as(
+    new_session: Callable[[str], Session], base: str, key: str = KEY_1, landing: str = "#overview"
+) -> Session:
+    """A new page signed in with ``key``, once it has drawn the view it lands on."""
+    session = new_session(base)
+    sign_in(session, key)
+    session.wait_for(landing)
+    return session
+
+
 @pytest.fixture(scope="module")
 def signed_in(new_session: Callable[[str], Session], base: str) -> Session:
-    session = new_session(base)
-    sign_in(session)
-    session.wait_for("#overview")
-    return session
+    return signed_in_as(new_session, base)
 
 
 @pytest.fixture
@@ -412,9 +419,7 @@ def test_a_heatmap_wider_than_a_page_shows_every_row(
 ) -> None:
     """Company 2's monthly heatmap is two pages of the API: every cell is shown, the
     latest month's too, and an unknown rate falls back to the fail rate."""
-    session = new_session(base)
-    sign_in(session, KEY_2)
-    session.wait_for("#overview")
+    session = signed_in_as(new_session, base, KEY_2)
     session.open("heatmap?rate=nonsense&by=department&interval=month")
     params = {"interval": "month", "group_by": "department", "per_page": 500}
     status, _, headers = api.raw("/stats/phishing", params, KEY_2)
@@ -445,9 +450,7 @@ def test_a_heatmap_wider_than_a_page_shows_every_row(
 def test_course_coverage_has_pages(
     new_session: Callable[[str], Session], base: str, api: Api
 ) -> None:
-    session = new_session(base)
-    sign_in(session, KEY_2)
-    session.wait_for("#overview")
+    session = signed_in_as(new_session, base, KEY_2)
     session.open("training?courses_page=2")
     courses = api.get("/courses", {"page": 2, "per_page": PER_PAGE}, KEY_2)
     assert courses and [r[0] for r in session.rows("Course coverage")] == [
@@ -459,9 +462,7 @@ def test_course_coverage_has_pages(
 def test_a_people_only_key_opens_on_people_and_a_person_without_history(
     new_session: Callable[[str], Session], base: str
 ) -> None:
-    session = new_session(base)
-    sign_in(session, KEY_PEOPLE_ONLY)
-    session.wait_for("#people")
+    session = signed_in_as(new_session, base, KEY_PEOPLE_ONLY, "#people")
     session.open(f"people/{NAMELESS['id']}")
     assert session.page.get_by_text("The event history needs a key with events:read.").count() == 1
     assert session.page.locator("#view dl[aria-label=Phishing]").count() == 1  # the person
@@ -569,9 +570,7 @@ def test_views_the_key_may_not_read_are_hidden(
     new_session: Callable[[str], Session], base: str
 ) -> None:
     """The page asks /key for the scopes and hides the views needing one it lacks."""
-    session = new_session(base)
-    sign_in(session, KEY_REPORTS_ONLY)
-    session.wait_for("#overview")
+    session = signed_in_as(new_session, base, KEY_REPORTS_ONLY)
     nav = session.page.locator("#nav")
     shown = {"overview", "campaigns", "heatmap"}
     for view in ("overview", "campaigns", "people", "heatmap", "training"):
@@ -580,9 +579,7 @@ def test_views_the_key_may_not_read_are_hidden(
 
 
 def test_sign_out_forgets_the_key(new_session: Callable[[str], Session], base: str) -> None:
-    session = new_session(base)
-    sign_in(session)
-    session.wait_for("#overview")
+    session = signed_in_as(new_session, base)
     session.page.get_by_role("button", name="Sign out").click()
     assert session.page.locator("#sign-in").is_visible()
     assert session.page.evaluate("() => sessionStorage.length") == 0
@@ -611,9 +608,7 @@ def test_a_first_visit_transfers_less_than_300_kb(
     new_session: Callable[[str], Session], base: str
 ) -> None:
     """Everything a first visit moves over the wire (gzipped files, API answers, headers)."""
-    session = new_session(base)
-    sign_in(session)
-    session.wait_for("#overview")
+    session = signed_in_as(new_session, base)
     total = session.page.evaluate(
         "() => performance.getEntries().reduce((sum, e) => sum + (e.transferSize || 0), 0)"
     )

@@ -97,15 +97,20 @@ def subscribe(db: Path, url: str, events: str = "fail,report") -> tuple[str, str
 
 def subscribe_on(store: list[str], url: str, events: str = "fail,report") -> tuple[str, str]:
     """The same on the store ``store`` names (``--db`` or ``--database-url``)."""
+    lines = tool(store, "create", "--company", "1", "--url", url, "--events", events,
+                 "--label", "SOC")  # fmt: skip
+    return lines[0].split()[2], lines[1].strip()
+
+
+def tool(store: list[str], *argv: str) -> list[str]:
+    """The webhook tool's command on the store ``store`` names; the lines it printed."""
     from contextlib import redirect_stdout
     from io import StringIO
 
     out = StringIO()
     with redirect_stdout(out):
-        assert main([*store, "create", "--company", "1", "--url", url,
-                     "--events", events, "--label", "SOC"]) == 0  # fmt: skip
-    lines = out.getvalue().splitlines()
-    return lines[0].split()[2], lines[1].strip()
+        assert main([*store, *argv]) == 0
+    return out.getvalue().splitlines()
 
 
 def events_file(tmp_path: Path, ids: range, minute: int = 0, kinds: Any = None) -> Path:
@@ -237,17 +242,6 @@ async def test_during_a_rotation_both_secrets_verify(
         Webhook(old).verify(receiver.got[1][1], receiver.got[1][0])
 
 
-def tool(db: Path, *argv: str) -> list[str]:
-    """The webhook tool's command on ``db``; the lines it printed."""
-    from contextlib import redirect_stdout
-    from io import StringIO
-
-    out = StringIO()
-    with redirect_stdout(out):
-        assert main(["--db", str(db), *argv]) == 0
-    return out.getvalue().splitlines()
-
-
 @pytest.mark.parametrize("change", ["disable", "delete", "rotate-secret"])
 async def test_an_operator_s_change_counts_from_the_next_attempt(
     sample_db: Path, tmp_path: Path, receiver: Receiver, change: str
@@ -258,13 +252,14 @@ async def test_an_operator_s_change_counts_from_the_next_attempt(
     next attempt is signed with it."""
     webhook_id, _ = subscribe(sample_db, receiver.url)
     new_events(sample_db, tmp_path, range(1001, 1002))  # one fail
+    store = ["--db", str(sample_db)]
     rotated: list[str] = []
 
     def operator(body: bytes) -> int | None:
         if len(receiver.got) == 1:
-            printed = tool(sample_db, change, webhook_id)
+            printed = tool(store, change, webhook_id)
             if change == "delete":  # SQLite gives the freed id to the next one
-                made = tool(sample_db, "create", "--company", "2", "--url", receiver.url,
+                made = tool(store, "create", "--company", "2", "--url", receiver.url,
                             "--events", "fail", "--label", "other")  # fmt: skip
                 assert made[0].split()[2] == webhook_id
             rotated.extend(line.strip() for line in printed if line.strip().startswith("whsec_"))

@@ -12,6 +12,8 @@ import secrets
 import sqlite3
 from typing import Any, NamedTuple
 
+from .fields import MAX_LABEL, one_line_label
+
 KEY_PREFIX = "rk_"
 # How long a server may keep accepting a key after it was revoked (its cache of known
 # keys); the figure the docs and the key tool state.
@@ -114,9 +116,6 @@ class NewKey(NamedTuple):
     expires_at: str | None
 
 
-MAX_LABEL = 500  # characters, as a fixture's label may have
-
-
 def checked_label(label: str, lifetime: int | None) -> str:
     """The trimmed label of a new key; KeyRefused for a blank label, one that is not one
     line of at most MAX_LABEL characters (the key tool's list shows it on one), or a
@@ -124,7 +123,7 @@ def checked_label(label: str, lifetime: int | None) -> str:
     label = label.strip()
     if not label:
         raise KeyRefused("a key needs a label that says what it is for")
-    if len(label) > MAX_LABEL or not label.isprintable():
+    if not one_line_label(label):
         raise KeyRefused(f"a key's label is one line of at most {MAX_LABEL} printable characters")
     if lifetime is not None and lifetime <= 0:
         raise KeyRefused("a key's lifetime must be positive")

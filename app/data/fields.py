@@ -16,6 +16,7 @@ from marshmallow import ValidationError, fields
 MAX_ID = 2**63 - 1  # the largest id a request may name (SQLite's and PostgreSQL's bigint)
 MAX_SAFE_ID = 2**53 - 1  # the largest id stored: every id a client sees is exact in JavaScript
 MAX_LIST_VALUES = 100
+MAX_LABEL = 500  # characters of a key's or a subscription's label, as a fixture's may have
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -26,6 +27,12 @@ _DIGITS = re.compile(r"[0-9]{1,19}")
 # Matched whole (fullmatch), as ECMA-262 reads `$` in JSON Schema: the end of the text.
 LIST_VALUE_PATTERN = r"^[^\u0000-\u001F\u007F]*$"
 _LIST_VALUE = re.compile(LIST_VALUE_PATTERN)
+
+
+def one_line_label(label: str) -> bool:
+    """Whether a (trimmed) label is one line of at most MAX_LABEL printable characters:
+    the tools' lists show each on one."""
+    return len(label) <= MAX_LABEL and label.isprintable()
 
 
 class StrictDate(fields.Date):

@@ -170,8 +170,7 @@ class ReadPool:
         while True:
             await asyncio.sleep(WATCH_SECONDS)
             if self.replaced():
-                with contextlib.suppress(DatabaseError, sqlite3.Error, OSError):
-                    await self.reopen()
+                await self._reopen_quietly()
 
     def run_inline(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """Run a short read right here, on the event loop's own connection.
@@ -211,7 +210,7 @@ class ReadPool:
             self._reopening = asyncio.create_task(self._reopen_quietly())
 
     async def _reopen_quietly(self) -> None:
-        """A reopen whose failure waits for the next request or the watcher to try again."""
+        """A reopen whose failure waits for the next request or the next look to try again."""
         with contextlib.suppress(DatabaseError, sqlite3.Error, OSError):
             await self.reopen()
 

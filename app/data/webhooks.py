@@ -17,8 +17,7 @@ import sqlite3
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from .api_keys import MAX_LABEL
-from .fields import MAX_ID
+from .fields import MAX_ID, MAX_LABEL, one_line_label
 from .listings import Listing, Record, owned, placeholders
 from .vocabulary import EVENT_TYPES
 
@@ -60,7 +59,7 @@ class Subscription:
             raise WebhookRefused(f"--events takes a comma list of {', '.join(EVENT_TYPES)}")
         if not label.strip():
             raise WebhookRefused("--label is blank")
-        if len(label.strip()) > MAX_LABEL or not label.strip().isprintable():
+        if not one_line_label(label.strip()):
             raise WebhookRefused(f"--label is one line of at most {MAX_LABEL} printable characters")
         return cls(company_id, url.strip(), host, ",".join(types), label.strip())
 
