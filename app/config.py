@@ -94,6 +94,13 @@ class Config:
             "help": "seconds a client may stop reading an answer before it is cut off",
         },
     )
+    shutdown_timeout: float = field(
+        default=30.0,
+        metadata={
+            "env": "REPORTING_SHUTDOWN_TIMEOUT",
+            "help": "seconds requests in flight may take to finish after SIGTERM or SIGINT",
+        },
+    )
     streams_per_company: int = field(
         default=2,
         metadata={
@@ -172,10 +179,10 @@ class Config:
             raise ValueError(f"port {self.port} is not between 1 and 65535")
         if self.auth_failures_per_minute < 1 or self.read_connections < 1:
             raise ValueError("auth failures per minute and read connections must be >= 1")
-        if self.write_timeout <= 0 or self.read_timeout <= 0 or self.streams_per_company < 1:
-            raise ValueError(
-                "the read and write timeouts must be positive and streams per company >= 1"
-            )
+        if min(self.write_timeout, self.read_timeout, self.shutdown_timeout) <= 0:
+            raise ValueError("the read, write and shutdown timeouts must be positive")
+        if self.streams_per_company < 1:
+            raise ValueError("streams per company must be >= 1")
         if self.answer_memory_mb < 0:
             raise ValueError("answer memory must be >= 0 megabytes")
         if self.keepalive_timeout <= 0 or self.header_timeout <= 0:

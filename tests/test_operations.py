@@ -18,6 +18,7 @@ import logging.handlers
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -200,6 +201,37 @@ def test_signal_lets_the_request_in_flight_finish_then_exits_0(
     own = [line for line in err.splitlines() if f"[{served[1]}] " in line]
     shutdown = [i for i, line in enumerate(own) if "shutting down" in line]
     assert shutdown and shutdown[0] < next(i for i, line in enumerate(own) if "inflight" in line)
+
+
+@pytest.mark.system
+def test_a_stream_still_read_at_the_end_of_the_shutdown_time_is_cut_then(
+    big_template: tuple[Path, int], tmp_path: Path, launcher: Launcher
+) -> None:
+    """A client reading a stream slowly but steadily never makes its write wait long: the
+    process still ends within the shutdown time (aiohttp on its own waited twice as long)."""
+    template, _ = big_template
+    shutdown = 4.0
+    app = launcher.serve(
+        Path(shutil.copy(template, tmp_path / "db.sqlite3")), "--shutdown-timeout", str(shutdown)
+    )
+    with socket.socket() as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        client.connect(("127.0.0.1", urlsplit(app.base).port or 0))
+        client.sendall(
+            f"GET {CAMPAIGN} HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n"
+            "X-Request-ID: slow\r\n\r\n".encode()
+        )
+        assert client.recv(1024).startswith(b"HTTP/1.1 200")
+        app.proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        received = 0
+        while app.proc.poll() is None and time.monotonic() < signalled + GUARD_SECONDS:
+            received += len(client.recv(1024))  # about 50 KB a second, never stopping long
+            time.sleep(0.02)
+        took = time.monotonic() - signalled
+    assert app.proc.wait() == 0
+    assert received > 0  # it was reading throughout
+    assert took < shutdown * 1.5, f"ended {took:.1f} s after the signal: {app.output_text()}"
 
 
 @pytest.mark.system

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +25,7 @@ from gunicorn.app.base import BaseApplication
 from ..config import Config
 from .connections import quiet_resource_errors
 from .gunicorn_shim import inherited_signal_queue, stop_signal_in
-from .server import SHUTDOWN_SECONDS, make_runner
+from .server import make_runner
 
 log = logging.getLogger("app.server")
 
@@ -102,7 +103,8 @@ class Arbiter(BaseApplication):
             "workers": self.config.workers,
             "worker_class": Worker,
             "reuse_port": True,
-            "graceful_timeout": int(SHUTDOWN_SECONDS) + 1,  # the runner's own 30 s come first
+            # the runner's own shutdown time comes first
+            "graceful_timeout": math.ceil(self.config.shutdown_timeout) + 1,
             "accesslog": None,  # the runner writes the access log
             "logger_class": GunicornLogger,
             "loglevel": self.config.log_level.lower(),

@@ -33,7 +33,6 @@ from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
 LINGER_SECONDS = 1.0  # how long an unread request body is read and dropped before the close
-SHUTDOWN_SECONDS = 30.0  # how long requests in flight may take to finish on SIGTERM
 
 _PARSER_DETAILS = {
     400: "The request could not be parsed as HTTP.",
@@ -91,13 +90,19 @@ class ProblemAppRunner(HandlerAppRunner):
         super().__init__(app, **kwargs)
 
 
-def make_runner(app: web.Application, shutdown_timeout: float = SHUTDOWN_SECONDS) -> web.AppRunner:
-    """The runner of every server process, one or several (``processes.serve_workers``)."""
+def make_runner(app: web.Application) -> web.AppRunner:
+    """The runner of every server process, one or several (``processes.serve_workers``).
+
+    On a stop signal aiohttp waits its ``shutdown_timeout`` for each request in flight,
+    then, for a handler still running (a stream a client reads slowly), as long again
+    before it cancels it: half of the configured time each keeps the whole within it.
+    """
+    config = app.get(CONFIG) or Config()
     return ProblemAppRunner(
         app,
         access_log_class=AccessLogger,
         access_log=logging.getLogger("app.access"),
-        shutdown_timeout=shutdown_timeout,
+        shutdown_timeout=config.shutdown_timeout / 2,
     )
 
 
@@ -106,13 +111,12 @@ async def serve(
     host: str,
     port: int,
     on_started: Callable[[], None] | None = None,
-    shutdown_timeout: float = SHUTDOWN_SECONDS,
 ) -> None:
     """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up.
 
     ``on_started`` runs once the socket is bound (a banner printed earlier could lie).
     """
-    runner = make_runner(app, shutdown_timeout)
+    runner = make_runner(app)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

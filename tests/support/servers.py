@@ -43,6 +43,7 @@ VARIABLES = {  # contract.md 8, with the defaults contract.md 6 and 8 state (Non
     "REPORTING_READ_TIMEOUT": "5",  # README Configuration: a hung PostgreSQL answers 503
     "REPORTING_WRITE_TIMEOUT": "30",  # the README's configuration table (slow readers)
     "REPORTING_STREAMS_PER_COMPANY": "2",
+    "REPORTING_SHUTDOWN_TIMEOUT": "30",  # the README's configuration table
 }
 
 
