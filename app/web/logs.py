@@ -362,7 +362,8 @@ class AccessLine:
         self.fields = fields
 
     def __str__(self) -> str:
-        return " ".join(
+        texts = [  # a list, not a generator: join would make one of it anyway
             f"{name}={escape_controls(value, TEXT_ESCAPED) if isinstance(value, str) else value}"
             for name, value in self.fields.items()
-        )
+        ]
+        return " ".join(texts)

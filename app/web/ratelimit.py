@@ -8,8 +8,7 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from aiohttp import hdrs, web
 from multidict import istr
@@ -77,9 +76,11 @@ class TokenBucket:
         return self.level(now) + EPSILON >= self.capacity
 
 
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """The outcome of one rate-limit check and the state to advertise in headers."""
+class Decision(NamedTuple):
+    """The outcome of one rate-limit check and the state to advertise in headers.
+
+    A named tuple: one is made for every request, and a tuple is the cheapest record.
+    """
 
     allowed: bool
     limit: int
@@ -108,16 +109,23 @@ def _policy(limit: int, window: int) -> str:
     return f'"default";q={limit};w={window}'
 
 
+@functools.lru_cache(maxsize=64)  # one capacity and rate per limiter
+def _limit_and_window(capacity: float, per_second: float) -> tuple[int, int]:
+    """What a limiter advertises whatever its buckets hold: the burst, and the seconds an
+    empty bucket takes to fill."""
+    return math.floor(capacity), max(1, _ceil(capacity / per_second))
+
+
 def decide(allowed: bool, level: float, capacity: float, per_second: float) -> Decision:
     """The whole-second header values of a bucket holding `level` tokens (both limiters)."""
-    missing = max(0.0, 1 - level)
+    limit, window = _limit_and_window(capacity, per_second)
     return Decision(
-        allowed=allowed,
-        limit=math.floor(capacity),
-        remaining=math.floor(level + EPSILON),
-        reset=_ceil(max(0.0, capacity - level) / per_second),
-        retry_after=0 if allowed else max(1, _ceil(missing / per_second)),
-        window=max(1, _ceil(capacity / per_second)),
+        allowed,
+        limit,
+        math.floor(level + EPSILON),
+        _ceil(max(0.0, capacity - level) / per_second),
+        0 if allowed else max(1, _ceil(max(0.0, 1 - level) / per_second)),
+        window,
     )
 
 
@@ -256,8 +264,7 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequenc
     return last
 
 
-@dataclass(frozen=True, slots=True)
-class Verdict:
+class Verdict(NamedTuple):
     """What the limits say of one request; both None while they fail open."""
 
     gate: Decision | None = None  # the address is refused for its failed authentications
