@@ -232,6 +232,8 @@ def test_a_stream_still_read_at_the_end_of_the_shutdown_time_is_cut_then(
     assert app.proc.wait() == 0
     assert received > 0  # it was reading throughout
     assert took < shutdown * 1.5, f"ended {took:.1f} s after the signal: {app.output_text()}"
+    cut = f"WARNING app.errors cut short by the shutdown: GET {CAMPAIGN} (request id slow)"
+    assert cut in app.output_text()[1]
 
 
 @pytest.mark.system

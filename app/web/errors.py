@@ -7,6 +7,7 @@ Every error leaves the service as an RFC 9457 ``application/problem+json`` body
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Mapping
@@ -187,6 +188,16 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         if client_gone(request):
             return client_closed_response()
         return unexpected_error(request)
+    except asyncio.CancelledError:
+        # Only the shutdown cancels a handler (a client that leaves does not): the
+        # request gets no access line, so this one says which it was.
+        log.warning(
+            "cut short by the shutdown: %s %s (request id %s)",
+            request.method,
+            request.path,
+            request.get(REQUEST_ID, ""),
+        )
+        raise
     except Exception:
         return unexpected_error(request)
 
