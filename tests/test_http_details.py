@@ -84,7 +84,13 @@ async def test_the_issues_example_says_control_characters(client: TestClient) ->
 
 @pytest.mark.parametrize(
     ("value", "message"),
-    [('"Finance', "Double quotes"), ('"Finance"x', "Double quotes"), ("Finance,,HR", "Empty")],
+    [
+        ('"Finance', "Double quotes"),
+        ('"Finance"x', "Double quotes"),
+        ('Fin"ance', "Double quotes"),
+        ("Finance,,HR", "Empty"),
+        ('Finance, "" ', "Empty"),
+    ],
 )
 async def test_other_list_mistakes_keep_their_own_messages(
     client: TestClient, value: str, message: str
@@ -94,6 +100,21 @@ async def test_other_list_mistakes_keep_their_own_messages(
     body = await assert_problem(response, 400)
     [text] = body["errors"]["filter[department]"]
     assert text.startswith(message) and "Control" not in text
+
+
+async def test_a_quoted_value_is_trimmed_around_its_quotes_too(client: TestClient) -> None:
+    """Lists are trimmed: spaces after a closing quote count as spaces before one do."""
+    totals = set()
+    for value in (
+        '"Research, Development",Finance',
+        ' "Research, Development" , Finance ',
+        'Finance , "Research, Development"\u00a0',
+    ):
+        params = {"filter[department]": value}
+        response = await client.get(INSCRIPTIONS, params=params, headers={"X-API-KEY": KEY_1})
+        assert response.status == 200, (value, await response.text())
+        totals.add(response.headers["X-Total-Count"])
+    assert len(totals) == 1 and totals != {"0"}
 
 
 async def published_pattern(client: TestClient) -> re.Pattern[str]:

@@ -6,7 +6,6 @@ marshmallow's own Date, Integer and Boolean fields are generous (``2026-1-2``, `
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import re
 from typing import Any
@@ -27,6 +26,9 @@ _DIGITS = re.compile(r"[0-9]{1,19}")
 # Matched whole (fullmatch), as ECMA-262 reads `$` in JSON Schema: the end of the text.
 LIST_VALUE_PATTERN = r"^[^\u0000-\u001F\u007F]*$"
 _LIST_VALUE = re.compile(LIST_VALUE_PATTERN)
+# One element of a comma list and what ends it: a "quoted" value ("" for a quote) or a
+# bare one without quotes, spaces around either, then a comma or the end.
+_ELEMENT = re.compile(r'\s*(?:"((?:[^"]|"")*)"|([^,"]*))\s*(,|\Z)')
 
 
 def one_line_label(label: str) -> bool:
@@ -125,19 +127,27 @@ class CommaList(fields.Field):
 
 
 def _split(text: Any) -> list[str]:
-    """Split one comma list, honouring double quotes; refuse empty elements."""
+    """Split one comma list, honouring double quotes; refuse empty elements.
+
+    Each element is trimmed, a quoted one around its quotes too: ``"a, b" ,c`` is two.
+    """
     if not isinstance(text, str):
         raise ValidationError("Not a string.")
     if not _LIST_VALUE.fullmatch(text):
         raise ValidationError(
             "Control characters (U+0000 to U+001F, U+007F) are not allowed in values."
         )
-    try:
-        rows = list(csv.reader([text], skipinitialspace=True, strict=True))
-    except csv.Error:
-        message = 'Double quotes must enclose a whole value, as in "Smith, Jr.".'
-        raise ValidationError(message) from None
-    elements = [element.strip() for element in rows[0]] if rows and rows[0] else [""]
-    if any(element == "" for element in elements):
-        raise ValidationError("Empty values are not allowed.")
-    return elements
+    elements: list[str] = []
+    at = 0
+    while True:
+        element = _ELEMENT.match(text, at)
+        if element is None:
+            raise ValidationError('Double quotes must enclose a whole value, as in "Smith, Jr.".')
+        quoted, bare, comma = element.groups()
+        value = bare if quoted is None else quoted.replace('""', '"')
+        if not value.strip():
+            raise ValidationError("Empty values are not allowed.")
+        elements.append(value.strip())
+        if not comma:
+            return elements
+        at = element.end()
