@@ -161,6 +161,27 @@ RAW = {
 }
 
 
+@pytest.mark.parametrize("method", [b"FOO", b"get", b"Get"])
+async def test_a_method_the_parser_does_not_know_is_501(client: TestClient, method: bytes) -> None:
+    """RFC 9110 9.1: an unrecognised method is 501 (methods are case-sensitive), not a
+    request that could not be parsed; a known one not served here stays 405."""
+    status, headers, body = await raw_request(client, method + b" " + INSCRIPTIONS + b" HTTP/1.1")
+    assert status == 501
+    assert "GET and HEAD" in assert_raw_problem(status, headers, body)["detail"]
+    status, headers, body = await raw_request(client, b"PROPFIND " + INSCRIPTIONS + b" HTTP/1.1")
+    assert (status, headers["allow"]) == (405, "GET,HEAD")
+
+
+async def test_a_connect_is_404_not_a_refused_body(client: TestClient) -> None:
+    """aiohttp counts what follows a CONNECT as its body; it carries none of its own, so
+    it is no refused body. Its target names a host and port (RFC 9110 9.3.6), which no
+    resource has: 404, then the connection closes."""
+    for path in (b"/nope", INSCRIPTIONS, b"example.com:443"):
+        status, headers, body = await raw_request(client, b"CONNECT " + path + b" HTTP/1.1")
+        assert status == 404 and headers["connection"] == "close"
+        assert_raw_problem(status, headers, body)
+
+
 @pytest.mark.parametrize("head", RAW.values(), ids=RAW.keys())
 async def test_parser_errors_are_problems(client: TestClient, head: bytes) -> None:
     """Even a request aiohttp cannot parse is answered in the one error shape."""

@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 import aiohttp
 from aiohttp import web
-from aiohttp.http_exceptions import BadHttpMessage, LineTooLong
+from aiohttp.http_exceptions import BadHttpMessage, BadHttpMethod, LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from .connections import Admission, ConnectionGuard
@@ -26,6 +26,7 @@ MAX_HEADER_FIELD = 8_190  # bytes of one header's name and value (aiohttp's defa
 MAX_HEADER_BYTES = 32_768  # bytes of a request's line and headers together; 431 beyond
 _HEAD_END = b"\r\n\r\n"
 _TOO_MANY_HEADERS = "Too many headers"  # the start of aiohttp's message for that case
+_TLS_ON_PLAIN = "Received HTTPS traffic"  # its message for a TLS hello, which no method starts
 
 
 def check_private_api() -> None:
@@ -53,10 +54,14 @@ def parser_error_status(status: int, exc: BaseException | None) -> int:
     """The status a parser refusal deserves: aiohttp answers every one of them 400.
 
     The limits are configured apart (see MAX_REQUEST_LINE), so the limit a LineTooLong
-    names says which one was crossed.
+    names says which one was crossed. A method the parser does not know (``FOO``, or
+    ``get``: methods are case-sensitive) is 501, as RFC 9110 9.1 asks of an unrecognised
+    method; a TLS hello sent to the plain port stays 400.
     """
     if status != 400:
         return status
+    if isinstance(exc, BadHttpMethod):
+        return status if exc.message.startswith(_TLS_ON_PLAIN) else 501
     if isinstance(exc, LineTooLong):
         limit = exc.args[1]
         if limit == MAX_HEADER_FIELD:

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
 
-from aiohttp import web
+from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
 from ..data.listings import RecordNotFound
@@ -150,7 +150,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     body meanwhile).
     """
     assign_request_id(request)
-    if request.body_exists:
+    # aiohttp counts what may follow a CONNECT as its body: it carries none of its own.
+    tunnel = request.method == hdrs.METH_CONNECT
+    if request.body_exists and not tunnel:
         response = problem_response(400, NO_BODY_DETAIL, request.get(REQUEST_ID, ""))
         response.force_close()
         return response
@@ -183,7 +185,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
             raise
         headers = {k: v for k, v in exc.headers.items() if k.lower() in ("allow", "location")}
         detail = _HTTP_DETAILS.get(exc.status) or HTTPStatus(exc.status).description
-        return problem_response(exc.status, detail, request.get(REQUEST_ID, ""), headers=headers)
+        response = problem_response(
+            exc.status, detail, request.get(REQUEST_ID, ""), headers=headers
+        )
+        if tunnel:  # every CONNECT ends here (no resource has its target): close, since
+            response.force_close()  # aiohttp reads what follows as the tunnel's bytes
+        return response
     except ConnectionError:
         if client_gone(request):
             return client_closed_response()

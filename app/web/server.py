@@ -39,6 +39,7 @@ _PARSER_DETAILS = {
     413: "The request is too large.",
     414: "The request line (path and query) is too long.",
     431: HEADERS_TOO_LARGE,
+    501: "This method is not one the server knows; the API answers GET and HEAD.",
 }
 
 
@@ -54,10 +55,10 @@ class ProblemRequestHandler(GuardedRequestHandler):
     ) -> web.StreamResponse:
         """Log the failure and answer with a problem body (never a trace)."""
         status = parser_error_status(status, exc)
-        if status >= 500:
-            log.error("error handling request", exc_info=exc)
-        else:
+        if status in _PARSER_DETAILS:
             log.info("refused unparsable request: %s", status)
+        else:
+            log.error("error handling request", exc_info=exc)
         if request.writer.output_size > 0:
             raise ConnectionError("response already started; cannot send an error")
         detail = _PARSER_DETAILS.get(status, "The server met an unexpected error.")
