@@ -171,6 +171,31 @@ async def test_fails_open_while_nothing_listens_then_recovers(
         await client.aclose()
 
 
+async def test_a_restarted_redis_is_used_at_once_by_connections_it_broke(tmp_path: Path) -> None:
+    """A restart breaks every pooled connection; each is opened again when next used,
+    never taken for an outage that would serve its request unlimited."""
+    require_redis_server()
+    port = free_port()
+    url = f"redis://127.0.0.1:{port}/0"
+    server = RedisServer(tmp_path, port).start()
+    client = connect(url)
+    limits = SharedLimits(client, settings(url, rate_burst=20), probe_seconds=PROBE)
+    try:
+        await asyncio.gather(*(client.ping() for _ in range(8)))  # eight at once: a pool of 8
+        assert len(await client.client_list()) >= 8
+        server.stop()
+        server.start()  # empty: every bucket full again
+        verdicts = [await limits.admit(HERE, 1) for _ in range(25)]
+        assert [v.bucket is not None and v.bucket.allowed for v in verdicts] == [True] * 20 + [
+            False
+        ] * 5
+        assert await limits.state() == "ok"
+    finally:
+        await limits.close()
+        await client.aclose()
+        server.stop()
+
+
 async def test_a_redis_that_refuses_writes_is_not_one_that_answers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

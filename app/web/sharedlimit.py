@@ -28,6 +28,7 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as ConnectionClosed
 from redis.exceptions import RedisError
 
 from ..config import Config
@@ -190,12 +191,18 @@ def describe(url: str) -> str:
 
 
 def connect(url: str) -> Redis:
-    """A client that gives up quickly and never retries on its own (we fail open instead)."""
+    """A client that gives up quickly (we fail open instead of waiting).
+
+    A command whose connection turns out closed is sent once more, on a new connection:
+    a restart of Redis closes every pooled connection, and each would otherwise be
+    taken, when next used, for an outage that serves its request unlimited. A timeout is
+    never tried again (a Redis that hangs costs one wait).
+    """
     return Redis.from_url(
         url,
         socket_timeout=TIMEOUT_SECONDS,
         socket_connect_timeout=TIMEOUT_SECONDS,
-        retry=Retry(NoBackoff(), 0),
+        retry=Retry(NoBackoff(), 1, supported_errors=(ConnectionClosed,)),
     )
 
 
