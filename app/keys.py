@@ -47,4 +47,5 @@ CALLER: web.RequestKey[Caller] = web.RequestKey("caller", Caller)
 # The key itself: its owner, the companies and scopes it may read, its public facts.
 API_KEY: web.RequestKey[ActiveKey] = web.RequestKey("api_key")
 REQUEST_ID: web.RequestKey[str] = web.RequestKey("request_id", str)
+CLIENT: web.RequestKey[str | None] = web.RequestKey("client")  # its address; None: unknown
 RATE_DECISION: web.RequestKey[Decision] = web.RequestKey("rate_decision")

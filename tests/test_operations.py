@@ -92,6 +92,29 @@ async def test_one_access_line_per_request_and_never_the_key(
     assert KEY_1 not in everything and wrong not in everything
 
 
+async def test_the_access_line_names_the_client_a_trusted_proxy_forwarded(
+    aiohttp_client: Any, sample_db: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The client address the limits charge, on every line (an API request, a health
+    check): behind a proxy of REPORTING_TRUSTED_PROXIES, the one it forwarded."""
+    config = Config(db=str(sample_db), trusted_proxies="127.0.0.1")
+    client = await aiohttp_client(ProblemTestServer(create_app(config)))
+    caplog.set_level(logging.INFO, logger="app.access")
+    forwarded = {"X-Forwarded-For": "198.51.100.1, 203.0.113.7"}
+    for path, request_id in ((CAMPAIGN, "proxied-api"), ("/healthz", "proxied-health")):
+        headers = {"X-API-KEY": KEY_1, "X-Request-ID": request_id, **forwarded}
+        await (await client.get(path, headers=headers)).read()
+    await (await client.get("/healthz", headers={"X-Request-ID": "direct"})).read()
+
+    def remote(request_id: str) -> object:
+        found = [r.access for r in caplog.records if r.name == "app.access"]
+        return next((f["remote"] for f in found if f["request_id"] == request_id), None)
+
+    await wait_for(lambda: remote("direct") is not None)
+    assert remote("proxied-api") == remote("proxied-health") == "203.0.113.7"
+    assert remote("direct") == "127.0.0.1"
+
+
 @pytest.fixture
 def restored_logging() -> Iterator[None]:
     """Put the root logger back as pytest had it after setup_logging replaced it."""

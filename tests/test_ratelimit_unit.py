@@ -7,13 +7,8 @@ import random
 import pytest
 
 from app.config import parse_networks
-from app.web.ratelimit import (
-    SWEEP_SECONDS,
-    Decision,
-    RateLimiter,
-    TokenBucket,
-    client_address,
-)
+from app.web.clients import client_address
+from app.web.ratelimit import SWEEP_SECONDS, Decision, RateLimiter, TokenBucket
 
 from .support.clock import FakeClock
 

@@ -23,7 +23,7 @@ from multidict import CIMultiDict
 from requests.utils import parse_header_links
 
 from app.web.bodies import coding_weights
-from app.web.ratelimit import address_key
+from app.web.clients import address_key
 
 from .support.clients import MakeClient
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get
@@ -134,7 +134,8 @@ def test_address_keys() -> None:
 
 # ---- Link: percent-encoded targets ---------------------------------------------------
 
-HOSTILE = 'x>;rel="first",<http://evil.example/[a]'
+# One quoted value ("" for a quote) holding what a forged link needs: < > " , ; [ ].
+HOSTILE = '"x>;rel=""first"",<http://evil.example/[a]"'
 LINK_VALUE = re.compile(r'<([^<>"\s]*)>; rel="(first|last|prev|next)"')
 
 

@@ -22,7 +22,7 @@ from multidict import istr
 
 from ..data.api_keys import CACHE_SECONDS, ActiveKey, hash_key
 from ..data.store import Store
-from ..keys import API_KEY, CALLER, CONFIG, KEY_CACHE, POOL, Caller
+from ..keys import API_KEY, CALLER, CLIENT, KEY_CACHE, POOL, Caller
 from .access import (
     CHALLENGE,
     HTTP_WHITESPACE,
@@ -31,8 +31,9 @@ from .access import (
     require_partner,
     require_scope,
 )
+from .clients import address_key
 from .errors import BadRequest, Unauthorized
-from .ratelimit import address_key, check_gate, check_limits, client_address, forwarded_for
+from .ratelimit import check_gate, check_limits
 
 PROTECTED_PREFIXES = ("/api/companies/", f"{PARTNERS_API}/")
 X_API_KEY = istr("X-API-KEY")  # as istr: the headers take it without folding it again
@@ -104,8 +105,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if not needs_key(request):
         return await handler(request)
     app = request.app
-    config = app[CONFIG]
-    address = address_key(client_address(request.remote, forwarded_for(request), config.networks()))
+    address = address_key(request[CLIENT] or "unknown")
     try:
         key = presented_key(request)
     except BadRequest:

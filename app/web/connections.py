@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import Config, Network
+from .clients import address_key
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import SERVER_NAME
 from .logs import LogThrottle
-from .ratelimit import address_key
 
 log = logging.getLogger("app.connections")
 

@@ -20,7 +20,8 @@ from aiohttp.typedefs import Handler
 from ..data.listings import RecordNotFound
 from ..data.schema import DatabaseError
 from ..data.store import NotAvailable
-from ..keys import REQUEST_ID
+from ..keys import CLIENT, REQUEST_ID
+from .clients import client_of
 from .headers import assign_request_id
 from .logs import LogThrottle
 
@@ -150,6 +151,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     body meanwhile).
     """
     assign_request_id(request)
+    request[CLIENT] = client_of(request)  # for the limits and the access line
     # aiohttp counts what may follow a CONNECT as its body: it carries none of its own.
     tunnel = request.method == hdrs.METH_CONNECT
     if request.body_exists and not tunnel:

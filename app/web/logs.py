@@ -23,7 +23,7 @@ from typing import IO, Any, NamedTuple
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from ..keys import CALLER, REQUEST_ID
+from ..keys import CALLER, CLIENT, REQUEST_ID
 
 REPORT_SECONDS = 10.0  # a recurring condition is logged at most this often
 TEXT_ESCAPED = "\\ "  # besides unprintable characters, in a text access line
@@ -303,7 +303,7 @@ class AccessLogger(AbstractAccessLogger):
             "duration_ms": round(time * 1000, 2),
             "company": caller.company_id if caller else None,
             "request_id": request.get(REQUEST_ID, ""),
-            "remote": request.remote,
+            "remote": request.get(CLIENT, request.remote),  # (a request the parser refused)
         }
         logger = self.logger
         if self.writer is not None:

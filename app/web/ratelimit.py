@@ -1,30 +1,28 @@
-"""Rate limiting (contract.md section 6): token buckets, their registry and the client address."""
+"""Rate limiting (contract.md section 6): token buckets and their registry, per key and per
+client address (:mod:`app.web.clients` says who the client is)."""
 
 from __future__ import annotations
 
 import functools
-import ipaddress
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable
 from typing import NamedTuple, Protocol
 
 from aiohttp import hdrs, web
 from multidict import istr
 
-from ..config import Config, Network
+from ..config import Config
 from ..data.api_keys import ActiveKey
 from ..keys import LIMITS, RATE_DECISION
 from .errors import TooManyRequests
 
 EPSILON = 1e-9  # tokens; absorbs float drift, so 0.1 s at 10/s refills one whole token
 SWEEP_SECONDS = 5.0  # idle buckets are swept at most this often (clock time)
-_PREFIX_64 = ((1 << 64) - 1) << 64  # the network half of an IPv6 address
 # The headers' names as istr, which the case-insensitive headers take without folding.
 LIMIT, REMAINING = istr("RateLimit-Limit"), istr("RateLimit-Remaining")
 RESET, POLICY, RATELIMIT = istr("RateLimit-Reset"), istr("RateLimit-Policy"), istr("RateLimit")
-X_FORWARDED_FOR = istr("X-Forwarded-For")
 
 
 def _ceil(seconds: float) -> int:
@@ -205,63 +203,6 @@ class RateLimiter:
         self._sweep(now)
         while len(self._buckets) >= self.max_entries:
             self._buckets.popitem(last=False)
-
-
-def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    """An address, with IPv4-mapped IPv6 unwrapped, or None when `text` is not one."""
-    try:
-        address = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    return address
-
-
-@functools.lru_cache(maxsize=4096)  # parsing IPv6 costs about 10 µs; clients come back
-def address_key(address: str) -> str:
-    """The budget an address spends: itself, or its /64 for IPv6 (one subscriber's block).
-
-    A single IPv6 host usually holds a whole /64, so counting each /128 apart would give
-    it 2^64 budgets.
-    """
-    if ":" not in address:
-        return address  # IPv4 (or unknown): the common case, without parsing
-    parsed = _parse_ip(address)
-    if isinstance(parsed, ipaddress.IPv6Address):
-        prefix = ipaddress.IPv6Address(int(parsed) & _PREFIX_64)  # IPv6Network is slower
-        return f"{prefix}/64"
-    return address if parsed is None else str(parsed)
-
-
-def forwarded_for(request: web.BaseRequest) -> str | None:
-    """Every X-Forwarded-For line, in order, as if joined by commas (RFC 9110 5.3).
-
-    A proxy that appends its own line (HAProxy's ``option forwardfor``) leaves the
-    client's forged line first; reading only that one would let the client pick its address.
-    """
-    lines = request.headers.getall(X_FORWARDED_FOR, ())
-    return ",".join(lines) if lines else None
-
-
-def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequence[Network]) -> str:
-    """Who to rate-limit: the peer, or X-Forwarded-For's first untrusted hop behind our proxies."""
-    if peer is None:
-        return "unknown"
-    if not forwarded_for or not trusted:
-        return peer  # the common case, without parsing anything
-    peer_ip = _parse_ip(peer)
-    if not forwarded_for or peer_ip is None or not any(peer_ip in net for net in trusted):
-        return peer
-    last = peer
-    for entry in reversed(forwarded_for.split(",")):
-        hop = _parse_ip(entry.strip())
-        if hop is None:
-            return last
-        if not any(hop in net for net in trusted):
-            return str(hop)
-        last = str(hop)
-    return last
 
 
 class Verdict(NamedTuple):
