@@ -78,6 +78,47 @@ def test_both_stores_export_the_same_document(
     assert json.loads((tmp_path / "pg.json").read_text(encoding="utf-8")) == from_sqlite
 
 
+# Text, decimals, instants and nulls each store could write its own way, with the sample.
+AWKWARD = {
+    "companies": [{"id": 9, "name": 'Ünïcode "quoted" \\ tab\t line\n 😀 \u2028 \x1f \x7f /'}],
+    "employees": [{"id": 900, "company_id": 9, "first_name": "", "last_name": "Núñez",
+                   "email": "jose@awkward.example", "department": "", "country": "España"}],
+    "campaigns": [{"id": 90, "company_id": 9, "title": "Ça «marche»?",
+                   "launch_date": "2025-02-11T09:00:00Z"}],
+    "campaign_targets": [{"campaign_id": 90, "employee_id": 900, "sent_at": None}],
+    "campaign_events": [{"id": 9000, "campaign_id": 90, "employee_id": 900, "type": "click",
+                         "timestamp": "2025-02-13T01:21:41Z", "with_captcha": True,
+                         "ip": None, "user_agent": "Mozilla/5.0 \"x\" \\ 你好"}],
+    "courses": [{"id": 90, "company_id": 9, "title": "Cours n°1"}],
+    "course_sections": [
+        {"id": 900 + n, "course_id": 90, "title": f"Part {n}", "section_type": "quiz",
+         "position": n} for n in range(1, 6)
+    ],
+    "inscriptions": [{"id": 900, "employee_id": 900, "course_id": 90, "start_date": "2025-03-01",
+                      "due_date": None, "status": "in_progress"}],
+    "section_results": [
+        {"inscription_id": 900, "section_id": 900 + n, "completed_at": "2025-03-02",
+         "result": result, "status": "APPROVED"}
+        for n, result in enumerate((87.5, 100, 33.333333333333336, 0.1), 1)
+    ] + [{"inscription_id": 900, "section_id": 905, "completed_at": None, "result": None,
+          "status": None}],
+}  # fmt: skip
+
+
+def test_both_stores_export_the_same_bytes(
+    tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    fixture = tmp_path / "awkward.json"
+    fixture.write_text(json.dumps(AWKWARD), encoding="utf-8")
+    for store in (["--db", str(sample_db)], ["--database-url", pg_database]):
+        run("load_fixtures.py", str(fixture), *store, "--no-progress")
+    run("export_fixtures.py", str(tmp_path / "sqlite.json"), "--db", str(sample_db))
+    run("export_fixtures.py", str(tmp_path / "pg.json"), "--database-url", pg_database)
+    from_sqlite = (tmp_path / "sqlite.json").read_bytes()
+    assert '"name":"Ünïcode \\"quoted\\"'.encode() in from_sqlite
+    assert (tmp_path / "pg.json").read_bytes() == from_sqlite
+
+
 def test_one_company_only(tmp_path: Path, sample_db: Path) -> None:
     document = export(sample_db, tmp_path / "two.json", "--company", "2")
     assert [c["id"] for c in document["companies"]] == [2]

@@ -76,8 +76,7 @@ RECORDS: dict[str, tuple[tuple[str, ...], str]] = {
         "inscription_id, section_id",
     ),
 }
-# How each store builds a record's JSON text, and the flag it stores as 0 or 1.
-BUILD = {"sqlite": "json_object({})", "postgresql": "json_build_object({})::text"}
+# The flag each store holds as 0 or 1, as JSON's boolean.
 FLAG = {
     "sqlite": "json(CASE with_captcha WHEN 1 THEN 'true' ELSE 'false' END)",
     "postgresql": "with_captcha = 1",
@@ -87,9 +86,18 @@ FLAG = {
 def select(table: str, store: str, company: int | None) -> str:
     """The query giving one table's records as JSON text, in order (``?``: the company)."""
     fields, order = RECORDS[table]
-    pairs = ", ".join(f"'{f}', {FLAG[store] if f == 'with_captcha' else f}" for f in fields)
+    value = {f: FLAG[store] if f == "with_captcha" else f for f in fields}
     where = "" if company is None else f" WHERE {OWNER[table]}"
-    return f"SELECT {BUILD[store].format(pairs)} FROM {table}{where} ORDER BY {order}"
+    if store == "sqlite":
+        pairs = ", ".join(f"'{f}', {v}" for f, v in value.items())
+        return f"SELECT json_object({pairs}) FROM {table}{where} ORDER BY {order}"
+    # row_to_json writes SQLite's compact text ({"id":1,...}) in the fields' order, where
+    # json_build_object puts spaces around each colon; jsonb would reorder the keys.
+    columns = ", ".join(f"{v} AS {f}" for f, v in value.items())
+    return (
+        f"SELECT row_to_json(r)::text FROM (SELECT {columns} FROM {table}{where}) r"
+        f" ORDER BY {order}"
+    )
 
 
 class FixtureFile:
