@@ -29,6 +29,7 @@ Main = Callable[[Sequence[str] | None], int]
 EXIT_REFUSED = 1
 PG_ERRORS = (asyncpg.PostgresError, asyncpg.InterfaceError)
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, what shells report for Ctrl-C
+EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
 class ToolError(Exception):
@@ -75,9 +76,19 @@ def cause_of(exc: sqlite3.Error) -> str:
     return str(exc)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the tool is so that it stops as Ctrl-C stops it: the write
+    rolled back, a new file it was writing removed."""
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 @contextlib.contextmanager
 def ctrl_c_interrupts() -> Iterator[None]:
-    """Make SIGINT raise KeyboardInterrupt while the tool runs, whatever it inherited.
+    """Make SIGINT raise KeyboardInterrupt, and SIGTERM Terminated, while the tool runs,
+    whatever it inherited.
 
     An ignored or blocked SIGINT survives exec: a shell starts ``tool &`` with it
     ignored when job control is off, and a parent may spawn us from a thread that blocks
@@ -89,14 +100,18 @@ def ctrl_c_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    previous = {
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _terminate),
+    }
+    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, set(previous))
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        if previous is not None:  # None: set outside Python, so it cannot be put back
-            signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            if handler is not None:  # None: set outside Python, so it cannot be put back
+                signal.signal(signum, handler)
 
 
 def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
@@ -104,6 +119,9 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     try:
         with ctrl_c_interrupts():
             return main(argv)
+    except Terminated:
+        print(f"{refused}: stopped by SIGTERM", file=sys.stderr)
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         print(f"{refused}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
