@@ -243,6 +243,25 @@ def test_scripts_are_the_tools(script: str, argv: list[str], prefix: str) -> Non
     assert done.stdout == ""
 
 
+@pytest.mark.system
+@pytest.mark.skipif(not Path("/dev/full").is_char_device(), reason="needs /dev/full")
+def test_a_report_that_cannot_be_written_is_not_a_refusal(tmp_path: Path) -> None:
+    """The load was made; only its report line failed (a full disk): saying the database
+    is unchanged would be false."""
+    db = tmp_path / "x.sqlite3"
+    with open("/dev/full", "w") as full:
+        proc = start_python(
+            "scripts/load_fixtures.py", SAMPLE, "--db", str(db), "--no-progress",
+            stdout=full, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        _, err = proc.communicate(timeout=GUARD_SECONDS)
+    assert proc.returncode == 1
+    assert err.decode().strip() == (
+        "done, but its report could not be written: No space left on device"
+    )
+    assert query(db, "SELECT count(*) FROM companies") == [(len(sample()["companies"]),)]
+
+
 def ignore_sigint() -> None:
     """In the child before exec: SIGINT ignored, as a shell's ``tool &`` without job control."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)

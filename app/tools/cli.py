@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import io
 import os
 import signal
 import sqlite3
@@ -115,10 +116,18 @@ def ctrl_c_interrupts() -> Iterator[None]:
 
 
 def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
-    """Run ``main``; print any expected error as ``refused: cause`` and return its exit code."""
+    """Run ``main``; print any expected error as ``refused: cause`` and return its exit code.
+
+    What the tool prints is written once it is done (every tool reports after its write),
+    so a stdout that fails then is not taken for a refusal of a write that was made.
+    """
+    report = io.StringIO()
     try:
-        with ctrl_c_interrupts():
-            return main(argv)
+        with ctrl_c_interrupts(), contextlib.redirect_stdout(report):
+            done = main(argv)
+    except SystemExit:  # --help, or a usage error, which argparse printed
+        sys.stdout.write(report.getvalue())
+        raise
     except Terminated:
         print(f"{refused}: stopped by SIGTERM", file=sys.stderr)
         return EXIT_TERMINATED
@@ -140,6 +149,13 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         else:
             print(f"{refused}:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr)
         return EXIT_REFUSED
+    try:
+        sys.stdout.write(report.getvalue())
+        sys.stdout.flush()
+    except OSError as exc:  # a full disk, a closed pipe
+        print(f"done, but its report could not be written: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    return done
 
 
 def add_store_arguments(parser: argparse.ArgumentParser, db_help: str) -> None:
