@@ -148,3 +148,65 @@ def test_an_empty_file_says_it_is_empty(text: str, tmp_path: Path, sample_db: Pa
     assert done.stderr == (
         f"{REFUSED[:-1]}: {empty}: the file is empty: a fixture is a JSON object of tables\n"
     )
+
+
+# Each alone over the sample: the checks against the stored rows. Section 1 (course 1)
+# and inscription 1 (course 7) have results; course 3 and employee 41 are company 2's.
+AGAINST_THE_STORED = {
+    "a place taken": (
+        {
+            "course_sections": [
+                {**SECOND["course_sections"][0], "id": 2, "course_id": 1, "position": 1}
+            ]
+        },
+        ["course_sections[0].position: position 1 of course 1 is section 1's"],
+    ),
+    "a section moved": (
+        {
+            "course_sections": [
+                {**SECOND["course_sections"][0], "id": 1, "course_id": 3, "position": 99}
+            ]
+        },
+        [
+            "course_sections[0].id: 1 belongs to another company",
+            "course_sections[0].course_id: section 1 has results: it cannot move to another course",
+        ],
+    ),
+    "an inscription moved": (
+        {"inscriptions": [{**SECOND["inscriptions"][0], "employee_id": 41, "course_id": 3}]},
+        [
+            "inscriptions[0].id: 1 belongs to another company",
+            "inscriptions[0].course_id: inscription 1 has results:"
+            " it cannot move to another course",
+        ],
+    ),
+    # Event 7 is of campaign 1 (company 1); the key is company 1's.
+    "an event moved": (
+        {"campaign_events": [{**FIRST["campaign_events"][0], "id": 7, "employee_id": 41}]},
+        ["campaign_events[0].id: 7 belongs to another company"],
+    ),
+    "a key taken": (
+        {
+            "api_keys": [
+                {"company_id": 2, "label": "x", "key": "rk_sample_northwind_7f3c9a1e5b2d4c6f8a0b"}
+            ]
+        },
+        ["api_keys[0].key: this key belongs to another company or partner"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(AGAINST_THE_STORED))
+def test_the_checks_against_the_stored_rows_give_the_same_lines(
+    case: str, tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    document, lines = AGAINST_THE_STORED[case]
+    bad = write(tmp_path / "bad.json", document)
+    expected = [REFUSED, *(f"  {bad}: {line}" for line in lines)]
+    if len(lines) == 1:  # a single problem is told on the refusal's line
+        expected = [f"{REFUSED[:-1]}: {bad}: {lines[0]}"]
+    on_sqlite = load(["--db", str(sample_db), "--no-progress"], bad)
+    on_postgresql = load(["--database-url", pg_database], bad)
+    assert on_sqlite.returncode == on_postgresql.returncode == 1
+    assert on_sqlite.stderr.splitlines() == expected
+    assert on_postgresql.stderr.splitlines() == expected

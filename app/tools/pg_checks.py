@@ -27,10 +27,15 @@ def _unknown(table: str, column: str, parent: str) -> Check:
     return sql, lambda where, row: f"{where}.{column}: unknown {noun} {row['value']}"
 
 
-def _moved(table: str) -> Check:
+def _company(parent: str, column: str) -> str:
+    return f"(SELECT company_id FROM {parent} WHERE id = s.{column})"
+
+
+def _moved(table: str, before: str, after: str) -> Check:
+    """The SQLite loader's ``moved``: ``before`` the stored row's company, ``after`` the
+    staged record's."""
     sql = (
-        f"SELECT s.pos, s.id AS value FROM stage_{table} s JOIN {table} t ON t.id = s.id"
-        " WHERE t.company_id <> s.company_id ORDER BY s.pos"
+        f"SELECT s.pos, s.id AS value FROM stage_{table} s WHERE {before} <> {after} ORDER BY s.pos"
     )
     return sql, lambda where, row: f"{where}.id: {row['value']} belongs to another company"
 
@@ -60,7 +65,10 @@ def _keeps_its_course(table: str, results_column: str, noun: str) -> Check:
 
 
 def _owned(table: str) -> list[Check]:
-    return [_unknown(table, "company_id", "companies"), _moved(table)]
+    return [
+        _unknown(table, "company_id", "companies"),
+        _moved(table, _company(table, "id"), "s.company_id"),
+    ]
 
 
 def _pair(table: str, a: tuple[str, str], b: tuple[str, str]) -> list[Check]:
@@ -74,6 +82,18 @@ WRONG_SECTION = (
     " JOIN course_sections c ON c.id = s.section_id WHERE c.course_id <> i.course_id"
     " ORDER BY s.pos"
 )
+# A key stored for another company or partner: an upsert would keep its owner silently.
+KEY_TAKEN = (
+    "SELECT s.pos FROM stage_api_keys s JOIN api_keys k ON k.key_hash = s.key_hash"
+    " WHERE k.company_id IS DISTINCT FROM s.company_id"
+    " OR k.partner_id IS DISTINCT FROM s.partner_id ORDER BY s.pos"
+)
+# A place of a course that a stored section holds: the UNIQUE constraint, told as SQLite's.
+PLACE_TAKEN = (
+    "SELECT s.pos, s.position, s.course_id, x.id AS value FROM stage_course_sections s"
+    " JOIN course_sections x ON x.course_id = s.course_id AND x.position = s.position"
+    " AND x.id <> s.id ORDER BY s.pos"
+)
 
 CHECKS: dict[str, list[Check]] = {
     "partner_companies": [
@@ -83,6 +103,10 @@ CHECKS: dict[str, list[Check]] = {
     "api_keys": [
         _unknown("api_keys", "company_id", "companies"),
         _unknown("api_keys", "partner_id", "partners"),
+        (
+            KEY_TAKEN,
+            lambda where, _: f"{where}.key: this key belongs to another company or partner",
+        ),
     ],
     "employees": _owned("employees"),
     "teams": _owned("teams"),
@@ -90,13 +114,37 @@ CHECKS: dict[str, list[Check]] = {
     "courses": _owned("courses"),
     "team_members": _pair("team_members", ("employee_id", "employees"), ("team_id", "teams")),
     "campaign_targets": _pair("campaign_targets", *EVENT_REFS),
-    "campaign_events": _pair("campaign_events", *EVENT_REFS),
+    "campaign_events": [
+        *_pair("campaign_events", *EVENT_REFS),
+        _moved(
+            "campaign_events",
+            "(SELECT c.company_id FROM campaign_events e JOIN campaigns c"
+            " ON c.id = e.campaign_id WHERE e.id = s.id)",
+            _company("campaigns", "campaign_id"),
+        ),
+    ],
     "course_sections": [
         _unknown("course_sections", "course_id", "courses"),
+        _moved(
+            "course_sections",
+            "(SELECT c.company_id FROM course_sections x JOIN courses c"
+            " ON c.id = x.course_id WHERE x.id = s.id)",
+            _company("courses", "course_id"),
+        ),
+        (
+            PLACE_TAKEN,
+            lambda where, row: (
+                f"{where}.position: position {row['position']} of course {row['course_id']}"
+                f" is section {row['value']}'s"
+            ),
+        ),
         _keeps_its_course("course_sections", "section_id", "section"),
     ],
     "inscriptions": [
         *_pair("inscriptions", ("employee_id", "employees"), ("course_id", "courses")),
+        _moved(
+            "inscriptions", _company("inscriptions", "id"), _company("employees", "employee_id")
+        ),
         _keeps_its_course("inscriptions", "inscription_id", "inscription"),
     ],
     "section_results": [
