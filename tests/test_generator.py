@@ -251,6 +251,15 @@ def test_a_database_with_data_is_refused(tiny_db: Path, sample_db: Path) -> None
 
 
 @pytest.mark.system
+def test_a_postgresql_database_with_data_is_refused_in_one_line(pg_database: str) -> None:
+    done = run_script("--database-url", pg_database, *FLAGS, *SEED_3)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        "generation refused, database unchanged: the PostgreSQL database already holds companies"
+    )
+
+
+@pytest.mark.system
 def test_impossible_sizes_are_refused(tmp_path: Path) -> None:
     one_campaign_each = [*FLAGS, "--campaigns", "2"]  # the later flag wins
     done = run_script("--db", str(tmp_path / "no.sqlite3"), *one_campaign_each, *SEED_3)

@@ -19,6 +19,7 @@ from ..data.pg.schema import bump_data_version, ensure_schema
 from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.pg.summaries import fill as fill_reports
 from ..data.stats_summary import EVERYTHING
+from .cli import ToolError
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .pg_loader import sqlite_decimal
 
@@ -31,7 +32,7 @@ GENERATED = (
 )
 
 
-class CopyRefused(Exception):
+class CopyRefused(ToolError):
     """The target database already holds data."""
 
 
