@@ -200,3 +200,22 @@ def test_the_generator_appends_after_the_sample_without_collisions(
     run("load_fixtures.py", str(fixture), "--db", str(copy), "--no-progress")
     # (The load gives the change sequence's places in its own order.)
     assert dump_tables(copy, ROWS, ("seq",)) == dump_tables(sample_db, ROWS, ("seq",))
+
+
+def test_an_append_past_the_largest_safe_id_is_refused(tmp_path: Path, sample_db: Path) -> None:
+    """Ids a client reads exactly stop at 2^53-1: an append that would pass them writes
+    nothing (it wrote them, and its export did not load back)."""
+    top = tmp_path / "top.json"
+    company = {"id": 2**53 - 1, "name": "Top Co"}
+    employee = {"id": 2**53 - 2, "company_id": 1, "first_name": "A", "last_name": "B",
+                "email": "top@x.example", "department": "", "country": ""}  # fmt: skip
+    top.write_text(json.dumps({"companies": [company], "employees": [employee]}))
+    run("load_fixtures.py", str(top), "--db", str(sample_db), "--no-progress")
+    before = dump_tables(sample_db, DATA_TABLES)
+    done = run_python(
+        "scripts/generate_fixtures.py", "--db", str(sample_db), "--append", *SIZES,
+        "--seed", "4", "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith("generation refused, database unchanged: companies would take")
+    assert dump_tables(sample_db, DATA_TABLES) == before

@@ -27,6 +27,7 @@ from typing import Any
 from ..config import OneLineParser
 from ..data import api_keys as apikeys
 from ..data.automation import classify, rules_from_env
+from ..data.fields import MAX_SAFE_ID
 from ..data.schema import (
     DERIVE_COMPLETED_AT,
     bump_data_version,
@@ -238,6 +239,7 @@ def _generate_into(
                 "UPDATE meta SET value = ? WHERE key = 'change_seq'",
                 (str(origin.change_seq + counts["campaign_events"]),),
             )
+            refuse_unsafe_ids(conn)
             new = f"SELECT id FROM main.campaigns WHERE id > {origin.campaigns}"
             classify(conn, rules, new, origin.change_seq)
             refresh_stats(conn, origin.change_seq, made(origin))
@@ -250,6 +252,19 @@ def _generate_into(
     finally:
         meter.close()
         conn.close()
+
+
+def refuse_unsafe_ids(conn: sqlite3.Connection) -> None:
+    """Refuse (so the write rolls back) ids past 2^53-1: a client would not read them
+    exactly, and the export would not load back. Only an append after such ids meets it."""
+    tables = [f.name for f in fields(Origin) if f.name != "change_seq"]
+    for table in (*tables, "campaign_events", "api_keys"):
+        (largest,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()
+        if largest is not None and largest > MAX_SAFE_ID:
+            raise GenerateError(
+                f"{table} would take ids past {MAX_SAFE_ID:,}, the largest a client reads"
+                " exactly: append to a database whose ids leave room"
+            )
 
 
 def made(origin: Origin) -> Touched:
