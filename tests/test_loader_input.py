@@ -28,6 +28,7 @@ DOCUMENTS = {
         "companies[0].id: Not a valid integer.",
     ),
     "an unknown table": ('{"planets": [{"id": 1}]}', "planets: Unknown field."),
+    "an unknown table, empty": ('{"companies": [], "planets": []}', "planets: Unknown field."),
     "an unknown field": (
         '{"companies": [{"id": 9, "name": "a", "size": 3}]}',
         "companies[0].size: Unknown field.",

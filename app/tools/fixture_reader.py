@@ -33,7 +33,8 @@ class _NotJson(NotAFixture):
 
 
 class Item(NamedTuple):
-    """One element of a table's array, or (position None) a table whose value is no array."""
+    """One element of a table's array, or (position None) a table whose value is no array
+    or an empty one (``[]``): a table named is seen, even without records."""
 
     table: str
     position: int | None  # in the table's array
@@ -192,6 +193,8 @@ def _array(table: str, events: Iterator[tuple[str, Any]]) -> Iterator[Item]:
     """The elements of one table's array, records assembled without a builder."""
     for index, (event, value) in enumerate(events):
         if event == "end_array":
+            if index == 0:
+                yield Item(table, None, [])
             return
         if event == "start_map":
             record: dict[str, Any] = {}

@@ -209,7 +209,8 @@ class Stage:
                     self.problem(src, f"{table}: Unknown field.")
                 continue
             if item.position is None:
-                self.problem(src, f"{table}: Not a valid list.")
+                if item.value != []:  # an empty array: a table without records
+                    self.problem(src, f"{table}: Not a valid list.")
                 continue
             self.counts[table] += 1
             since += 1
