@@ -6,6 +6,7 @@ the data a database holds without one id in common. Every tool runs as a command
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,14 @@ def test_an_unknown_company_or_database_is_one_line_and_writes_nothing(
         assert done.stderr.startswith(f"export refused, nothing written: {cause}"), done.stderr
         assert done.stderr.count("\n") == 1
         assert list(tmp_path.glob("none.json*")) == []
+    # What is no regular file (a device such as /dev/full, here a pipe; a folder), which
+    # the rename would replace: refused.
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    for given in (pipe, tmp_path):
+        done = run_python("scripts/export_fixtures.py", str(given), "--db", str(sample_db))
+        assert done.returncode == 1 and "is not a regular file" in done.stderr, done.stderr
+    assert pipe.is_fifo()
     # The database itself (or its WAL) as the output: refused, the database as it was.
     before = sample_db.read_bytes()
     for given in (sample_db, Path(f"{sample_db}-wal")):

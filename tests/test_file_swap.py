@@ -174,7 +174,8 @@ def test_the_swap_tool_refuses_a_link_or_the_served_file_itself(
     sample_db: Path, tmp_path: Path
 ) -> None:
     """Renaming a symbolic link moves the link, not the database: refused, as is swapping
-    the served file with itself. Either way one line, and both files as they were."""
+    the served file with itself, or a file in as a database's -wal. Each time one line,
+    and the files as they were."""
     build = tmp_path / "build"
     build.mkdir()
     new = build / "new.sqlite3"
@@ -184,12 +185,14 @@ def test_the_swap_tool_refuses_a_link_or_the_served_file_itself(
     served_link = tmp_path / "served-link.sqlite3"
     served_link.symlink_to(sample_db.name)
     before = sample_db.read_bytes()
-    for given, served in ((link, sample_db), (new, served_link), (sample_db, sample_db)):
+    wal = Path(f"{sample_db}-wal")  # a companion's name: the database's next open drops it
+    pairs = [(link, sample_db), (new, served_link), (sample_db, sample_db), (new, wal)]
+    for given, served in pairs:
         done = run_python("scripts/swap_database.py", str(given), "--db", str(served))
         assert done.returncode == 1 and len(done.stderr.splitlines()) == 1, done.stderr
         assert done.stderr.startswith("swap refused: ") and "Traceback" not in done.stderr
     assert link.is_symlink() and served_link.is_symlink() and new.exists()
-    assert sample_db.read_bytes() == before
+    assert sample_db.read_bytes() == before and not wal.exists()
 
 
 def test_a_usage_error_is_one_line() -> None:

@@ -148,6 +148,8 @@ def export_fixture(
     database = Path(db_path).resolve()
     if Path(out).resolve() in (database, *(Path(f"{database}-{end}") for end in ("wal", "shm"))):
         raise ToolError(f"{out} is the database itself (or its WAL): write the fixture elsewhere")
+    if Path(out).exists() and not Path(out).is_file():  # renamed over, a device would go
+        raise ToolError(f"{out} is not a regular file: name a file to write the fixture to")
     conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
     try:
         with read_snapshot(conn):

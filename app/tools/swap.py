@@ -35,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+COMPANION_ENDS = ("-wal", "-shm", "-journal")  # the files SQLite keeps beside a database
+
+
 def swap(new: Path, db: Path) -> str:
     """Rename ``new`` over ``db`` as the module says; the new file's data token.
 
@@ -44,6 +47,8 @@ def swap(new: Path, db: Path) -> str:
     for path in (new, db):
         if path.is_symlink():
             raise ToolError(f"{path} is a symbolic link: name the database file itself")
+        if path.name.endswith(COMPANION_ENDS):  # opening the database would discard it
+            raise ToolError(f"{path} is a database's companion file: name the database itself")
     if db.exists() and new.exists() and new.samefile(db):
         raise ToolError(f"{new} is the served file itself")
     token = check_readable(new)
