@@ -44,7 +44,7 @@ def add_example_subscription(db: Path) -> None:
                                                  (2, "succeeded", 200, None)):  # fmt: skip
                 at = webhooks.utc_text(moment + dt.timedelta(seconds=5 * attempt))
                 row = (webhook_id, "msg_671_1001", 1001, attempt, at, status, code, error)
-                same = (webhook_id, sub.company_id, webhooks.utc_text(moment))  # the one made
+                same = (webhook_id, sub.company_id, webhooks.created_text(moment))  # the one made
                 conn.execute(LOGGED, (*row, *same))
     finally:
         conn.close()

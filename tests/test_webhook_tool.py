@@ -57,3 +57,15 @@ def test_subscriptions_on_sqlite(sample_db: Path, capsys: pytest.CaptureFixture[
 
 def test_subscriptions_on_postgresql(pg_database: str, capsys: pytest.CaptureFixture[str]) -> None:
     check_the_tool(capsys, ["--database-url", pg_database])
+
+
+@pytest.mark.parametrize("schedule", ["nan", "inf", "0,1e400", "0,-1", ""])
+def test_a_retry_schedule_of_no_finite_seconds_is_refused(
+    sample_db: Path, capsys: pytest.CaptureFixture[str], schedule: str
+) -> None:
+    """Refused before the sender starts (``inf`` would wait for ever; an empty one is no
+    schedule, not the default)."""
+    argv = ("run", "--once", "--retry-schedule", schedule)  # once: a schedule let through ends
+    code, out, err = run(capsys, ["--db", str(sample_db)], *argv)
+    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1, err
+    assert "retry" in err or "seconds" in err

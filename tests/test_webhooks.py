@@ -10,12 +10,14 @@ be killed mid-way, as the real command.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime as dt
 import json
 import signal
 import ssl
 import sys
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,6 +49,7 @@ from .support.stores import EACH_STORE, Store
 
 LOCAL = networks_of("127.0.0.1")
 SHORT = (0.0, 0.05, 0.05)  # the schedule, shortened: three attempts
+MB = b"x" * 2**20
 
 
 @dataclass
@@ -61,15 +64,30 @@ class Receiver:
     # Run as each request comes (an operator's command while a message is in flight);
     # returns the status to answer, or None for the next scripted one.
     during: Callable[[bytes], int | None] | None = None
+    # A body of this many MB after the status line, a pause after each; and how much of
+    # it the connection took before the sender closed it.
+    body_mb: int = 0
+    body_pause: float = 0.0
+    body_sent: int = 0
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
         await asyncio.sleep(self.delay)
         self.got.append(({k.lower(): v for k, v in request.headers.items()}, body))
         status = self.during(body) if self.during else None
         if status is None:
             status = self.answers.pop(0) if self.answers else 200
-        return web.Response(status=status)
+        if not self.body_mb:
+            return web.Response(status=status)
+        answer = web.StreamResponse(status=status)
+        answer.content_length = self.body_mb * len(MB)
+        await answer.prepare(request)
+        with contextlib.suppress(ConnectionError):  # the sender closed the connection
+            for _ in range(self.body_mb):
+                await answer.write(MB)
+                self.body_sent += len(MB)
+                await asyncio.sleep(self.body_pause)
+        return answer
 
 
 @pytest.fixture
@@ -302,6 +320,120 @@ async def test_a_failing_subscription_holds_up_no_other(
         sender.stopping.set()
         await running
         await store.close()
+
+
+@contextlib.asynccontextmanager
+async def sending(db: Path, hook: Receiver, schedule: tuple[float, ...]) -> AsyncIterator[None]:
+    """The sender running (not ``once``: it takes up new subscriptions as it polls)."""
+    store = SqliteStore(str(db))
+    sender = Sender(store, Settings(schedule, LOCAL, hook.ca_file, poll=0.05))
+    running = asyncio.create_task(sender.run())
+    try:
+        yield
+    finally:
+        sender.stopping.set()
+        await running
+        await store.close()
+
+
+async def test_a_subscription_under_a_deleted_one_s_id_waits_on_nothing_of_it(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """Deleted while its message waits for a long retry, and its id given at once to a
+    new subscription of the same company: the new one's first message goes out now, and
+    nothing of the deleted one's run is logged under it."""
+    old_id, _ = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    store = ["--db", str(sample_db)]
+    made: list[tuple[str, str]] = []
+
+    def operator(body: bytes) -> int:
+        if not made:  # the old one's first attempt, answered 500
+            tool(store, "delete", old_id)
+            made.append(subscribe(sample_db, receiver.url))
+            return 500
+        return 200
+
+    receiver.during = operator
+    async with sending(sample_db, receiver, (0.0, 600.0)):
+        await until(lambda: len(receiver.got) == 1)
+        new_id, secret = made[0]
+        assert new_id == old_id
+        new_events(sample_db, tmp_path, range(1002, 1003))
+        await until(lambda: len(receiver.got) == 2)
+    headers, body = receiver.got[1]
+    assert Webhook(secret).verify(body, headers)["data"]["id"] == 1002
+    log = "SELECT event_id, status FROM webhook_deliveries WHERE webhook_id = ?"
+    assert query(sample_db, log, int(new_id)) == [(1002, "succeeded")]
+
+
+async def test_enabled_again_while_waiting_it_sends_at_once(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """``disable`` then ``enable`` while a message waits for a long retry: the message
+    goes again now (from attempt 1), not once the old wait ends."""
+    webhook_id, _ = subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    receiver.answers = [500]
+    store = ["--db", str(sample_db)]
+    log = "SELECT attempt, status FROM webhook_deliveries ORDER BY id"
+    async with sending(sample_db, receiver, (0.0, 600.0)):
+        await until(lambda: query(sample_db, log) == [(1, "failed")])
+        tool(store, "disable", webhook_id)
+        tool(store, "enable", webhook_id)
+        await until(lambda: len(receiver.got) == 2)
+    assert receiver.got[0][0]["webhook-id"] == receiver.got[1][0]["webhook-id"]
+    assert query(sample_db, log) == [(1, "failed"), (1, "succeeded")]
+
+
+async def test_a_2xx_is_its_status_line_however_slow_its_body(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A 200 whose body takes longer than the attempt may: success, once."""
+    subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    receiver.body_mb, receiver.body_pause = 8, 0.25  # 2 s of body
+    settings = Settings((0.0, 0.05), LOCAL, receiver.ca_file, once=True, timeout=0.5)
+    await run_sender(str(sample_db), None, settings)
+    log = "SELECT attempt, status, response_status, error FROM webhook_deliveries"
+    assert query(sample_db, log) == [(1, "succeeded", 200, None)]
+    assert len(receiver.got) == 1
+
+
+async def test_a_receiver_s_body_is_not_read_whole(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A 64 MB answer: the sender closes the connection after the status line, so the
+    receiver gets to send no more than what the sockets between them buffer."""
+    subscribe(sample_db, receiver.url)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    receiver.body_mb = 64
+    await send(sample_db, receiver)
+    assert len(receiver.got) == 1
+    assert receiver.body_sent < 32 * len(MB)
+
+
+@EACH_STORE
+async def test_disabled_during_its_last_attempt_it_is_not_said_failing(
+    store: Store, tmp_path: Path, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """It stays disabled, and the sender logs no line marking it failing."""
+    on = ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+    webhook_id, _ = await asyncio.to_thread(subscribe_on, on, receiver.url)
+    await store.load([events_file(tmp_path, range(1001, 1002))])
+
+    def operator(body: bytes) -> int:
+        if len(receiver.got) == 2:  # the last attempt
+            with ThreadPoolExecutor(1) as apart:  # the tool runs a loop of its own
+                apart.submit(tool, on, "disable", webhook_id).result()
+        return 500
+
+    receiver.during = operator
+    settings = Settings((0.0, 0.05), LOCAL, receiver.ca_file, once=True)
+    await run_sender(None if store.url else str(store.sqlite_path), store.url or None, settings)
+    listed = await asyncio.to_thread(tool, on, "list")
+    assert len(receiver.got) == 2 and "disabled" in listed[1]
+    assert "marked failing" not in caplog.text
 
 
 @pytest.mark.parametrize(

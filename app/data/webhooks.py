@@ -113,7 +113,14 @@ VERSION = "SELECT value FROM meta WHERE key = 'webhooks_version'"
 def create_args(sub: Subscription, secret: str, now: dt.datetime) -> tuple[object, ...]:
     """CREATE's parameters: a new subscription starts after every event written so far."""
     return (sub.company_id, sub.label, sub.url, sub.host, sub.types, secret, MAX_ID,
-            utc_text(now))  # fmt: skip
+            created_text(now))  # fmt: skip
+
+
+def created_text(now: dt.datetime) -> str:
+    """A subscription's ``created_at``, to the microsecond: with the id and the company it
+    tells a subscription from one made under its freed id (SQLite reuses ids), also
+    within the same second."""
+    return now.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def missing(webhook_id: int) -> WebhookRefused:

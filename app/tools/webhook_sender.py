@@ -5,8 +5,9 @@ Per subscription, in feed order: one message per event of its types, signed with
 secret (and the old one during a rotation); its position moves only after a 2xx, in
 the transaction that logs the delivery. Each subscription is followed on its own (one
 that keeps failing never holds up the others), and its row is read again before every
-attempt: a subscription disabled, deleted or given a new secret meanwhile is sent
-nothing more, or signed with the secret it has now. ``webhook-id`` is the event's place in the
+attempt and during the waits between them: a subscription disabled, deleted or given a
+new secret meanwhile is sent nothing more, or signed with the secret it has now; one
+enabled again goes on at once. ``webhook-id`` is the event's place in the
 feed (``msg_<seq>_<id>``): the same for every retry and after a restart, new when the
 event changes (a changed event takes a new place). A lock per store (a file lock
 beside the SQLite file; an advisory lock on PostgreSQL) keeps a second sender out.
@@ -55,7 +56,7 @@ BATCH = 100  # events read at a time per subscription
 
 _COLUMNS = (
     "SELECT id, company_id, url, event_types, secret, old_secret, old_secret_until,"
-    " position_seq, position_id, created_at FROM webhooks"
+    " position_seq, position_id, created_at, consecutive_failures FROM webhooks"
 )
 SUBSCRIPTIONS = f"{_COLUMNS} WHERE status = 'enabled' ORDER BY id"
 # The subscription a run follows, as it is now: the same one (an id a deleted one freed
@@ -89,6 +90,7 @@ class Hook:
     secrets: tuple[str, ...]  # the current one first, then the old one while it still signs
     position: tuple[int, int]
     created_at: str
+    failures: int  # consecutive; `enable` sets it back to 0
 
     @property
     def same(self) -> tuple[int, int, str]:
@@ -109,7 +111,7 @@ class Attempt:
 def hook_of(row: Sequence[Any], now: str) -> Hook:
     old = (row[5],) if row[5] and row[6] and row[6] > now else ()
     return Hook(row[0], row[1], row[2], tuple(row[3].split(",")), (row[4], *old),
-                (row[7], row[8]), row[9])  # fmt: skip
+                (row[7], row[8]), row[9], row[10])  # fmt: skip
 
 
 def sign(secrets: Sequence[str], message_id: str, timestamp: int, body: bytes) -> str:
@@ -135,7 +137,7 @@ class Store(Protocol):
     async def current(self, hook: Hook) -> Hook | None: ...
     async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]: ...
     async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None: ...
-    async def set_status(self, hook: Hook, status: str) -> None: ...
+    async def set_status(self, hook: Hook, status: str) -> bool: ...
     async def close(self) -> None: ...
 
 
@@ -185,10 +187,12 @@ class SqliteStore:
                 self.conn.execute(FAILED, (now, *hook.same))
             self.conn.execute(CHANGED)
 
-    async def set_status(self, hook: Hook, status: str) -> None:
+    async def set_status(self, hook: Hook, status: str) -> bool:
+        """Whether it was set (not over the operator's own change)."""
         with write_transaction(self.conn):
-            self.conn.execute(STATUS, (status, *hook.same))
+            changed = self.conn.execute(STATUS, (status, *hook.same)).rowcount
             self.conn.execute(CHANGED)
+        return changed > 0
 
     async def close(self) -> None:
         self.conn.close()
@@ -240,10 +244,11 @@ class PgStore:
                 await self.conn.execute(pg_sql.numbered(FAILED), now, *hook.same)
             await self.conn.execute(CHANGED)
 
-    async def set_status(self, hook: Hook, status: str) -> None:
+    async def set_status(self, hook: Hook, status: str) -> bool:
         async with self.turn, self.conn.transaction():
-            await self.conn.execute(pg_sql.numbered(STATUS), status, *hook.same)
+            done: str = await self.conn.execute(pg_sql.numbered(STATUS), status, *hook.same)
             await self.conn.execute(CHANGED)
+        return done != "UPDATE 0"
 
     async def close(self) -> None:
         await self.conn.close()
@@ -292,6 +297,7 @@ class Settings:
     ca_file: str | None = None
     poll: float = 1.0
     once: bool = False  # stop once every subscription has caught up
+    timeout: float = TIMEOUT  # each attempt's
 
 
 class Sender:
@@ -309,20 +315,22 @@ class Sender:
         except OSError as exc:  # ssl.SSLError too: neither names the file
             raise ToolError(f"--ca-file {self.settings.ca_file}: {exc.strerror or exc}") from None
         connector = aiohttp.TCPConnector(resolver=self.resolver, ssl=context)
-        timeout = aiohttp.ClientTimeout(total=TIMEOUT)
+        timeout = aiohttp.ClientTimeout(total=self.settings.timeout)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
             if self.settings.once:
                 await asyncio.gather(*(self.follow(http, h) for h in await self.store.hooks()))
                 return
-            following: dict[int, asyncio.Task[None]] = {}
+            # By subscription, not by id: one made under a deleted one's id is followed
+            # at once, beside the old follower that ends at its next read.
+            following: dict[tuple[int, int, str], asyncio.Task[None]] = {}
             try:
                 while not self.stopping.is_set():
                     for hook in await self.store.hooks():
-                        if hook.id not in following:
-                            following[hook.id] = asyncio.create_task(self.follow(http, hook))
-                    for hook_id, task in list(following.items()):
+                        if hook.same not in following:
+                            following[hook.same] = asyncio.create_task(self.follow(http, hook))
+                    for same, task in list(following.items()):
                         if task.done():
-                            del following[hook_id]
+                            del following[same]
                             task.result()  # a store that fails stops the sender
                     await self.pause(self.settings.poll)
             finally:
@@ -337,7 +345,8 @@ class Sender:
     async def follow(self, http: aiohttp.ClientSession, hook: Hook) -> None:
         """Send the subscription's events in order until it is no longer enabled (or its
         message failed every attempt), the sender stops, or, with ``once``, it has
-        caught up; between batches it waits for new events."""
+        caught up; between batches it waits for new events. Enabled again while its
+        message waited, it sends again from its position at once."""
         while not self.stopping.is_set():
             batch = await self.store.events(hook)
             if not batch and self.settings.once:
@@ -346,7 +355,7 @@ class Sender:
                 if self.stopping.is_set():
                     return
                 if not await self.deliver(http, hook, record, seq, event_id):
-                    return
+                    break  # read below: gone, or enabled again (then from its position)
                 hook = replace(hook, position=(seq, event_id))
             if not batch:
                 await self.pause(self.settings.poll)
@@ -360,14 +369,12 @@ class Sender:
     ) -> bool:
         """One message, retried on the schedule; True once a 2xx moved the position."""
         message_id, body = f"msg_{seq}_{event_id}", message(record)
+        wait = 0.0  # what a Retry-After asks on top of the schedule
         for number, delay in enumerate(self.settings.schedule, start=1):
-            await self.pause(delay)
-            if self.stopping.is_set() and number > 1:
+            found = await self.waited(hook, wait + delay, retrying=number > 1)
+            if found is None or (self.stopping.is_set() and number > 1):
                 return False
-            found = await self.store.current(hook)  # its secrets, its status: as they are now
-            if found is None:
-                return False
-            hook = found
+            hook = found  # its secrets, its status: as they are now
             status, error, wait = await self.post(http, hook, message_id, body)
             ok = status is not None and 200 <= status < 300
             attempt = Attempt(message_id, event_id, number, ok, status, error)
@@ -378,15 +385,28 @@ class Sender:
                 await self.store.set_status(hook, "disabled")
                 LOG.warning("webhook %s: the receiver answered 410 Gone; disabled", hook.id)
                 return False
-            if wait and number < len(self.settings.schedule):
-                await self.pause(wait)
-        await self.store.set_status(hook, "failing")
+        if not await self.store.set_status(hook, "failing"):
+            return False  # disabled or deleted meanwhile: it stays as the operator left it
         LOG.error(
             "webhook %s: message %s failed %d times; marked failing (reporting-webhooks"
             " enable %s sends again from it)", hook.id, message_id,
             len(self.settings.schedule), hook.id,
         )  # fmt: skip
         return False
+
+    async def waited(self, hook: Hook, seconds: float, retrying: bool) -> Hook | None:
+        """The subscription as it is after ``seconds``; None as soon as it is no longer
+        enabled or, while its message is retried, was enabled again (``enable`` sets the
+        failures this message counted back to 0): the follower then starts again from
+        its position instead of sleeping out the old wait. Read every poll."""
+        end = time.monotonic() + seconds
+        while True:
+            await self.pause(min(self.settings.poll, max(0.0, end - time.monotonic())))
+            found = await self.store.current(hook)
+            if found is None or (retrying and found.failures == 0):
+                return None
+            if self.stopping.is_set() or time.monotonic() >= end:
+                return found
 
     async def post(
         self, http: aiohttp.ClientSession, hook: Hook, message_id: str, body: bytes
@@ -402,8 +422,10 @@ class Sender:
             "webhook-signature": sign(hook.secrets, message_id, timestamp, body),
         }
         try:
+            # The status line is the answer: the body is never read (a slow one would
+            # time a 2xx out, a huge one fill the memory); leaving it unread closes the
+            # connection.
             async with http.post(hook.url, data=body, headers=headers, allow_redirects=False) as r:
-                await r.read()
                 wait = retry_after(r.headers.get("Retry-After")) if r.status in RETRIED else 0.0
                 return r.status, None, wait
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
@@ -449,8 +471,8 @@ def schedule_of(text: str) -> tuple[float, ...]:
         delays = tuple(float(x) for x in text.split(","))
     except ValueError:
         delays = ()
-    if not delays or any(d < 0 for d in delays):
-        raise ValueError(f"{text!r} is not a comma list of seconds")
+    if not delays or not all(0 <= d < math.inf for d in delays):  # nan too
+        raise ValueError(f"{text!r} is not a comma list of seconds (finite, 0 or more)")
     return delays
 
 

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     send.add_argument(
         "--retry-schedule",
-        default=os.environ.get("REPORTING_WEBHOOK_RETRY_SCHEDULE", ""),
+        default=os.environ.get("REPORTING_WEBHOOK_RETRY_SCHEDULE") or None,
         metavar="SECONDS",
         help="comma list of the delays before each attempt (default Standard Webhooks': "
         "0,5,300,1800,7200,18000,36000,50400,72000,86400) [env "
@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 def sender_settings(args: argparse.Namespace) -> Settings:
     """The sender's settings; a bad one is a usage error."""
     try:
-        schedule = schedule_of(args.retry_schedule) if args.retry_schedule else SCHEDULE
+        given = args.retry_schedule  # an empty one is refused, not the default
+        schedule = SCHEDULE if given is None else schedule_of(given)
         allowed = networks_of(args.allow_addresses)
     except ValueError as exc:
         raise ToolError(f"bad setting: {exc}") from None
