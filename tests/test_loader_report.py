@@ -95,6 +95,15 @@ def load(store: list[str], *files: Path) -> subprocess.CompletedProcess[str]:
     return run_python("scripts/load_fixtures.py", *map(str, files), *store)
 
 
+def refused_alike(expected: list[str], sample_db: Path, pg_database: str, *files: Path) -> None:
+    """Both stores refuse ``files`` (over the sample) with the very lines ``expected``."""
+    on_sqlite = load(["--db", str(sample_db), "--no-progress"], *files)
+    on_postgresql = load(["--database-url", pg_database], *files)
+    assert on_sqlite.returncode == on_postgresql.returncode == 1
+    assert on_sqlite.stderr.splitlines() == expected
+    assert on_postgresql.stderr.splitlines() == expected
+
+
 def test_the_same_complete_report_on_both_stores(
     tmp_path: Path, sample_db: Path, pg_database: str
 ) -> None:
@@ -102,11 +111,7 @@ def test_the_same_complete_report_on_both_stores(
     b = write(tmp_path / "b.json", SECOND)
     expected = [REFUSED, *(f"  {line.format(a=a, b=b)}" for line in EXPECTED)]
     before = dump_tables(sample_db)
-    on_sqlite = load(["--db", str(sample_db), "--no-progress"], a, b)
-    on_postgresql = load(["--database-url", pg_database], a, b)
-    assert on_sqlite.returncode == on_postgresql.returncode == 1
-    assert on_sqlite.stderr.splitlines() == expected
-    assert on_postgresql.stderr.splitlines() == expected
+    refused_alike(expected, sample_db, pg_database, a, b)
     assert dump_tables(sample_db) == before
 
 
@@ -205,8 +210,4 @@ def test_the_checks_against_the_stored_rows_give_the_same_lines(
     expected = [REFUSED, *(f"  {bad}: {line}" for line in lines)]
     if len(lines) == 1:  # a single problem is told on the refusal's line
         expected = [f"{REFUSED[:-1]}: {bad}: {lines[0]}"]
-    on_sqlite = load(["--db", str(sample_db), "--no-progress"], bad)
-    on_postgresql = load(["--database-url", pg_database], bad)
-    assert on_sqlite.returncode == on_postgresql.returncode == 1
-    assert on_sqlite.stderr.splitlines() == expected
-    assert on_postgresql.stderr.splitlines() == expected
+    refused_alike(expected, sample_db, pg_database, bad)

@@ -129,10 +129,15 @@ class Origin:
     change_seq: int = 0
 
 
+ORIGIN_TABLES = tuple(f.name for f in fields(Origin) if f.name != "change_seq")  # id tables
+
+
 def origin_of(conn: sqlite3.Connection) -> Origin:
     """The database's :class:`Origin`, read inside the write transaction."""
-    tables = [f.name for f in fields(Origin) if f.name != "change_seq"]
-    found = {t: conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0] for t in tables}
+    found = {
+        t: conn.execute(f"SELECT coalesce(max(id), 0) FROM {t}").fetchone()[0]
+        for t in ORIGIN_TABLES
+    }
     seq = conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()
     return Origin(**found, change_seq=int(seq[0]) if seq else 0)
 
@@ -257,8 +262,7 @@ def _generate_into(
 def refuse_unsafe_ids(conn: sqlite3.Connection) -> None:
     """Refuse (so the write rolls back) ids past 2^53-1: a client would not read them
     exactly, and the export would not load back. Only an append after such ids meets it."""
-    tables = [f.name for f in fields(Origin) if f.name != "change_seq"]
-    for table in (*tables, "campaign_events", "api_keys"):
+    for table in (*ORIGIN_TABLES, "campaign_events", "api_keys"):
         (largest,) = conn.execute(f"SELECT max(id) FROM {table}").fetchone()
         if largest is not None and largest > MAX_SAFE_ID:
             raise GenerateError(

@@ -72,7 +72,7 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequenc
     if not forwarded_for or not trusted:
         return peer  # the common case, without parsing anything
     peer_ip = _parse_ip(peer)
-    if not forwarded_for or peer_ip is None or not any(peer_ip in net for net in trusted):
+    if peer_ip is None or not any(peer_ip in net for net in trusted):
         return peer
     last = peer
     for entry in reversed(forwarded_for.split(",")):

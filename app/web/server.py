@@ -88,22 +88,17 @@ class ProblemAppRunner(HandlerAppRunner):
         # and drops what the client goes on sending for this long before it closes, so
         # the client has time to read the refusal (10 s by default, at wire speed).
         kwargs.setdefault("lingering_time", LINGER_SECONDS)
+        # On a stop signal aiohttp waits this long for each request in flight, then, for
+        # a handler still running (a stream a client reads slowly), as long again before
+        # it cancels it: half of the configured time each keeps the whole within it.
+        kwargs.setdefault("shutdown_timeout", config.shutdown_timeout / 2)
         super().__init__(app, **kwargs)
 
 
 def make_runner(app: web.Application) -> web.AppRunner:
-    """The runner of every server process, one or several (``processes.serve_workers``).
-
-    On a stop signal aiohttp waits its ``shutdown_timeout`` for each request in flight,
-    then, for a handler still running (a stream a client reads slowly), as long again
-    before it cancels it: half of the configured time each keeps the whole within it.
-    """
-    config = app.get(CONFIG) or Config()
+    """The runner of every server process, one or several (``processes.serve_workers``)."""
     return ProblemAppRunner(
-        app,
-        access_log_class=AccessLogger,
-        access_log=logging.getLogger("app.access"),
-        shutdown_timeout=config.shutdown_timeout / 2,
+        app, access_log_class=AccessLogger, access_log=logging.getLogger("app.access")
     )
 
 
