@@ -207,8 +207,13 @@ class Config:
         return _networks(self.trusted_proxies)
 
     def origins(self) -> tuple[str, ...]:
-        """The CORS origins, parsed (empty: CORS off)."""
-        return tuple(part.strip() for part in self.cors_origins.split(",") if part.strip())
+        """The CORS origins, parsed (empty: CORS off); every answer asks."""
+        return _origins(self.cors_origins)
+
+
+@functools.lru_cache(maxsize=8)
+def _origins(listed: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in listed.split(",") if part.strip())
 
 
 class OneLineParser(argparse.ArgumentParser):

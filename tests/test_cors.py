@@ -41,6 +41,22 @@ async def test_cors_allowed_origin_sees_the_headers(make_client: MakeClient) -> 
     assert not [h for h in stranger.headers if h.lower().startswith("access-control-")]
 
 
+async def test_with_cors_on_every_answer_varies_by_origin(make_client: MakeClient) -> None:
+    """A shared cache must not hand an allowed origin what a stranger, or a request with no
+    Origin, was answered: each answer names Origin in Vary, the refused ones too."""
+    client = await make_client(cors_origins="https://dash.example")
+    for origin in ("https://dash.example", "https://evil.example", None):
+        for key in (KEY_1, None):
+            extra = {"Origin": origin} if origin else {}
+            response = await get(client, CAMPAIGN, key, **extra)
+            lines = response.headers.getall("Vary")
+            varies = {value.strip() for line in lines for value in line.split(",")}
+            assert "Origin" in varies, (origin, key, response.status)
+    plain = await make_client()
+    response = await get(plain, CAMPAIGN, Origin="https://dash.example")
+    assert "Origin" not in response.headers.get("Vary", "")
+
+
 async def test_cors_preflight(make_client: MakeClient) -> None:
     client = await make_client(cors_origins="https://dash.example")
     asks = {"Access-Control-Request-Method": "GET", "Access-Control-Request-Headers": "X-API-KEY"}

@@ -9,6 +9,7 @@ a failed write changes nothing. scripts/ holds thin wrappers over those mains.
 from __future__ import annotations
 
 import json
+import os
 import select
 import shutil
 import signal
@@ -260,6 +261,31 @@ def test_a_report_that_cannot_be_written_is_not_a_refusal(tmp_path: Path) -> Non
         "done, but its report could not be written: No space left on device"
     )
     assert query(db, "SELECT count(*) FROM companies") == [(len(sample()["companies"]),)]
+
+
+def close_stdout() -> None:
+    """In the child before exec: no stdout at all, as a shell's ``tool >&-`` starts it."""
+    os.close(1)
+
+
+@pytest.mark.system
+def test_a_tool_started_without_stdout_says_so_in_one_line(tmp_path: Path) -> None:
+    """Python gives such a tool no sys.stdout: the load is made and its report is lost,
+    and a usage error keeps its exit code 2 (both were tracebacks, exit 1)."""
+    db = tmp_path / "x.sqlite3"
+    runs = {}
+    for name, argv in {"load": [SAMPLE, "--db", str(db)], "usage": ["--bogus"]}.items():
+        proc = start_python(
+            "scripts/load_fixtures.py", *argv, "--no-progress",
+            stderr=subprocess.PIPE, preexec_fn=close_stdout,
+        )  # fmt: skip
+        _, err = proc.communicate(timeout=GUARD_SECONDS)
+        runs[name] = proc.returncode, err.decode()
+    assert runs["load"] == (1, "done, but its report could not be written: stdout is closed\n")
+    assert query(db, "SELECT count(*) FROM companies") == [(len(sample()["companies"]),)]
+    code, err = runs["usage"]
+    assert code == 2
+    assert err.startswith("load_fixtures.py: error: ") and err.count("\n") == 1
 
 
 def ignore_sigint() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import functools
 import io
 import os
@@ -126,7 +127,8 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         with ctrl_c_interrupts(), contextlib.redirect_stdout(report):
             done = main(argv)
     except SystemExit:  # --help, or a usage error, which argparse printed
-        sys.stdout.write(report.getvalue())
+        with contextlib.suppress(OSError):  # the exit code says what happened
+            write_report(report.getvalue())
         raise
     except Terminated:
         print(f"{refused}: stopped by SIGTERM", file=sys.stderr)
@@ -150,12 +152,20 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
             print(f"{refused}:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        sys.stdout.write(report.getvalue())
-        sys.stdout.flush()
-    except OSError as exc:  # a full disk, a closed pipe
+        write_report(report.getvalue())
+    except OSError as exc:  # a full disk, a closed pipe, no stdout at all
         print(f"done, but its report could not be written: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_REFUSED
     return done
+
+
+def write_report(text: str) -> None:
+    """Write a tool's report to stdout; a tool started with its stdout closed (``>&-``)
+    has none, which is a failure to write like a full disk's."""
+    if sys.stdout is None:
+        raise OSError(errno.EBADF, "stdout is closed")
+    sys.stdout.write(text)
+    sys.stdout.flush()
 
 
 def add_store_arguments(parser: argparse.ArgumentParser, db_help: str) -> None:

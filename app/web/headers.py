@@ -57,12 +57,17 @@ def set_standard_headers(response: web.StreamResponse, request_id: str | None) -
 def add_standard_headers(request: web.Request, response: web.StreamResponse) -> None:
     """Headers every response carries (from the on_response_prepare signal)."""
     set_standard_headers(response, request.get(REQUEST_ID))
+    origins = request.app[CONFIG].origins()
+    if not origins:
+        return
+    # With CORS on, every answer depends on Origin, one refused included: a cache must not
+    # give an allowed origin the answer a stranger got (without Access-Control-*).
     headers = response.headers
+    headers.add(hdrs.VARY, "Origin")
     origin = request.headers.get(hdrs.ORIGIN)
-    if origin and origin in request.app[CONFIG].origins():
+    if origin and origin in origins:
         headers["Access-Control-Allow-Origin"] = origin
         headers["Access-Control-Expose-Headers"] = EXPOSED_HEADERS
-        headers.add("Vary", "Origin")
 
 
 @web.middleware
