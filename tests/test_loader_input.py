@@ -71,6 +71,10 @@ DOCUMENTS = {
         ' "launch_date": "2025-01-01T00:00:0\uff15Z"}]}',
         "campaigns[0].launch_date: Not a UTC timestamp in the form YYYY-MM-DDTHH:MM:SSZ.",
     ),
+    "a member named twice in a record (JSON keeps the last, silently)": (
+        '{"companies": [{"id": 1, "name": "a"}, {"id": 2, "name": "b", "name": "c"}]}',
+        "companies[1]: 'name' is given twice",
+    ),
     "deep nesting": ('{"companies": [{"id": ' + "[" * 5000 + "]" * 5000 + "}]}", "companies[0].id"),
 }
 

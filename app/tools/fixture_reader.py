@@ -201,6 +201,8 @@ def _array(table: str, events: Iterator[tuple[str, Any]]) -> Iterator[Item]:
             for event, key in events:
                 if event == "end_map":
                     break
+                if key in record:  # JSON would keep the last silently: the first is lost
+                    raise NotAFixture(f"{table}[{index}]: {key!r} is given twice")
                 event, value = next(events)
                 record[key] = _build(event, value, events) if event in _OPEN else value
             yield Item(table, index, record)
