@@ -14,14 +14,17 @@ import re
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
 
 from app.data.api_keys import CACHE_SECONDS
+from app.data.fields import MAX_SAFE_ID
 from app.tools.keytool import build_parser, main
 
 from .support.factories import API, assert_problem, dump_tables, query, sample
+from .support.stores import EACH_STORE, Store, fetch_all
 
 KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]+")
 INSCRIPTIONS = f"{API}/course-inscriptions?per_page=500"
@@ -388,3 +391,83 @@ def test_every_argument_of_every_subcommand_has_help() -> None:
                 assert action.help and action.help.strip(), (name, action.dest)
     for choice in subcommands._choices_actions:
         assert choice.help, choice.dest
+
+
+# ---- ids past 2^53-1, and a partner's company given twice, on both stores ----------------
+
+
+async def run_on(store: Store, capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    """Run the key tool on the store; its exit code and its output (stdout, then stderr)."""
+    where = ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+    code = await asyncio.to_thread(main, [*where, *argv])
+    out, err = capsys.readouterr()
+    return code, out + err
+
+
+async def stored(store: Store) -> dict[str, list[Any]]:
+    """What the key tool writes, and meta (the data version): comparable before and after."""
+    tables = ("partners", "partner_companies", "api_keys", "meta")
+    if not store.url:
+        return dump_tables(store.sqlite_path, tables)
+    return {
+        t: [tuple(r) for r in await fetch_all(store.url, f"SELECT * FROM {t} ORDER BY 1, 2")]
+        for t in tables
+    }
+
+
+@EACH_STORE
+async def test_no_partner_takes_an_id_past_2_53(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A fixture may give a partner the largest id a client reads exactly; the next one
+    would be shown wrong by /key and its export would not load: refused, nothing written."""
+    await store.execute("INSERT INTO partners (id, name) VALUES (?, 'Edge')", MAX_SAFE_ID)
+    before = await stored(store)
+    code, said = await run_on(store, capsys, "partner", "create", "--name", "MSP")
+    assert code == 1 and len(said.strip().splitlines()) == 1, said
+    assert f"would take id {MAX_SAFE_ID + 1}" in said and "Traceback" not in said
+    assert await stored(store) == before
+
+
+@EACH_STORE
+@pytest.mark.parametrize("argv", [["create", "--company", "1", "--label", "x"], ["rotate", "1"]])
+async def test_no_key_takes_an_id_past_2_53(
+    store: Store, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    """Keys are numbered the same way (SQLite: the next after the largest; PostgreSQL: a
+    sequence): the same refusal, and a rotation revokes nothing."""
+    if store.url:
+        await store.execute(
+            "SELECT setval(pg_get_serial_sequence('api_keys', 'id'), ?)", MAX_SAFE_ID
+        )
+    else:
+        await store.execute("UPDATE api_keys SET id = ? WHERE id = 3", MAX_SAFE_ID)
+    before = await stored(store)
+    code, said = await run_on(store, capsys, *argv)
+    assert code == 1 and len(said.strip().splitlines()) == 1, said
+    assert f"would take id {MAX_SAFE_ID + 1}" in said and not KEY_PATTERN.search(said)
+    assert await stored(store) == before
+
+
+@EACH_STORE
+async def test_a_company_the_partner_reads_already_changes_nothing(
+    store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Adding it again would move the data version: every company's ETag for nothing."""
+    first = await stored(store)
+    assert await run_on(store, capsys, "partner", "create", "--name", "MSP") == (
+        0,
+        "Created partner 2.\n",
+    )
+    assert await run_on(store, capsys, "partner", "add-company", "2", "1") == (
+        0,
+        "Partner 2 reads company 1.\n",
+    )
+    before = await stored(store)
+    assert before["meta"] != first["meta"]  # a company added: a new data version
+    for partner, company in (("2", "1"), ("1", "2")):  # the sample's partner reads 1 and 2
+        assert await run_on(store, capsys, "partner", "add-company", partner, company) == (
+            0,
+            f"Partner {partner} already reads company {company}; nothing changed.\n",
+        )
+        assert await stored(store) == before

@@ -12,7 +12,7 @@ import secrets
 import sqlite3
 from typing import Any, NamedTuple
 
-from .fields import MAX_LABEL, one_line_label
+from .fields import MAX_LABEL, MAX_SAFE_ID, one_line_label
 
 KEY_PREFIX = "rk_"
 # How long a server may keep accepting a key after it was revoked (its cache of known
@@ -108,6 +108,17 @@ def find_caller(conn: sqlite3.Connection, key_hash: str) -> ActiveKey | None:
     return active_key(row) if row else None
 
 
+def safe_id(kind: str, new_id: int) -> int:
+    """A new key's or partner's id, refused (the write rolls back) past 2^53-1: both stores
+    number on without that bound, and a client would not read such an id exactly."""
+    if new_id > MAX_SAFE_ID:
+        raise KeyRefused(
+            f"a new {kind} would take id {new_id}, past {MAX_SAFE_ID}, the largest id a"
+            " client reads exactly"
+        )
+    return new_id
+
+
 class NewKey(NamedTuple):
     """A key just made: the only time the key itself is at hand."""
 
@@ -183,7 +194,7 @@ def create_key(
         " strftime('%Y-%m-%dT%H:%M:%SZ', 'now', ?))",
         (company_id, partner_id, scope, hash_key(key), prefix_of(key), label, expires),
     )
-    key_id = int(cursor.lastrowid or 0)
+    key_id = safe_id("key", int(cursor.lastrowid or 0))
     row = conn.execute("SELECT expires_at FROM api_keys WHERE id = ?", (key_id,)).fetchone()
     return NewKey(key_id, key, row[0])
 
@@ -213,17 +224,19 @@ def create_partner(conn: sqlite3.Connection, name: str) -> int:
     if not name.strip():
         raise KeyRefused("a partner needs a name")
     cursor = conn.execute("INSERT INTO partners (name) VALUES (?)", (name.strip(),))
-    return int(cursor.lastrowid or 0)
+    return safe_id("partner", int(cursor.lastrowid or 0))
 
 
-def add_partner_company(conn: sqlite3.Connection, partner_id: int, company_id: int) -> None:
-    """Let a partner's keys read one more company."""
+def add_partner_company(conn: sqlite3.Connection, partner_id: int, company_id: int) -> bool:
+    """Let a partner's keys read one more company; False if they already did (nothing
+    written, so the caller leaves the data version alone)."""
     check_exists(conn, "partner", partner_id)
     check_exists(conn, "company", company_id)
-    conn.execute(
+    cursor = conn.execute(
         "INSERT OR IGNORE INTO partner_companies (partner_id, company_id) VALUES (?, ?)",
         (partner_id, company_id),
     )
+    return cursor.rowcount == 1
 
 
 def _key(conn: sqlite3.Connection, key_id: int) -> tuple[Any, ...]:

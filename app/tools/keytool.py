@@ -235,8 +235,8 @@ def run(args: argparse.Namespace) -> None:
     elif args.command == "partner" and args.partner_command == "create":
         print(f"Created partner {in_transaction(args.db, create_partner, args.name)}.")
     elif args.command == "partner":
-        in_transaction(args.db, partner_reads, args.partner_id, args.company_id)
-        print(f"Partner {args.partner_id} reads company {args.company_id}.")
+        added = in_transaction(args.db, partner_reads, args.partner_id, args.company_id)
+        print(partner_reads_line(args, added))
     elif args.command == "list":
         print(format_table(reading(args.db, list_keys)))
     elif args.command == "revoke":
@@ -248,17 +248,29 @@ def run(args: argparse.Namespace) -> None:
         print_new_key("Created replacement", new)
 
 
-def partner_reads(conn: sqlite3.Connection, partner_id: int, company_id: int) -> None:
+def partner_reads(conn: sqlite3.Connection, partner_id: int, company_id: int) -> bool:
     """One more company for the partner: its rollup lists it, so the data version moves
-    (new ETags and totals), as with a load."""
-    add_partner_company(conn, partner_id, company_id)
-    bump_data_version(conn)
+    (new ETags and totals), as with a load. A company it already reads changes nothing,
+    so every ETag stays; False then."""
+    added = add_partner_company(conn, partner_id, company_id)
+    if added:
+        bump_data_version(conn)
+    return added
 
 
-async def partner_reads_pg(conn: asyncpg.Connection, partner_id: int, company_id: int) -> None:
+async def partner_reads_pg(conn: asyncpg.Connection, partner_id: int, company_id: int) -> bool:
     """The same on PostgreSQL."""
-    await pg_keys.add_partner_company(conn, partner_id, company_id)
-    await bump_pg(conn)
+    added = await pg_keys.add_partner_company(conn, partner_id, company_id)
+    if added:
+        await bump_pg(conn)
+    return added
+
+
+def partner_reads_line(args: argparse.Namespace, added: bool) -> str:
+    """What ``partner add-company`` did, in one line."""
+    if added:
+        return f"Partner {args.partner_id} reads company {args.company_id}."
+    return f"Partner {args.partner_id} already reads company {args.company_id}; nothing changed."
 
 
 def run_on_postgresql(args: argparse.Namespace) -> None:
@@ -272,8 +284,10 @@ def run_on_postgresql(args: argparse.Namespace) -> None:
     elif args.command == "partner" and args.partner_command == "create":
         print(f"Created partner {asyncio.run(on_postgresql(url, 'create_partner', args.name))}.")
     elif args.command == "partner":
-        asyncio.run(in_pg_transaction(url, partner_reads_pg, args.partner_id, args.company_id))
-        print(f"Partner {args.partner_id} reads company {args.company_id}.")
+        added = asyncio.run(
+            in_pg_transaction(url, partner_reads_pg, args.partner_id, args.company_id)
+        )
+        print(partner_reads_line(args, added))
     elif args.command == "list":
         print(format_table(asyncio.run(on_postgresql(url, "list_keys"))))
     elif args.command == "revoke":

@@ -23,6 +23,7 @@ from ..api_keys import (
     hash_key,
     key_owner,
     prefix_of,
+    safe_id,
 )
 
 NOW = "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')"
@@ -65,7 +66,7 @@ async def create_key(
         label,
         None if lifetime is None else float(lifetime),
     )
-    return NewKey(int(row["id"]), key, row["expires_at"])
+    return NewKey(safe_id("key", int(row["id"])), key, row["expires_at"])
 
 
 async def list_keys(conn: asyncpg.Connection) -> list[dict[str, Any]]:
@@ -79,25 +80,25 @@ async def create_partner(conn: asyncpg.Connection, name: str) -> int:
     if not name.strip():
         raise KeyRefused("a partner needs a name")
     await conn.execute("LOCK TABLE partners IN EXCLUSIVE MODE")
-    return int(
-        await conn.fetchval(
-            "INSERT INTO partners (id, name) SELECT coalesce(max(id), 0) + 1, $1 FROM partners"
-            " RETURNING id",
-            name.strip(),
-        )
+    new_id = await conn.fetchval(
+        "INSERT INTO partners (id, name) SELECT coalesce(max(id), 0) + 1, $1 FROM partners"
+        " RETURNING id",
+        name.strip(),
     )
+    return safe_id("partner", int(new_id))
 
 
-async def add_partner_company(conn: asyncpg.Connection, partner_id: int, company_id: int) -> None:
-    """Let a partner's keys read one more company."""
+async def add_partner_company(conn: asyncpg.Connection, partner_id: int, company_id: int) -> bool:
+    """Let a partner's keys read one more company; False if they already did."""
     await check_exists(conn, "partner", partner_id)
     await check_exists(conn, "company", company_id)
-    await conn.execute(
+    status = await conn.execute(
         "INSERT INTO partner_companies (partner_id, company_id) VALUES ($1, $2)"
         " ON CONFLICT DO NOTHING",
         partner_id,
         company_id,
     )
+    return bool(status == "INSERT 0 1")
 
 
 async def _key(conn: asyncpg.Connection, key_id: int) -> tuple[Any, ...]:
