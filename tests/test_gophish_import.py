@@ -33,6 +33,7 @@ from app.data.pg.stats_summary import refresh as pg_refresh_stats
 from app.data.schema import fill_summaries
 from app.main import create_app
 from app.tools.gophish import import_export
+from app.tools.gophish import main as import_main
 from app.tools.gophish_format import EVENT_OF_MESSAGE, GoInstant, browser_of
 from app.tools.gophish_ids import MAX_SAFE_ID
 from app.tools.gophish_mapping import stable_id
@@ -674,3 +675,18 @@ def test_postgresql_keeps_ids_in_53_bits_and_its_data_version_for_nothing_new(
     assert done.returncode == 0, done.stderr
     assert run_apart(pg_rows(pg_database))[1:] == imported[1:]
     assert run_apart(pg_summary_rows(pg_database)) == expected_summaries
+
+
+@pytest.mark.parametrize("name", ["", "   ", "Acme\tFreight", "Acme\nFreight", "\x1b[31mAcme"])
+def test_a_blank_company_name_or_one_with_a_control_character_is_refused(
+    sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """A company is shown by its name on one line: one that shows nothing, or breaks the
+    line, is refused before anything is written."""
+    path = write(tmp_path / "export.json", export()[:1])
+    before = fingerprint(sample_db)
+    argv = [str(path), "--company", "77", "--db", str(sample_db), "--company-name", name]
+    assert import_main(argv) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "--company-name" in err, err
+    assert fingerprint(sample_db) == before

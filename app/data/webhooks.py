@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import ipaddress
+import re
 import secrets
 import sqlite3
 from dataclasses import dataclass
@@ -21,6 +23,8 @@ from .fields import MAX_ID, MAX_LABEL, one_line_label
 from .listings import Listing, Record, owned, placeholders
 from .vocabulary import EVENT_TYPES
 
+# A DNS label (RFC 1123): 1 to 63 letters, digits and hyphens, no hyphen at either end.
+DNS_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 ROTATION = dt.timedelta(hours=24)  # the old secret keeps signing this long after a rotation
 STATUSES = ("enabled", "disabled", "failing")
 
@@ -53,9 +57,12 @@ class Subscription:
         host = _https_host(url.strip())
         if host is None:
             raise WebhookRefused(f"{url!r} is not an https:// URL with a host")
-        types = sorted({t.strip().lower() for t in events.split(",") if t.strip()})
+        if not receiver_host(host):
+            raise WebhookRefused(f"--url: {host!r} is not a DNS name or an IP address")
+        given = [t.strip().lower() for t in events.split(",")]
+        types = sorted(set(given))
         unknown = [t for t in types if t not in EVENT_TYPES]
-        if not types or unknown:
+        if unknown:  # an empty element (fail,,open) too: a slip, not a type
             raise WebhookRefused(f"--events takes a comma list of {', '.join(EVENT_TYPES)}")
         if not label.strip():
             raise WebhookRefused("--label is blank")
@@ -75,6 +82,23 @@ def _https_host(url: str) -> str | None:
     except ValueError:
         return None
     return parts.hostname if parts.scheme == "https" and parts.hostname else None
+
+
+def receiver_host(host: str) -> bool:
+    """Whether a URL's host can name a receiver (urlsplit takes ``a..b`` and ``%65xample.com``
+    too): an IP literal without a zone, or a name of at most 253 characters in DNS labels,
+    a unicode one by its IDNA form, whose last label is not all digits (``127.1``)."""
+    try:
+        ipaddress.ip_address(host)
+        return "%" not in host
+    except ValueError:
+        pass
+    try:
+        name = host.encode("idna").decode("ascii").removesuffix(".")
+    except UnicodeError:
+        return False
+    labels = name.split(".")
+    return len(name) <= 253 and all(map(DNS_LABEL.fullmatch, labels)) and not labels[-1].isdigit()
 
 
 # The statements of the tool, the same on both stores.

@@ -21,6 +21,7 @@ from typing import Any
 import asyncpg
 
 from ..config import OneLineParser
+from ..data.fields import MAX_LABEL, one_line_label
 from ..data.pg.schema import schema_version
 from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
@@ -120,6 +121,12 @@ def import_export(
             ctx.people = read_people(people)
         except LoadError as exc:
             refused = exc.problems
+    # Checked as a key's or a subscription's label is (the fixture's Text checks only the
+    # length and NUL): a blank name or one with a tab or line break names nothing readable.
+    if company_name is not None and not (company_name.strip() and one_line_label(company_name)):
+        refused.append(
+            f"--company-name is blank or not one line of at most {MAX_LABEL} printable characters"
+        )
     if name is None and company_name is None:
         where = "the database" if database_url else db
         refused.append(f"--company {company}: no such company in {where} (--company-name adds it)")

@@ -27,6 +27,7 @@ import ipaddress
 import json
 import logging
 import math
+import re
 import signal
 import socket
 import ssl
@@ -52,6 +53,7 @@ LOG = logging.getLogger("reporting.webhooks")
 # The Standard Webhooks schedule: the delays before attempts 1 to 10 (seconds).
 SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0)
 TIMEOUT = 15.0
+SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # a delay as the docs write one
 BATCH = 100  # events read at a time per subscription
 
 _COLUMNS = (
@@ -466,15 +468,18 @@ async def run_sender(db: str | None, url: str | None, settings: Settings) -> Non
 
 
 def schedule_of(text: str) -> tuple[float, ...]:
-    """``0,5,300,...``: the delays before each attempt, in seconds."""
-    try:
-        delays = tuple(float(x) for x in text.split(","))
-    except ValueError:
-        delays = ()
-    if not delays or not all(0 <= d < math.inf for d in delays):  # nan too
-        raise ValueError(f"{text!r} is not a comma list of seconds (finite, 0 or more)")
+    """``0,5,300,...``: the delays before each attempt, in seconds, written as plain
+    decimals (float() alone also takes ``1_000``, fullwidth digits, ``1e3`` and ``nan``)."""
+    parts = [x.strip() for x in text.split(",")]
+    delays = tuple(float(x) for x in parts if SECONDS.fullmatch(x))
+    if len(delays) != len(parts) or not all(d < math.inf for d in delays):  # 9 * 400 digits
+        raise ValueError(f"{text!r} is not a comma list of plain decimal seconds (0,5,0.05)")
     return delays
 
 
 def networks_of(text: str) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    return tuple(ipaddress.ip_network(x.strip(), strict=False) for x in text.split(",") if x)
+    """Addresses and networks the operator allows ("" allows none); ``a,,b`` is a slip."""
+    parts = text.split(",") if text else []
+    if any(not x.strip() for x in parts):
+        raise ValueError(f"{text!r} has an empty element")
+    return tuple(ipaddress.ip_network(x.strip(), strict=False) for x in parts)
