@@ -146,3 +146,19 @@ async def test_a_mean_halfway_rounds_up(aiohttp_client: Any, store: Store) -> No
     assert course["average_result"] == 45.9
     assert (course["completed"], course["overdue"], course["completion_rate"]) == (1, 1, 0.5)
     assert [course] == oracle.courses(TIE, 1, dt.date(2025, 3, 1))
+
+
+@pytest.mark.parametrize(
+    ("results", "mean"),
+    [((60.91, 70.99), 66.0), ((0.0499999999, 0.0499999999), 0.1), ((0.04999999, 0.04999999), 0.0)],
+)
+async def test_a_mean_within_1e_9_below_a_tie_is_the_tie(
+    aiohttp_client: Any, store: Store, results: tuple[float, float], mean: float
+) -> None:
+    """As the docs say: 60.91 + 70.99 is 131.89999999999998 in floating point, a mean a
+    hair below 65.95, and 0.0499999999 is within 1e-9 of 0.05; 0.04999999 is not."""
+    rows = zip(TIE["section_results"], results, strict=True)
+    fixture = {**TIE, "section_results": [{**row, "result": result} for row, result in rows]}
+    async with serving_fixture(aiohttp_client, fixture, Day(dt.date(2025, 3, 1)), store) as client:
+        [course] = await body_of(client, LIST)
+    assert course["average_result"] == mean
