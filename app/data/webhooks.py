@@ -59,8 +59,7 @@ class Subscription:
             raise WebhookRefused(f"{url!r} is not an https:// URL with a host")
         if not receiver_host(host):
             raise WebhookRefused(f"--url: {host!r} is not a DNS name or an IP address")
-        given = [t.strip().lower() for t in events.split(",")]
-        types = sorted(set(given))
+        types = sorted({t.strip().lower() for t in events.split(",")})
         unknown = [t for t in types if t not in EVENT_TYPES]
         if unknown:  # an empty element (fail,,open) too: a slip, not a type
             raise WebhookRefused(f"--events takes a comma list of {', '.join(EVENT_TYPES)}")
