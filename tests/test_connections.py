@@ -239,16 +239,21 @@ def test_connection_settings_from_the_environment() -> None:
     )
 
 
-OVERSIZED = {
+REFUSED_BY_THE_PARSER = {
     "long-header": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"p" * 9000, 431),
     "many-headers": (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-N: 1\r\n" * 200, 431),
     "long-request-line": (b"GET /healthz?" + b"a" * 17_000 + b" HTTP/1.1\r\nHost: x", 414),
+    "long-dashboard-line": (b"GET /dashboard/" + b"a" * 17_000 + b" HTTP/1.1\r\nHost: x", 414),
+    "unknown-method": (b"FOO /dashboard/ HTTP/1.1\r\nHost: x", 501),
+    "raw-byte-in-path": (b"GET /dashboard/\xff HTTP/1.1\r\nHost: x", 400),
 }
 
 
 @pytest.mark.system  # starts a server process
-@pytest.mark.parametrize(("head", "status"), OVERSIZED.values(), ids=OVERSIZED.keys())
-def test_oversized_requests_get_431_or_414(
+@pytest.mark.parametrize(
+    ("head", "status"), REFUSED_BY_THE_PARSER.values(), ids=REFUSED_BY_THE_PARSER.keys()
+)
+def test_what_the_parser_refuses_gets_its_status_and_the_pages_policy(
     launcher: Launcher, sample_db: Path, head: bytes, status: int
 ) -> None:
     app = launcher.serve(sample_db)
@@ -258,6 +263,9 @@ def test_oversized_requests_get_431_or_414(
     assert got == status
     assert headers["content-type"] == "application/problem+json; charset=utf-8"
     assert json.loads(body)["status"] == status
+    # The dashboard's policy, which a refusal whose page is unknown always carries.
+    assert headers["x-frame-options"] == "DENY"
+    assert "default-src" in headers["content-security-policy"]
 
 
 @pytest.mark.system  # starts a server process

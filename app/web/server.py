@@ -27,6 +27,7 @@ from .aiohttp_shim import (
     parser_error_status,
 )
 from .connections import HEADERS_TOO_LARGE, ConnectionGuard, quiet_resource_errors
+from .dashboard import PAGE_HEADERS
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import set_standard_headers
 from .logs import AccessLogger
@@ -69,6 +70,9 @@ class ProblemRequestHandler(GuardedRequestHandler):
         body = problem_body(status, detail, request_id)
         response = web.json_response(body, status=status, content_type=PROBLEM_TYPE)
         set_standard_headers(response, request_id)
+        # Which page a refused request was for is unknown (its line may be cut or unread):
+        # the dashboard's policy goes on every such answer, where it harms no API client.
+        response.headers.update(PAGE_HEADERS)
         response.force_close()
         return response
 
