@@ -244,6 +244,7 @@ REFUSED_BY_THE_PARSER = {
     "many-headers": (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"X-N: 1\r\n" * 200, 431),
     "long-request-line": (b"GET /healthz?" + b"a" * 17_000 + b" HTTP/1.1\r\nHost: x", 414),
     "long-dashboard-line": (b"GET /dashboard/" + b"a" * 17_000 + b" HTTP/1.1\r\nHost: x", 414),
+    "over-32-kib-of-head": (b"GET /dashboard/ HTTP/1.1\r\n" + b"X-P: " + b"p" * 8000 * 5, 431),
     "unknown-method": (b"FOO /dashboard/ HTTP/1.1\r\nHost: x", 501),
     "raw-byte-in-path": (b"GET /dashboard/\xff HTTP/1.1\r\nHost: x", 400),
 }

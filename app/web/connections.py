@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from ..config import Config, Network
 from .clients import address_key
+from .dashboard import PAGE_HEADERS
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import SERVER_NAME
 from .logs import LogThrottle
@@ -32,6 +33,8 @@ RESERVED_FILES = 64  # file descriptors kept for the database, the listener and 
 ACCEPT_BURST = 256  # sockets asyncio may accept before a refused one is closed (measured)
 RETRY_AFTER = 1  # seconds, advertised to a refused connection
 HEADERS_TOO_LARGE = "The request headers are too large."
+# The dashboard's policy: whichever page a connection was for, it is not known yet.
+PAGE_LINES = "".join(f"{name}: {value}\r\n" for name, value in PAGE_HEADERS.items())
 _OUT_OF_FILES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
@@ -159,6 +162,7 @@ def raw_problem(status: int, reason: str, detail: str, extra: str = "") -> bytes
         f"Server: {SERVER_NAME}\r\n"
         "X-Content-Type-Options: nosniff\r\n"
         "Cache-Control: private, no-cache\r\n"
+        f"{PAGE_LINES}"
         f"X-Request-ID: {request_id}\r\n\r\n"
     )
     return head.encode("ascii") + body
