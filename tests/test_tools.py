@@ -16,13 +16,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
 
 from app.data.schema import connect_writer, write_transaction
-from app.tools import generator, keytool, loader
+from app.tools import generator, keytool, loader, reclassify
 from app.tools.cli import run_tool
 
 from .support.factories import dump_tables, generated_events, next_event_id, query, sample
@@ -377,3 +378,20 @@ def test_a_full_disk_is_named_and_loses_nothing(tmp_path: Path) -> None:
     before = dump_tables(tmp_path / "before" / "x.sqlite3")
     assert before["campaign_events"], "the sample was loaded first"
     assert dump_tables(tmp_path / "after" / "x.sqlite3") == before
+
+
+def test_reclassify_agrees_with_the_count_of_events_that_kept_their_verdicts(
+    sample_db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The sample's two fast events gain a reason from networks that hold their addresses
+    (docs/data.md's example), then lose it again: their verdicts stay, in plural."""
+    networks = "40.92.0.0/15, 40.107.0.0/16, 52.100.0.0/14, 104.47.0.0/17"
+    kept = "reclassified every company: 0 events moved between verdicts; 2 events kept their"
+    kept += " verdicts with other reasons\n"
+    for fast, nets in (("10", networks), ("", "")):
+        monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", fast)
+        monkeypatch.setenv("REPORTING_BOT_NETWORKS", nets)
+        assert reclassify.main(["--db", str(sample_db)]) == 0
+        assert capsys.readouterr().out == kept
+    one = reclassify.summary(1, Counter({("automated", "automated"): 1}))
+    assert one.endswith("; 1 event kept its verdict with other reasons")

@@ -626,7 +626,10 @@ def build_parser() -> argparse.ArgumentParser:
 @command("generation refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate, then print the rows per table, the rate and the companies' keys."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.db == "":  # else taken as absent: PostgreSQL at the default address
+        parser.error("--db: the SQLite file's name is empty")
     sizes = Sizes(
         companies=args.companies,
         employees=args.employees,
@@ -639,7 +642,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mid_campaign=args.mid_campaign,
     ).scaled(args.scale)
     started, progress = time.perf_counter(), not args.no_progress
-    if args.db:
+    if args.db is not None:
         companies, counts = generate_companies(args.db, sizes, args.seed, progress, args.append)
     elif args.append:
         raise GenerateError("--append adds to a SQLite file (--db); PostgreSQL takes a new set")

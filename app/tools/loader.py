@@ -233,9 +233,12 @@ def build_parser() -> argparse.ArgumentParser:
 @command("load refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Validate and load; a refusal names each problem (file, record path, cause)."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.db == "":  # else taken as absent: PostgreSQL at the default address
+        parser.error("--db: the SQLite file's name is empty")
     started = time.perf_counter()
-    if args.db:
+    if args.db is not None:
         counts = load_files(args.db, args.files, progress=not args.no_progress)
     else:
         counts = asyncio.run(load_pg(args.database_url, args.files))

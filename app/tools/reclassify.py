@@ -92,8 +92,8 @@ def summary(company: int | None, moved: Moved) -> str:
         + (f" ({detail})" if detail else "")
     )
     others = sum(n for pair, n in moved.items() if pair[0] == pair[1])
-    return line + (f"; {plural(others, 'event')} kept its verdict with other reasons"
-                   if others else "")  # fmt: skip
+    kept = "event kept its verdict" if others == 1 else "events kept their verdicts"
+    return line + (f"; {others:,} {kept} with other reasons" if others else "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,9 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
 @command("reclassify refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Reclassify and print how many events moved between verdicts."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.db == "":  # else taken as absent: PostgreSQL at the default address
+        parser.error("--db: the SQLite file's name is empty")
     rules = rules_from_env()
-    if args.db:
+    if args.db is not None:
         moved = reclassify(args.db, args.company, rules)
     else:
         moved = asyncio.run(reclassify_pg(args.database_url, args.company, rules))
