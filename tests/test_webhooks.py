@@ -13,15 +13,19 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+import re
 import signal
+import sqlite3
 import ssl
 import sys
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import asyncpg
 import pytest
 import standardwebhooks.webhooks
 import trustme
@@ -32,6 +36,7 @@ from app.data.schema import connect_writer
 from app.tools.cli import ToolError
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
+from app.tools.swap import swap
 from app.tools.webhook_sender import (
     PgStore,
     Sender,
@@ -45,7 +50,7 @@ from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
 from .support.servers import ROOT, clean_env
-from .support.stores import EACH_STORE, Store
+from .support.stores import EACH_STORE, Store, database_url
 
 LOCAL = networks_of("127.0.0.1")
 SHORT = (0.0, 0.05, 0.05)  # the schedule, shortened: three attempts
@@ -240,6 +245,99 @@ async def test_a_changed_event_is_a_new_message(
     assert receiver.got[0][0]["webhook-id"] != receiver.got[1][0]["webhook-id"]
 
 
+def copy_database(source: Path, target: Path) -> None:
+    """A consistent copy of a SQLite file (a backup, as docs/operations.md takes one)."""
+    with (
+        contextlib.closing(sqlite3.connect(source)) as src,
+        contextlib.closing(sqlite3.connect(target)) as dst,
+    ):
+        src.backup(dst)
+
+
+@contextlib.asynccontextmanager
+async def backed_up(store: Store, tmp_path: Path) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """A backup of the store's database now; the function that restores it (SQLite: a
+    copy swapped in with reporting-swap's function; PostgreSQL: the database made again
+    from its copy)."""
+    if not store.url:
+        backup = tmp_path / "backup.sqlite3"
+        copy_database(store.sqlite_path, backup)
+
+        async def restore_file() -> None:
+            copy_database(backup, tmp_path / "restored.sqlite3")
+            swap(tmp_path / "restored.sqlite3", store.sqlite_path)
+
+        yield restore_file
+        return
+    name, copy = store.url.rsplit("/", 1)[1], f"b_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(database_url(store.url, "postgres"))
+    try:
+        await admin.execute(f"CREATE DATABASE {copy} TEMPLATE {name}")
+
+        async def restore_database() -> None:
+            await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            await admin.execute(f"CREATE DATABASE {name} TEMPLATE {copy}")
+
+        yield restore_database
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
+        await admin.close()
+
+
+async def send_once(store: Store, hook: Receiver) -> None:
+    """The sender on the store under test, until caught up."""
+    settings = Settings(SHORT, LOCAL, hook.ca_file, once=True)
+    await run_sender(None if store.url else str(store.sqlite_path), store.url or None, settings)
+
+
+def on_store(store: Store) -> list[str]:
+    """The tools' arguments naming the store under test."""
+    return ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+
+
+@EACH_STORE
+async def test_a_change_written_again_after_a_restore_is_a_new_message(
+    store: Store, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A restore rewinds the change sequence, so a load after it writes another version
+    of an event at the place a sent one had: its webhook-id is new (the change's feed
+    mark), and a receiver deduplicating by it does not drop it. Every attempt of one
+    message keeps its id."""
+    _, secret = await asyncio.to_thread(subscribe_on, on_store(store), receiver.url)
+    async with backed_up(store, tmp_path) as restore:
+        await store.load([events_file(tmp_path, range(1001, 1002), kinds=("fail",))])
+        receiver.answers = [500]
+        await send_once(store, receiver)
+        await restore()
+        await store.load([events_file(tmp_path, range(1001, 1002), 30, kinds=("report",))])
+        await send_once(store, receiver)
+    sent, retried, written_again = verified(secret, receiver)
+    first, again, second = (headers["webhook-id"] for headers, _ in receiver.got)
+    assert first == again and sent == retried
+    assert (sent["type"], written_again["type"]) == ("campaign_event.fail", "campaign_event.report")
+    assert sent["data"]["id"] == written_again["data"]["id"] == 1001
+    assert second != first
+    assert second.rsplit("_", 1)[0] == first.rsplit("_", 1)[0]  # the same place, a new mark
+
+
+@EACH_STORE
+async def test_an_event_written_before_feed_marks_keeps_its_id(
+    store: Store, tmp_path: Path, receiver: Receiver
+) -> None:
+    """An event whose change has the empty mark (written before marks began) keeps the
+    id it had, ``msg_<seq>_<id>``: a message in flight when the database was upgraded
+    comes again with the same id. Later changes carry their mark."""
+    _, secret = await asyncio.to_thread(subscribe_on, on_store(store), receiver.url)
+    await store.load([events_file(tmp_path, range(1001, 1002), kinds=("fail",))])
+    await store.execute("UPDATE meta SET value = '' WHERE key LIKE 'feed_mark:%'")  # upgraded
+    await store.load([events_file(tmp_path, range(1002, 1003), kinds=("fail",))])
+    await send_once(store, receiver)
+    assert [m["data"]["id"] for m in verified(secret, receiver)] == [1001, 1002]
+    before, after = (headers["webhook-id"] for headers, _ in receiver.got)
+    assert re.fullmatch(r"msg_[0-9]+_1001", before)
+    assert re.fullmatch(r"msg_[0-9]+_1002_[0-9a-f]{16}", after)
+
+
 async def test_during_a_rotation_both_secrets_verify(
     sample_db: Path, tmp_path: Path, receiver: Receiver
 ) -> None:
@@ -384,6 +482,40 @@ async def test_enabled_again_while_waiting_it_sends_at_once(
         await until(lambda: len(receiver.got) == 2)
     assert receiver.got[0][0]["webhook-id"] == receiver.got[1][0]["webhook-id"]
     assert query(sample_db, log) == [(1, "failed"), (1, "succeeded")]
+
+
+async def test_a_running_sender_follows_the_file_swapped_in(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A restored file swapped in (reporting-swap's function) while a message is in
+    flight: the sender goes on with the file now served, the subscription from its
+    position there (the message read from the old file is not logged into it), and
+    delivers what is loaded into it, logging there; a subscription made there is taken
+    up and a ``disable`` there is obeyed. Its lock stays."""
+    webhook_id, secret = subscribe(sample_db, receiver.url, "fail")
+    restored = tmp_path / "restored.sqlite3"
+    copy_database(sample_db, restored)  # the subscription before any event
+
+    def operator(body: bytes) -> None:
+        if len(receiver.got) == 1:  # event 1001's message, read from the old file
+            swap(restored, sample_db)
+            new_events(sample_db, tmp_path, range(1002, 1003), kinds=("fail",))
+
+    receiver.during = operator
+    log = "SELECT webhook_id, event_id, status FROM webhook_deliveries ORDER BY id"
+    async with sending(sample_db, receiver, SHORT):
+        new_events(sample_db, tmp_path, range(1001, 1002), kinds=("fail",))
+        await until(lambda: query(sample_db, log) == [(int(webhook_id), 1002, "succeeded")])
+        with pytest.raises(ToolError, match="another webhook sender is running"):
+            SqliteStore(str(sample_db))
+        other_id, other = subscribe(sample_db, receiver.url, "fail")
+        tool(["--db", str(sample_db)], "disable", webhook_id)
+        new_events(sample_db, tmp_path, range(1003, 1004), kinds=("fail",))
+        await until(lambda: len(query(sample_db, log)) == 2)
+    assert query(sample_db, log)[1] == (int(other_id), 1003, "succeeded")
+    assert len(receiver.got) == 3  # none for the disabled one
+    assert [Webhook(secret).verify(b, h)["data"]["id"] for h, b in receiver.got[:2]] == [1001, 1002]
+    assert Webhook(other).verify(receiver.got[2][1], receiver.got[2][0])["data"]["id"] == 1003
 
 
 async def test_a_2xx_is_its_status_line_however_slow_its_body(

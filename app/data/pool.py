@@ -101,7 +101,7 @@ class ReadPool:
         self._idle: asyncio.LifoQueue[aiosqlite.Connection] = asyncio.LifoQueue()
         self._inline = sqlite3.connect(":memory:")
         self._identity: tuple[int, int] | None = (0, 0)
-        self._companions: dict[Path, tuple[int, int] | None] = {}
+        self._companions: Companions = {}
         self._borrowed = 0
         self._closed = True  # no connection to any file: reads raise Unavailable
         self._watcher: asyncio.Task[None] | None = None
@@ -128,7 +128,7 @@ class ReadPool:
         configure_reader(self._inline)
         data_token(self._inline)  # a first read opens (or creates) the -wal and -shm
         self._identity = identity
-        self._companions = {file: file_identity(file, True) for file in companions(self._path)}
+        self._companions = opened_companions(self._path)
         self._closed = False
 
     def replaced(self) -> bool:
@@ -153,9 +153,7 @@ class ReadPool:
             if not self.replaced():
                 return
             await self._let_go()  # also what a failed reopen had opened
-            for file, identity in self._companions.items():
-                if identity is not None and file_identity(file, True) == identity:
-                    file.unlink(missing_ok=True)
+            remove_companions(self._companions)
             await self._connect()
 
     async def _let_go(self) -> None:
@@ -371,6 +369,23 @@ def file_identity(path: Path, missing: bool = False) -> tuple[int, int] | None:
 def companions(path: Path) -> tuple[Path, Path]:
     """The WAL and shared-memory files SQLite keeps beside a database in WAL mode."""
     return Path(f"{path}-wal"), Path(f"{path}-shm")
+
+
+Companions = dict[Path, tuple[int, int] | None]  # each file's identity when opened, or None
+
+
+def opened_companions(path: Path) -> Companions:
+    """The -wal and -shm a connection to ``path`` opened, by identity: once another file is
+    at the path, these and only these are removed (see ReadPool.reopen)."""
+    return {file: file_identity(file, True) for file in companions(path)}
+
+
+def remove_companions(opened: Companions) -> None:
+    """Delete a moved file's -wal and -shm if they are still the ones opened (another
+    process or the swap tool may have done so, and a newer pair is left alone)."""
+    for file, identity in opened.items():
+        if identity is not None and file_identity(file, True) == identity:
+            file.unlink(missing_ok=True)
 
 
 class Stream:

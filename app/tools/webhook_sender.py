@@ -8,10 +8,13 @@ that keeps failing never holds up the others), and its row is read again before 
 attempt and during the waits between them: a subscription disabled, deleted or given a
 new secret meanwhile is sent nothing more, or signed with the secret it has now; one
 enabled again goes on at once. ``webhook-id`` is the event's place in the
-feed (``msg_<seq>_<id>``): the same for every retry and after a restart, new when the
-event changes (a changed event takes a new place). A lock per store (a file lock
-beside the SQLite file; an advisory lock on PostgreSQL) keeps a second sender out.
-SIGTERM lets the message in flight finish, then the sender exits 0.
+feed and the feed mark of that change (``msg_<seq>_<id>_<mark>``): the same for every
+retry and after a restart, new when the event changes (a changed event takes a new
+place, and one written again at an old place after a restore has a new mark). A lock
+per store (a file lock beside the SQLite file; an advisory lock on PostgreSQL) keeps a
+second sender out; a SQLite file swapped in while it runs is opened in place of the old
+one, and each subscription goes on from its position there. SIGTERM lets the message
+in flight finish, then the sender exits 0.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import math
 import re
 import signal
 import socket
+import sqlite3
 import ssl
 import time
 from collections.abc import Sequence
@@ -42,8 +46,9 @@ import yarl
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
-from ..data.feed import FeedFilters, feed_listing
+from ..data.feed import FEED_MARK, FeedFilters, feed_listing, feed_mark, feed_mark_key
 from ..data.pg import sql as pg_sql
+from ..data.pool import file_identity, opened_companions, remove_companions
 from ..data.schema import connect_writer, write_transaction
 from ..data.webhooks import CHANGED, utc_text
 from .cli import ToolError
@@ -93,6 +98,7 @@ class Hook:
     position: tuple[int, int]
     created_at: str
     failures: int  # consecutive; `enable` sets it back to 0
+    opened: int = 0  # which file it was read from (SqliteStore: a file swapped in is another)
 
     @property
     def same(self) -> tuple[int, int, str]:
@@ -110,10 +116,10 @@ class Attempt:
     error: str | None
 
 
-def hook_of(row: Sequence[Any], now: str) -> Hook:
+def hook_of(row: Sequence[Any], now: str, opened: int = 0) -> Hook:
     old = (row[5],) if row[5] and row[6] and row[6] > now else ()
     return Hook(row[0], row[1], row[2], tuple(row[3].split(",")), (row[4], *old),
-                (row[7], row[8]), row[9], row[10])  # fmt: skip
+                (row[7], row[8]), row[9], row[10], opened)  # fmt: skip
 
 
 def sign(secrets: Sequence[str], message_id: str, timestamp: int, body: bytes) -> str:
@@ -134,10 +140,22 @@ def message(record: bytes) -> bytes:
     return json.dumps(head, separators=(",", ":"))[:-1].encode() + b',"data":' + record + b"}"
 
 
+# An event to send: its /events record, seq, id, and the feed mark of its seq.
+Event = tuple[bytes, int, int, str]
+
+
+def message_id_of(seq: int, event_id: int, mark: str) -> str:
+    """``webhook-id``: the change's place in the feed and its feed mark. A restore rewinds
+    the sequence, so a later load may write another change at the same place: its new
+    mark gives it a new id. The empty mark (written before marks began) adds nothing, so
+    the messages of an upgraded database keep their ids."""
+    return f"msg_{seq}_{event_id}_{mark}" if mark else f"msg_{seq}_{event_id}"
+
+
 class Store(Protocol):
     async def hooks(self) -> list[Hook]: ...
     async def current(self, hook: Hook) -> Hook | None: ...
-    async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]: ...
+    async def events(self, hook: Hook) -> list[Event]: ...
     async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None: ...
     async def set_status(self, hook: Hook, status: str) -> bool: ...
     async def close(self) -> None: ...
@@ -154,46 +172,88 @@ def _log_params(hook: Hook, attempt: Attempt, now: str) -> tuple[Any, ...]:
 
 
 class SqliteStore:
-    """The sender's reads and writes on a SQLite file, under a file lock beside it."""
+    """The sender's reads and writes on a SQLite file, under a file lock beside it (by
+    path: it stays when another file is swapped in).
+
+    A file swapped in while it runs (reporting-swap, a restore) is noticed before every
+    read and write, and opened in place of the old one. A subscription read from the old
+    file is then gone (its follower ends; the next poll follows it on the new file, from
+    its row and position there), and the attempt of a message read from the old file is
+    not logged into the new one.
+    """
 
     def __init__(self, path: str) -> None:
-        existing(path)
+        self.path = existing(path)
         self._lock = open(f"{path}.webhooks.lock", "w")  # noqa: SIM115 (held while running)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._lock.close()
             raise ToolError("another webhook sender is running on this database") from None
-        self.conn = connect_writer(path)
+        self.opened = 0
+        self._connect()
+
+    def _connect(self) -> None:
+        identity = file_identity(self.path)
+        self.conn = connect_writer(self.path)  # makes the -wal and -shm
+        self._identity = identity
+        self._companions = opened_companions(self.path)
+        self.opened += 1
+
+    def _file(self) -> sqlite3.Connection:
+        """The connection to the file now at the path. The old file's -wal and -shm, if
+        still there, are removed before the new file is opened (ReadPool.reopen says why)."""
+        try:
+            replaced = file_identity(self.path) != self._identity
+        except OSError:  # a missing file is not a new one
+            replaced = False
+        if replaced:
+            self.conn.close()
+            remove_companions(self._companions)
+            self._connect()
+        return self.conn
+
+    def _file_of(self, hook: Hook) -> sqlite3.Connection | None:
+        """The connection to the file the subscription was read from; None once another
+        file was swapped in (its follower then ends, and one starts on the new file)."""
+        conn = self._file()
+        return conn if hook.opened == self.opened else None
 
     async def hooks(self) -> list[Hook]:
-        now = utc_text(dt.datetime.now(dt.UTC))
-        return [hook_of(row, now) for row in self.conn.execute(SUBSCRIPTIONS)]
+        now, conn = utc_text(dt.datetime.now(dt.UTC)), self._file()
+        return [hook_of(row, now, self.opened) for row in conn.execute(SUBSCRIPTIONS)]
 
     async def current(self, hook: Hook) -> Hook | None:
-        row = self.conn.execute(CURRENT, hook.same).fetchone()
-        return None if row is None else hook_of(row, utc_text(dt.datetime.now(dt.UTC)))
+        conn = self._file_of(hook)
+        row = None if conn is None else conn.execute(CURRENT, hook.same).fetchone()
+        return None if row is None else hook_of(row, utc_text(dt.datetime.now(dt.UTC)), self.opened)
 
-    async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
+    async def events(self, hook: Hook) -> list[Event]:
+        if (conn := self._file_of(hook)) is None:
+            return []
         listing = _listing(hook)
-        rows = self.conn.execute(listing.select_keyed(), (*listing.select_params, BATCH))
-        return [(bytes(r[0]), r[1], r[2]) for r in rows]
+        rows = conn.execute(listing.select_keyed(), (*listing.select_params, BATCH)).fetchall()
+        return [(bytes(r[0]), r[1], r[2], feed_mark(conn, r[1]) or "") for r in rows]
 
     async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
+        if (conn := self._file_of(hook)) is None:
+            return
         now = utc_text(dt.datetime.now(dt.UTC))
-        with write_transaction(self.conn):
-            self.conn.execute(LOGGED, _log_params(hook, attempt, now))
+        with write_transaction(conn):
+            conn.execute(LOGGED, _log_params(hook, attempt, now))
             if moved:
-                self.conn.execute(MOVED, (*moved, now, *hook.same))
+                conn.execute(MOVED, (*moved, now, *hook.same))
             else:
-                self.conn.execute(FAILED, (now, *hook.same))
-            self.conn.execute(CHANGED)
+                conn.execute(FAILED, (now, *hook.same))
+            conn.execute(CHANGED)
 
     async def set_status(self, hook: Hook, status: str) -> bool:
         """Whether it was set (not over the operator's own change)."""
-        with write_transaction(self.conn):
-            changed = self.conn.execute(STATUS, (status, *hook.same)).rowcount
-            self.conn.execute(CHANGED)
+        if (conn := self._file_of(hook)) is None:
+            return False
+        with write_transaction(conn):
+            changed = conn.execute(STATUS, (status, *hook.same)).rowcount
+            conn.execute(CHANGED)
         return changed > 0
 
     async def close(self) -> None:
@@ -229,12 +289,16 @@ class PgStore:
             row = await self.conn.fetchrow(pg_sql.numbered(CURRENT), *hook.same)
         return None if row is None else hook_of(tuple(row), utc_text(dt.datetime.now(dt.UTC)))
 
-    async def events(self, hook: Hook) -> list[tuple[bytes, int, int]]:
+    async def events(self, hook: Hook) -> list[Event]:
         listing = _listing(hook)
         async with self.turn:
             query = pg_sql.select_keyed(listing)
             rows = await self.conn.fetch(query, *listing.select_params, BATCH)
-        return [(bytes(r[0]), r[1], r[2]) for r in rows]
+            marks = [
+                await self.conn.fetchval(pg_sql.numbered(FEED_MARK), feed_mark_key(r[1]))
+                for r in rows
+            ]
+        return [(bytes(r[0]), r[1], r[2], mark or "") for r, mark in zip(rows, marks, strict=True)]
 
     async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
         now = utc_text(dt.datetime.now(dt.UTC))
@@ -353,12 +417,12 @@ class Sender:
             batch = await self.store.events(hook)
             if not batch and self.settings.once:
                 return
-            for record, seq, event_id in batch:
+            for event in batch:
                 if self.stopping.is_set():
                     return
-                if not await self.deliver(http, hook, record, seq, event_id):
+                if not await self.deliver(http, hook, event):
                     break  # read below: gone, or enabled again (then from its position)
-                hook = replace(hook, position=(seq, event_id))
+                hook = replace(hook, position=(event[1], event[2]))
             if not batch:
                 await self.pause(self.settings.poll)
             found = await self.store.current(hook)
@@ -366,11 +430,10 @@ class Sender:
                 return
             hook = found
 
-    async def deliver(
-        self, http: aiohttp.ClientSession, hook: Hook, record: bytes, seq: int, event_id: int
-    ) -> bool:
+    async def deliver(self, http: aiohttp.ClientSession, hook: Hook, event: Event) -> bool:
         """One message, retried on the schedule; True once a 2xx moved the position."""
-        message_id, body = f"msg_{seq}_{event_id}", message(record)
+        record, seq, event_id, mark = event
+        message_id, body = message_id_of(seq, event_id, mark), message(record)
         wait = 0.0  # what a Retry-After asks on top of the schedule
         for number, delay in enumerate(self.settings.schedule, start=1):
             found = await self.waited(hook, wait + delay, retrying=number > 1)
