@@ -18,7 +18,7 @@ from pathlib import Path
 
 import asyncpg
 
-from .config import Config, load_config
+from .config import Config, base_url, load_config, masked_url
 from .data.pg import schema as pg_schema
 from .data.pg.store import check_schema
 from .data.schema import DatabaseError, check_integrity, check_readable, upgrade_if_older
@@ -43,7 +43,9 @@ async def prepare_postgresql(config: Config) -> bool:
     """
     try:
         conn = await asyncpg.connect(config.database_url, timeout=10)
-    except (OSError, TimeoutError, asyncpg.PostgresError) as exc:
+    # InterfaceError: a setting of the URL the driver refuses only now (sslmode=verify-ca
+    # without the root certificate).
+    except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
         raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
     try:
         if await pg_schema.schema_version(conn) is not None or not config.bootstrap:
@@ -64,6 +66,8 @@ def prepare_database(config: Config) -> list[dict[str, object]]:
         if not asyncio.run(prepare_postgresql(config)):
             return []
         return list(json.loads(SAMPLE_FIXTURE.read_text(encoding="utf-8")).get("api_keys", []))
+    if Path(config.db).is_dir():
+        raise DatabaseError(f"database file {config.db} is a directory")
     if Path(config.db).exists() or not config.bootstrap:
         if upgrade_if_older(config.db):
             print(f"Upgraded {config.db} to the current schema.", flush=True)
@@ -80,7 +84,7 @@ def prepare_database(config: Config) -> list[dict[str, object]]:
 
 def banner(config: Config) -> None:
     """Say where the API is served: called once the socket is bound, never before."""
-    base = f"http://{config.host}:{config.port}"
+    base = base_url(config.host, config.port)
     print(f"Serving the reporting API on {base}  (API docs: {base}/api/docs)", flush=True)
 
 
@@ -88,13 +92,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGINT or SIGTERM; in-flight requests finish first."""
     config = load_config(argv)
     setup_logging(config.log_level, config.log_format)
+    if config.redis_url:
+        from .web.sharedlimit import refusal_at_start  # redis's client: only when asked for
+
+        refusal = asyncio.run(refusal_at_start(config.redis_url))
+        if refusal:
+            print(f"error: {refusal}", file=sys.stderr)
+            return 2
     try:
         sample_keys = prepare_database(config)
     except (DatabaseError, LoadError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (sqlite3.Error, OSError, asyncpg.PostgresError) as exc:
-        print(f"error: database {config.database_url or config.db}: {exc}", file=sys.stderr)
+        where = masked_url(config.database_url) or config.db  # never the password
+        print(f"error: database {where}: {exc}", file=sys.stderr)
         return 2
     if sample_keys:
         where = "the PostgreSQL database" if config.database_url else config.db

@@ -32,7 +32,13 @@ from app.web.sharedlimit import PREFIX, RETRY_SECONDS, WARN_SECONDS, SharedLimit
 from .support.clients import MakeClient
 from .support.clock import FakeClock
 from .support.factories import API, KEY_1, get
-from .support.servers import RedisServer, free_port, require_redis_server
+from .support.servers import (
+    GUARD_SECONDS,
+    Launcher,
+    RedisServer,
+    free_port,
+    require_redis_server,
+)
 
 pytestmark = pytest.mark.system  # a real redis-server (or a port where none listens)
 
@@ -363,3 +369,34 @@ async def test_the_redis_password_never_reaches_the_log(caplog: pytest.LogCaptur
         await client.aclose()
     assert f"redis://127.0.0.1:{port}/3 does not answer" in caplog.text
     assert "s3cret" not in caplog.text
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("url_of", "said"),
+    [
+        (lambda url: url.removesuffix("/0") + "/99", "has no such database"),
+        (lambda url: url.replace("redis://", "redis://nobody:wrong@"), "refuses these credentials"),
+    ],
+    ids=["database-99", "unknown-user"],
+)
+def test_a_redis_that_refuses_the_settings_stops_the_start(
+    redis_url: str, sample_db: Path, launcher: Launcher, url_of: Callable[[str], str], said: str
+) -> None:
+    """Such a Redis would never take a limit: serving would be unlimited for good, where an
+    outage (nothing listening yet) only fails open until Redis answers."""
+    app = launcher.start(sample_db, "--redis-url", url_of(redis_url))
+    assert app.proc.wait(timeout=GUARD_SECONDS) == 2
+    out, err = app.output_text()
+    [line] = err.strip().splitlines()
+    assert line.startswith("error: Redis at redis://127.0.0.1:") and said in line, line
+    assert "wrong" not in line and "Serving" not in out
+
+
+@pytest.mark.system
+def test_a_redis_not_answering_yet_lets_the_server_start(
+    sample_db: Path, launcher: Launcher
+) -> None:
+    require_redis_server()
+    app = launcher.serve(sample_db, "--redis-url", f"redis://127.0.0.1:{free_port()}/0")
+    assert app.proc.poll() is None

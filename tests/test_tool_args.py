@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.tools import export, generator, gophish, loader, reclassify
+from app.tools import export, generator, gophish, keytool, loader, reclassify, webhooks
 
 from .support.servers import ROOT
 
@@ -24,13 +24,15 @@ SIZES += ["1", "--courses", "1", "--inscriptions", "1", "--seed", "1", "--no-pro
 @pytest.mark.parametrize(
     ("main", "argv"),
     [
-        (loader.main, [SAMPLE, "--no-progress"]),
-        (export.main, ["out.json"]),
-        (reclassify.main, []),
-        (generator.main, SIZES),
-        (gophish.main, [GOPHISH, "--company", "1"]),
+        (loader.main, [SAMPLE, "--no-progress", "--db", ""]),
+        (export.main, ["out.json", "--db", ""]),
+        (reclassify.main, ["--db", ""]),
+        (generator.main, [*SIZES, "--db", ""]),
+        (gophish.main, [GOPHISH, "--company", "1", "--db", ""]),
+        (keytool.main, ["--db", "", "list"]),
+        (webhooks.main, ["--db", "", "list"]),
     ],
-    ids=["load", "export", "reclassify", "generate", "import-gophish"],
+    ids=["load", "export", "reclassify", "generate", "import-gophish", "keys", "webhooks"],
 )
 def test_an_empty_db_is_a_usage_error(
     main: Callable[[Sequence[str]], int],
@@ -42,12 +44,12 @@ def test_an_empty_db_is_a_usage_error(
     monkeypatch.delenv("REPORTING_DATABASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exited:
-        main([*argv, "--db", ""])
+        main(argv)
     assert exited.value.code == 2
     out, err = capsys.readouterr()
     assert out == "" and "Traceback" not in err
     [line] = err.strip().splitlines()
-    assert "error: --db: the SQLite file's name is empty" in line
+    assert "error: argument --db: the SQLite file's name is empty" in line
     assert list(tmp_path.iterdir()) == []
 
 

@@ -799,8 +799,14 @@ def check_readable(path: str | Path) -> str:
         conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
         try:
             version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version == 0:  # an empty file, or another program's database
+                raise DatabaseError(
+                    f"{file} holds no database of this service: make one with reporting-load"
+                )
             if version != SCHEMA_VERSION:
-                raise DatabaseError(f"{file} has schema version {version}")
+                raise DatabaseError(
+                    f"{file} has schema version {version}; this server reads {SCHEMA_VERSION}"
+                )
             token = data_token(conn)
         finally:
             conn.close()

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import asyncpg
 
+from ..config import database_url
 from ..data.api_keys import KeyRefused
 from ..data.automation import RulesError
 from ..data.fields import MAX_ID
@@ -168,14 +169,27 @@ def write_report(text: str) -> None:
     sys.stdout.flush()
 
 
+def database_file(text: str) -> str:
+    """``--db`` as the tools read it: an empty name is a usage error (taken for no --db,
+    it sent a tool to PostgreSQL at its default address)."""
+    if not text:
+        raise argparse.ArgumentTypeError("the SQLite file's name is empty")
+    return text
+
+
 def add_store_arguments(parser: argparse.ArgumentParser, db_help: str) -> None:
-    """``--db FILE`` or ``--database-url postgresql://...`` (default REPORTING_DATABASE_URL)."""
+    """``--db FILE`` or ``--database-url postgresql://...`` (default REPORTING_DATABASE_URL).
+
+    The URL is checked as it is read (the variable's too): a malformed one is a usage
+    error, not a traceback from the driver when it connects.
+    """
     url = os.environ.get("REPORTING_DATABASE_URL") or None
     group = parser.add_mutually_exclusive_group(required=url is None)
-    group.add_argument("--db", help=db_help)
+    group.add_argument("--db", type=database_file, help=db_help)
     group.add_argument(
         "--database-url",
         default=url,
+        type=database_url,
         metavar="URL",
         help="postgresql://... : write to PostgreSQL instead [env REPORTING_DATABASE_URL]",
     )

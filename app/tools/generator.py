@@ -626,10 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
 @command("generation refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Generate, then print the rows per table, the rate and the companies' keys."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.db == "":  # else taken as absent: PostgreSQL at the default address
-        parser.error("--db: the SQLite file's name is empty")
+    args = build_parser().parse_args(argv)
     sizes = Sizes(
         companies=args.companies,
         employees=args.employees,

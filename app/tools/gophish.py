@@ -182,10 +182,7 @@ def build_parser() -> OneLineParser:
 @command("import refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one import; print the summary line (a refusal names each problem)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.db == "":  # else taken as absent: PostgreSQL at the default address
-        parser.error("--db: the SQLite file's name is empty")
+    args = build_parser().parse_args(argv)
     summary = import_export(
         Path(args.db) if args.db is not None else None,
         args.export,

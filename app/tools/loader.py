@@ -233,10 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 @command("load refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Validate and load; a refusal names each problem (file, record path, cause)."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.db == "":  # else taken as absent: PostgreSQL at the default address
-        parser.error("--db: the SQLite file's name is empty")
+    args = build_parser().parse_args(argv)
     started = time.perf_counter()
     if args.db is not None:
         counts = load_files(args.db, args.files, progress=not args.no_progress)

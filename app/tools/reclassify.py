@@ -110,10 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
 @command("reclassify refused, database unchanged")
 def main(argv: Sequence[str] | None = None) -> int:
     """Reclassify and print how many events moved between verdicts."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.db == "":  # else taken as absent: PostgreSQL at the default address
-        parser.error("--db: the SQLite file's name is empty")
+    args = build_parser().parse_args(argv)
     rules = rules_from_env()
     if args.db is not None:
         moved = reclassify(args.db, args.company, rules)

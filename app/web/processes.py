@@ -22,7 +22,7 @@ from aiohttp.worker import GunicornWebWorker
 from gunicorn import glogging
 from gunicorn.app.base import BaseApplication
 
-from ..config import Config
+from ..config import Config, base_url
 from .connections import quiet_resource_errors
 from .gunicorn_shim import inherited_signal_queue, stop_signal_in
 from .server import make_runner
@@ -153,5 +153,5 @@ def serve_workers(
     ``on_started`` runs once, in the first worker, once its socket is bound.
     """
     check_port(config.host, config.port)
-    log.info("starting %d workers on http://%s:%s", config.workers, config.host, config.port)
+    log.info("starting %d workers on %s", config.workers, base_url(config.host, config.port))
     Arbiter(config, factory, on_started).run()

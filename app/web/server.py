@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..config import Config
+from ..config import Config, base_url
 from ..keys import CONFIG, REQUEST_ID
 from .aiohttp_shim import (
     MAX_HEADER_FIELD,
@@ -125,7 +125,7 @@ async def serve(
         loop.add_signal_handler(signum, stop.set)
     try:
         await web.TCPSite(runner, host, port).start()
-        log.info("listening on http://%s:%s", host, port)
+        log.info("listening on %s", base_url(host, port))
         if on_started is not None:
             on_started()
         await stop.wait()

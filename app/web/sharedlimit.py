@@ -28,8 +28,8 @@ from aiohttp import web
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, NoPermissionError, RedisError, ResponseError
 from redis.exceptions import ConnectionError as ConnectionClosed
-from redis.exceptions import RedisError
 
 from ..config import Config
 from ..keys import CONFIG, LIMITS
@@ -204,6 +204,29 @@ def connect(url: str) -> Redis:
         socket_connect_timeout=TIMEOUT_SECONDS,
         retry=Retry(NoBackoff(), 1, supported_errors=(ConnectionClosed,)),
     )
+
+
+async def refusal_at_start(url: str) -> str | None:
+    """Why the Redis at ``url`` will never take the limits, in one line; None otherwise.
+
+    Asked once, before serving: a Redis that does not answer yet is an outage (the server
+    starts and fails open until it answers), but one that refuses these settings (a wrong
+    user or password, a user without the commands, a database number it does not have)
+    would leave every request unlimited for good.
+    """
+    client = connect(url)
+    try:
+        await client.set(PROBE_KEY, b"1", px=int(RETRY_SECONDS * 2000) + 1000)
+    except (AuthenticationError, NoPermissionError) as exc:
+        return f"Redis at {describe(url)} refuses these credentials: {exc}"
+    except ResponseError as exc:
+        if "DB index" in str(exc):
+            return f"Redis at {describe(url)} has no such database: {exc}"
+    except (RedisError, OSError):
+        pass  # an outage: failing open is the documented answer to it
+    finally:
+        await client.aclose()
+    return None
 
 
 async def shared_limits_ctx(app: web.Application) -> AsyncIterator[None]:
