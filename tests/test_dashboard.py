@@ -1,7 +1,8 @@
 """The dashboard in a real browser: every view shows the API's own numbers, safely.
 
 Debian's chromium, driven by Playwright, opens /dashboard/ of a real server process over the
-sample data plus one employee whose names are markup. Each view's tables are compared,
+sample data (its partner key too) plus people and campaigns whose names are markup, hold a
+comma or a double quote, or run 500 characters without a space. Each view's tables are compared,
 cell by cell, with the API's answers fetched here over HTTP; the endpoints a server may
 not have yet (/stats/..., /key, filter[automation]) must then show "not available". After
 each test: no console error and no Content-Security-Policy violation; no dialog ever.
@@ -9,6 +10,7 @@ each test: no console error and no Content-Security-Policy violation; no dialog 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.error
 import urllib.request
@@ -26,13 +28,15 @@ from playwright.sync_api import (
     ConsoleMessage,
     Dialog,
     Page,
+    Route,
     sync_playwright,
 )
+from playwright.sync_api import Error as PlaywrightError
 
 from app.tools.loader import SAMPLE_FIXTURE, load_files
 
 from .support.browser import FLAGS, chromium
-from .support.factories import API, KEY_1, KEY_2
+from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER
 from .support.servers import UNLIMITED, Launcher
 
 pytestmark = pytest.mark.system  # starts a server and a browser (make test-fast skips it)
@@ -79,6 +83,27 @@ NAMELESS = {"id": 9002, "company_id": 1, "first_name": "", "last_name": "",
             "email": "nameless@northwind.example", "department": "Finance",
             "country": "Spain"}  # fmt: skip
 HOSTILE["employees"].append(NAMELESS)
+# Values the list filters must quote (a comma, a double quote), and a name, a department and
+# a title of 500 characters without a space, which must wrap instead of widening the page.
+QUOTED_DEPARTMENT = 'Sales "EMEA"'
+COMMA_TITLE = "Invoice, urgent"
+LONG_PERSON, LONG_CAMPAIGN = 9004, 9002
+HOSTILE["employees"] += [
+    {"id": 9003, "company_id": 1, "first_name": "Quote", "last_name": "Person",
+     "email": "quote@northwind.example", "department": QUOTED_DEPARTMENT, "country": "Spain"},
+    {"id": LONG_PERSON, "company_id": 1, "first_name": "Long", "last_name": "L" * 500,
+     "email": "long@northwind.example", "department": "D" * 500, "country": "Spain"},
+]  # fmt: skip
+# Company 1 then has 7 campaigns: the last page of 5 holds 2 (the overview shows 5).
+HOSTILE["campaigns"] = [
+    {"id": 9001, "company_id": 1, "title": COMMA_TITLE, "launch_date": "2025-03-03T09:00:00Z"},
+    {"id": LONG_CAMPAIGN, "company_id": 1, "title": "T" * 500,
+     "launch_date": "2025-04-01T09:00:00Z"},
+]  # fmt: skip
+HOSTILE["campaign_targets"] = [
+    {"campaign_id": 9001, "employee_id": 9003},
+    {"campaign_id": LONG_CAMPAIGN, "employee_id": LONG_PERSON},
+]
 WIDE_DEPARTMENTS = 40  # company 2: 40 departments × 13 months of sends = 520 heatmap rows
 WIDE_COURSES = 55  # company 2: more courses than one page of the coverage table
 
@@ -110,6 +135,11 @@ window.cspViolations = [];
 document.addEventListener("securitypolicyviolation",
   (event) => window.cspViolations.push(event.violatedDirective + " " + event.blockedURI));
 """
+
+
+def quoted(value: str) -> str:
+    """One value of a list filter, as the dashboard sends what is typed (docs/interface.md)."""
+    return '"' + value.replace('"', '""') + '"'
 
 
 def percent(rate: float | None) -> str:
@@ -315,10 +345,23 @@ RATES = ("open_rate", "click_rate", "report_rate", "fail_rate")
 
 
 def test_overview_shows_the_api_numbers(session: Session, api: Api) -> None:
+    """The latest campaigns are the 5 newest, newest first: company 1's last page of 5
+    holds 2, the page before it the 3 others."""
     session.open("overview")
-    pages = api.raw("/campaigns", {"per_page": 5})[2]["X-Total-Pages"]
-    latest = api.get("/campaigns", {"per_page": 5, "page": pages})
-    assert latest and session.rows("Latest campaigns") == [campaign_row(c) for c in latest[::-1]]
+    campaigns = api.get("/campaigns", {"per_page": 500})
+    pages = int(api.raw("/campaigns", {"per_page": 5})[2]["X-Total-Pages"])
+    assert pages > 1 and len(campaigns) % 5 != 0  # the case of a short last page
+    latest = campaigns[-5:][::-1]
+    assert session.rows("Latest campaigns") == [campaign_row(c) for c in latest]
+    # Its CSV is the two pages it read (the API's CSV, one header row).
+    with session.page.expect_download() as download:
+        latest_section = session.page.locator('section[aria-label="Latest campaigns"]')
+        latest_section.get_by_role("button", name="Download CSV").click()
+    before, last = (
+        api.raw("/campaigns", {"per_page": 5, "page": page, "format": "csv"})[1]
+        for page in (pages - 1, pages)
+    )
+    assert Path(download.value.path()).read_bytes() == before + last[last.index(b"\r\n") + 2 :]
     check_optional(
         session,
         api,
@@ -350,7 +393,8 @@ def test_campaigns_list_filter_and_one_campaign(session: Session, api: Api) -> N
     session.page.get_by_label("Title").fill(title)
     session.page.get_by_role("button", name="Apply").click()
     session.wait_for(f"#campaigns?{urlencode({'title': title})}")
-    filtered = api.get("/campaigns", {"filter[title]": title, "page": 1, "per_page": PER_PAGE})
+    params = {"filter[title]": quoted(title), "page": 1, "per_page": PER_PAGE}
+    filtered = api.get("/campaigns", params)
     assert session.rows("Campaigns") == [campaign_row(c) for c in filtered]
     session.page.get_by_role("link", name=title).click()
     session.wait_for(f"#campaigns/{listing[1]['id']}")
@@ -614,3 +658,223 @@ def test_a_first_visit_transfers_less_than_300_kb(
     )
     print(f"first visit: {total} bytes transferred")
     assert 0 < total < 300_000
+
+
+def test_a_partner_key_chooses_the_company_it_reads(
+    new_session: Callable[[str], Session], base: str, api: Api
+) -> None:
+    """A partner's key names its company in X-Company-ID on every request that reads one,
+    from a choice kept in the tab; answers are remembered per company."""
+    session = signed_in_as(new_session, base, KEY_PARTNER)
+    choice = session.page.get_by_label("Company", exact=True)
+    assert choice.is_visible() and choice.input_value() == "1"
+    assert choice.locator("option").evaluate_all("os => os.map(o => o.value)") == ["1", "2"]
+    session.open("campaigns")
+    listing = {"page": 1, "per_page": PER_PAGE}
+    assert session.rows("Campaigns") == [campaign_row(c) for c in api.get("/campaigns", listing)]
+    first = len(session.requests)
+    choice.select_option("2")
+    session.wait_for("#campaigns")
+    assert session.rows("Campaigns") == [
+        campaign_row(c) for c in api.get("/campaigns", listing, KEY_2)
+    ]
+    # Company 2's first visit: no ETag of company 1's answer is offered for it.
+    (asked,) = [r for r in session.requests[first:] if f"{API}/campaigns?" in r.url]
+    assert asked.headers.get("x-company-id") == "2" and "if-none-match" not in asked.headers
+    # Back to company 1: its own answer is remembered, and revalidated (304).
+    first = len(session.requests)
+    choice.select_option("1")
+    session.wait_for("#campaigns")
+    (asked,) = [r for r in session.requests[first:] if f"{API}/campaigns?" in r.url]
+    assert asked.headers.get("x-company-id") == "1" and asked.response().status == 304
+    assert session.rows("Campaigns") == [campaign_row(c) for c in api.get("/campaigns", listing)]
+    # The choice outlives a reload, as the key does.
+    choice.select_option("2")
+    session.wait_for("#campaigns")
+    session.page.reload()
+    session.wait_for("#campaigns")
+    assert choice.input_value() == "2"
+    assert session.rows("Campaigns") == [
+        campaign_row(c) for c in api.get("/campaigns", listing, KEY_2)
+    ]
+    reads = [r for r in session.requests if API in r.url and not r.url.endswith(f"{API}/key")]
+    assert reads and all(r.headers.get("x-company-id") in ("1", "2") for r in reads)
+    session.page.get_by_role("button", name="Sign out").click()
+    assert session.page.evaluate("() => sessionStorage.length") == 0
+    assert choice.is_hidden()
+    assert (session.errors, session.dialogs) == ([], [])
+
+
+def test_a_company_key_has_no_company_choice(session: Session) -> None:
+    session.open("overview")
+    assert session.page.get_by_label("Company", exact=True).is_hidden()
+    assert all("x-company-id" not in r.headers for r in session.requests)
+
+
+def test_list_filters_quote_what_is_typed(session: Session, api: Api) -> None:
+    """A comma or a double quote in a department or a title is part of the value."""
+    session.open("people?min_failed=0")
+    for department in ("Research, Development", QUOTED_DEPARTMENT):
+        session.page.get_by_label("Department").fill(department)
+        session.page.get_by_role("button", name="Apply").click()
+        session.wait_for(f"#people?{urlencode({'min_failed': 0, 'department': department})}")
+        params = {"filter[min_failed]": 0, "filter[department]": quoted(department)}
+        params["per_page"] = PER_PAGE
+        people = api.get("/victimsapi", {**params, "page": 1})
+        assert people and {p["department"] for p in people} == {department}
+        assert session.rows("People") == [person_row(p) for p in people]
+    session.open("campaigns")
+    session.page.get_by_label("Title").fill(COMMA_TITLE)
+    session.page.get_by_role("button", name="Apply").click()
+    session.wait_for(f"#campaigns?{urlencode({'title': COMMA_TITLE})}")
+    assert [r[0] for r in session.rows("Campaigns")] == [COMMA_TITLE]
+
+
+def test_a_refused_parameter_keeps_the_form(
+    new_session: Callable[[str], Session], base: str, api: Api
+) -> None:
+    """A 400 says why under the view's form, which shows the values of the URL."""
+    session = signed_in_as(new_session, base)
+    session.open("people?min_failed=-1")
+    alert = session.page.locator("#view").get_by_role("alert")
+    assert "filter[min_failed]" in alert.text_content()
+    assert session.page.get_by_label("Failed in at least").input_value() == "-1"
+    session.page.get_by_label("Failed in at least").fill("3")
+    session.page.get_by_role("button", name="Apply").click()
+    session.wait_for("#people?min_failed=3")
+    offenders = api.get("/victimsapi", {"filter[min_failed]": 3, "page": 1, "per_page": PER_PAGE})
+    assert session.rows("People") == [person_row(p) for p in offenders]
+    session.open("heatmap?by=email")
+    assert "group_by" in alert.text_content()
+    assert session.page.get_by_label("By", exact=True).input_value() == "email"
+    assert session.page.get_by_role("button", name="Apply").is_visible()
+    assert (session.dialogs, session.page.evaluate("() => window.cspViolations")) == ([], [])
+
+
+def test_the_heatmap_form_shows_the_url_period(session: Session, api: Api) -> None:
+    session.open("heatmap?interval=week")
+    assert session.page.get_by_label("Period").input_value() == "week"
+    assert session.page.locator("table.heat caption").text_content().endswith("and week")
+    rows = api.get("/stats/phishing", {"interval": "week", "group_by": "department"})
+    first = session.page.locator("table.heat thead th").nth(1).text_content()
+    assert first == rows[0]["period_start"]
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG 2's contrast ratio of two computed colours ("rgb(r, g, b)")."""
+
+    def luminance(colour: str) -> float:
+        channels = [int(c) / 255 for c in colour[colour.index("(") + 1 : -1].split(",")[:3]]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+    light, dark = sorted((luminance(foreground), luminance(background)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def test_heatmap_cells_are_readable_at_every_rate(session: Session) -> None:
+    """Every rate from 0 to 100 % (an answer made here): text against its cell >= 4.5:1."""
+    rows = [
+        {"period_start": "2026-01-01", "period_end": "2026-03-31", "department": f"D{n:03d}",
+         "sends": 100, **dict.fromkeys(RATES, n / 100)}
+        for n in range(101)
+    ]  # fmt: skip
+    pattern = f"**{API}/stats/phishing?*group_by=department*"
+    headers = {"X-Total-Pages": "1", "Content-Type": "application/json"}
+    session.page.route(pattern, lambda route: route.fulfill(headers=headers, json=rows))
+    try:
+        session.open("heatmap?by=department&interval=quarter")
+        cells = session.page.locator("table.heat tbody td").evaluate_all(
+            "cells => cells.map(c => getComputedStyle(c))"
+            ".map(style => [style.color, style.backgroundColor])"
+        )
+    finally:
+        session.page.unroute(pattern)
+    assert len(cells) == 101
+    ratios = [contrast(*cell) for cell in cells]
+    assert min(ratios) >= 4.5, [(n, round(r, 2)) for n, r in enumerate(ratios) if r < 4.5]
+
+
+def test_a_person_without_a_name_is_headed_by_email(session: Session) -> None:
+    session.open(f"people/{NAMELESS['id']}")
+    heading = session.page.get_by_role("heading", name=NAMELESS["email"], exact=True)
+    assert heading.count() == 1
+    assert session.page.locator(f'section[aria-label="{NAMELESS["email"]}"]').count() == 1
+
+
+def test_a_page_past_the_end_links_back_to_the_last(session: Session) -> None:
+    session.open("campaigns?page=5")
+    pager = session.page.get_by_role("navigation", name="Pages")
+    assert pager.get_by_text("Page 5 of 1").count() == 1
+    assert pager.get_by_role("link", name="← Previous").count() == 0
+    pager.get_by_role("link", name="← Back to page 1, the last").click()
+    session.wait_for("#campaigns?page=1")
+
+
+def test_long_words_wrap_instead_of_widening_the_page(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    """At a phone's width, a 500-character name, department or title stays in the page."""
+    session = new_session(base)
+    session.page.set_viewport_size({"width": 375, "height": 800})
+    sign_in(session)
+    session.wait_for("#overview")
+    fragments = ("overview", "campaigns", f"campaigns/{LONG_CAMPAIGN}", f"people/{LONG_PERSON}")
+    for fragment in (*fragments, "people?min_failed=0", "heatmap?interval=month"):
+        session.open(fragment)
+        width = session.page.evaluate("() => document.documentElement.scrollWidth")
+        assert width <= 375, fragment
+
+
+def test_sign_out_drops_the_answers_still_on_their_way(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    """An answer arriving after sign-out is neither drawn nor remembered for the next key."""
+    session = signed_in_as(new_session, base)
+    held: list[Route] = []
+    pattern = f"**{API}/victimsapi?*"
+    session.page.route(pattern, lambda route: held.append(route))
+    session.page.evaluate("() => { location.hash = '#people'; }")
+    for _ in range(250):
+        if held:
+            break
+        session.page.wait_for_timeout(20)
+    assert held
+    session.page.get_by_role("button", name="Sign out").click()
+    with contextlib.suppress(PlaywrightError):  # the page may have given up on it already
+        held[0].continue_()
+    session.page.unroute(pattern)
+    session.page.wait_for_timeout(500)
+    view = session.page.locator("#view")
+    assert view.text_content() == "" and view.is_hidden()
+    assert session.page.locator("#sign-in-error").text_content() == "Signed out."
+    first = len(session.requests)
+    sign_in(session, KEY_2)
+    session.wait_for("#overview")
+    session.open("people")
+    (asked,) = [r for r in session.requests[first:] if f"{API}/victimsapi?" in r.url]
+    assert "if-none-match" not in asked.headers  # no answer of the first key was kept
+
+
+def test_sign_out_during_a_429_wait_ends_the_wait(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    """The rate limit's message goes with the session; the wait's end changes nothing."""
+    session = signed_in_as(new_session, base)
+    pattern = f"**{API}/courses?*"
+    problem = {"type": "about:blank", "title": "Too Many Requests", "status": 429}
+    headers = {"Retry-After": "2", "Content-Type": "application/problem+json"}
+    session.page.route(
+        pattern, lambda route: route.fulfill(status=429, headers=headers, json=problem)
+    )
+    session.page.evaluate("() => { location.hash = '#training'; }")
+    session.page.locator("#status").get_by_text("rate limit was reached").wait_for()
+    session.page.get_by_role("button", name="Sign out").click()
+    assert session.page.locator("#status").text_content() == ""
+    session.page.wait_for_timeout(2500)  # past the Retry-After
+    session.page.unroute(pattern)
+    assert session.page.locator("#status").text_content() == ""
+    assert session.page.locator("#sign-in-error").text_content() == "Signed out."
+    assert (
+        session.page.locator("#sign-in").is_visible() and session.page.locator("#view").is_hidden()
+    )

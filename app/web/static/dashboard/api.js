@@ -1,12 +1,20 @@
 // The dashboard's only way to the server: the public API with X-API-KEY.
 // The key lives in sessionStorage (this tab only); answers are kept in memory with their
-// ETag, so a revisited listing costs a 304.
+// ETag, so a revisited listing costs a 304. A partner's key also names the company it
+// reads (X-Company-ID), chosen in the page and kept beside the key.
 
 export const API = "/api/companies/v1";
 const KEY = "reporting-dashboard-key";
-const answers = new Map(); // URL -> {etag, body, headers}
+const COMPANY = "reporting-dashboard-company";
+const answers = new Map(); // company and URL -> {etag, body, headers}
+// Sign-out replaces it: requests of the session before are aborted, and an answer that
+// still arrives is neither drawn nor remembered (it would be the old key's data).
+let session = new AbortController();
 
 export class SignedOut extends Error {}
+
+/** A request of a session that has ended since: nothing to show, nothing to say. */
+export class Cancelled extends Error {}
 
 export class Refused extends Error {
   constructor(status, problem) {
@@ -24,9 +32,32 @@ export function signIn(key) {
   sessionStorage.setItem(KEY, key);
 }
 
-export function signOut() {
+function forget() {
   sessionStorage.removeItem(KEY);
+  sessionStorage.removeItem(COMPANY);
+}
+
+export function signOut() {
+  forget();
   answers.clear();
+  session.abort();
+  session = new AbortController();
+}
+
+/** The company a partner's key reads (null for a company's key, which names none). */
+export function savedCompany() {
+  return sessionStorage.getItem(COMPANY);
+}
+
+export function chooseCompany(id) {
+  if (id) sessionStorage.setItem(COMPANY, id);
+  else sessionStorage.removeItem(COMPANY);
+}
+
+/** The header naming `company` (none for a company's key), read once per request: a
+ * switch during a 429's wait must not send a request, or file its answer, as the other's. */
+function companyHeader(company) {
+  return company ? { "X-Company-ID": company } : {};
 }
 
 /** The URL of an API path with its query; empty values are left out. */
@@ -39,58 +70,114 @@ export function apiUrl(path, params = {}) {
   return `${API}${path}${text ? `?${text}` : ""}`;
 }
 
-const sleep = (seconds) => new Promise((done) => setTimeout(done, seconds * 1000));
+/** A value of a list filter, quoted: the API splits bare values at commas ("" is a quote). */
+export function listValue(text) {
+  const value = (text ?? "").trim();
+  return value ? `"${value.replaceAll('"', '""')}"` : undefined;
+}
 
-/** One request; 401 signs out, 429 waits Retry-After and tries again, saying so. */
-async function send(url, headers, onWait) {
+function sleep(seconds, signal) {
+  return new Promise((done) => {
+    const timer = setTimeout(done, seconds * 1000);
+    signal.addEventListener("abort", () => { clearTimeout(timer); done(); }, { once: true });
+  });
+}
+
+/** Throws Cancelled once the session `ticket` belongs to has ended. */
+function check(ticket) {
+  if (ticket !== session) throw new Cancelled("Signed out.");
+}
+
+/** `work` (a fetch, reading a body) of the session `ticket`: once that session has
+ * ended, its answer or error (the abort's) becomes Cancelled. */
+async function within(ticket, work) {
+  let result;
+  try {
+    result = await work();
+  } catch (error) {
+    check(ticket);
+    throw error;
+  }
+  check(ticket);
+  return result;
+}
+
+/** One request of the session `ticket`; 401 signs out, 429 waits Retry-After and tries
+ * again, saying so. */
+async function send(ticket, url, headers, onWait) {
   for (;;) {
+    check(ticket);
     const key = savedKey();
     if (!key) throw new SignedOut("Sign in with an API key.");
-    const response = await fetch(url, {
+    const response = await within(ticket, () => fetch(url, {
       headers: { "X-API-KEY": key, ...headers },
       cache: "no-store",
       credentials: "omit",
-    });
+      signal: ticket.signal,
+    }));
     if (response.status === 401) {
-      const problem = await response.json().catch(() => ({}));
-      signOut();
+      const problem = await within(ticket, () => response.json().catch(() => ({})));
+      forget(); // the sign-in form that SignedOut brings back ends the session
       throw new SignedOut(problem.detail || "The key was refused.");
     }
     if (response.status !== 429) return response;
     const seconds = Math.max(1, Number(response.headers.get("Retry-After")) || 1);
     onWait(seconds);
-    await sleep(seconds);
+    await sleep(seconds, ticket.signal);
+    check(ticket); // signed out while waiting: the status line is no longer ours
     onWait(0);
   }
 }
 
 /** GET a JSON answer: {body, headers}; a 304 gives the remembered answer. */
 export async function getJson(path, params, onWait) {
+  const ticket = session;
   const url = apiUrl(path, params);
-  const known = answers.get(url);
-  const response = await send(url, known ? { "If-None-Match": known.etag } : {}, onWait);
+  const company = savedCompany();
+  // The same URL reads another company's records after a partner switches companies.
+  const slot = `${company || ""} ${url}`;
+  const known = answers.get(slot);
+  const headers = { ...companyHeader(company), ...(known ? { "If-None-Match": known.etag } : {}) };
+  const response = await send(ticket, url, headers, onWait);
   if (response.status === 304 && known) return known;
   if (!response.ok) {
-    throw new Refused(response.status, await response.json().catch(() => ({})));
+    const problem = await within(ticket, () => response.json().catch(() => ({})));
+    throw new Refused(response.status, problem);
   }
-  const answer = { body: await response.json(), headers: response.headers };
+  const answer = { body: await within(ticket, () => response.json()), headers: response.headers };
   const etag = response.headers.get("ETag");
-  if (etag) answers.set(url, { ...answer, etag });
+  if (etag) answers.set(slot, { ...answer, etag });
   return answer;
 }
 
+/** The key's own facts (/key, which reads no company): its scopes, and the companies a
+ * partner's key reads. */
+export async function describeKey(onWait) {
+  const ticket = session;
+  const response = await send(ticket, `${API}/key`, {}, onWait);
+  const body = await within(ticket, () => response.json().catch(() => ({})));
+  if (!response.ok) throw new Refused(response.status, body);
+  return body;
+}
+
 /**
- * Save the CSV of a listing (the API's bytes) as a file; of its first `pages` pages, each
- * after the first without its header row, when the view shows them all.
+ * Save the CSV of a listing (the API's bytes) as a file: of `params` as they are, or of
+ * the pages numbered in `pages` (each after the first without its header row), when the
+ * view shows them all.
  */
-export async function downloadCsv(path, params, filename, onWait, pages = 1) {
+export async function downloadCsv(path, params, filename, onWait, pages = [null]) {
+  const ticket = session;
+  const headers = companyHeader(savedCompany());
   const parts = [];
-  for (let page = 1; page <= pages; page += 1) {
-    const query = pages > 1 ? { ...params, page } : params;
-    const response = await send(apiUrl(path, { ...query, format: "csv" }), {}, onWait);
-    if (!response.ok) throw new Refused(response.status, await response.json().catch(() => ({})));
-    const bytes = await response.blob();
-    parts.push(page === 1 ? bytes : bytes.slice((await bytes.text()).indexOf("\r\n") + 2));
+  for (const [n, page] of pages.entries()) {
+    const query = page === null ? params : { ...params, page };
+    const response = await send(ticket, apiUrl(path, { ...query, format: "csv" }), headers, onWait);
+    if (!response.ok) {
+      const problem = await within(ticket, () => response.json().catch(() => ({})));
+      throw new Refused(response.status, problem);
+    }
+    const bytes = await within(ticket, () => response.blob());
+    parts.push(n === 0 ? bytes : bytes.slice((await bytes.text()).indexOf("\r\n") + 2));
   }
   const link = document.createElement("a");
   link.href = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));

@@ -46,9 +46,24 @@ export function funnel(title, record) {
     }));
 }
 
-/** A sequential colour (light yellow to dark blue, like cividis) for a rate of 0 to 1. */
+/** WCAG 2's relative luminance of an sRGB colour ([r, g, b], 0 to 255). */
+function luminance(rgb) {
+  const [r, g, b] = rgb.map((value) => {
+    const c = value / 255;
+    return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+/**
+ * A sequential colour (light yellow to dark blue, like cividis) for a rate of 0 to 1, and
+ * its text colour: black or white, whichever contrasts more. Mid-scale colours fall below
+ * 4.5:1 (WCAG AA) with the page's dark grey and with white, but the better of black and
+ * white is at least 4.58:1 on any background.
+ */
 export function heatColour(rate) {
   const low = [255, 234, 70], high = [0, 34, 78];
   const mix = low.map((start, i) => Math.round(start + (high[i] - start) * rate));
-  return { background: `rgb(${mix.join(",")})`, dark: rate > 0.5 };
+  const light = luminance(mix) + 0.05;
+  return { background: `rgb(${mix.join(",")})`, text: 1.05 / light > light / 0.05 ? "#fff" : "#000" };
 }

@@ -61,8 +61,13 @@ export function filterForm(label, fields, values, onSubmit) {
     const id = `f-${name}`;
     let input;
     if (options.choices) {
-      input = el("select", { id, name }, options.choices.map(([value, caption]) =>
-        el("option", { value, selected: values[name] === value }, caption)));
+      // A value of the URL that is no choice is shown as it is, not as the first choice:
+      // the form says what was asked, and the API's 400 why it is refused.
+      const value = values[name] ?? "";
+      const known = options.choices.some(([choice]) => choice === value);
+      const choices = known || value === "" ? options.choices : [...options.choices, [value, value]];
+      input = el("select", { id, name }, choices.map(([choice, caption]) =>
+        el("option", { value: choice, selected: choice === value }, caption)));
     } else {
       input = el("input", { id, name, type: options.type || "text", min: options.min });
       input.value = values[name] ?? "";
@@ -77,13 +82,18 @@ export function filterForm(label, fields, values, onSubmit) {
   return form;
 }
 
-/** Previous/next links for a listing answer (X-Page, X-Total-Pages, X-Total-Count). */
+/**
+ * Previous/next links for a listing answer (X-Page, X-Total-Pages, X-Total-Count). A page
+ * past the end (an old bookmark, a typed URL) links back to the last page instead: its
+ * "previous" would be just as empty.
+ */
 export function pager(headers, hrefOfPage) {
   const page = Number(headers.get("X-Page") || 1);
-  const pages = Number(headers.get("X-Total-Pages") || 1);
+  const pages = Math.max(Number(headers.get("X-Total-Pages") || 1), 1);
   const total = headers.get("X-Total-Count") || "0";
-  return el("nav", { class: "pager", "aria-label": "Pages" },
-    page > 1 ? el("a", { href: hrefOfPage(page - 1), rel: "prev" }, "← Previous") : null,
-    el("span", {}, `Page ${page} of ${Math.max(pages, 1)} (${total} in all)`),
+  let back = page > 1 ? el("a", { href: hrefOfPage(page - 1), rel: "prev" }, "← Previous") : null;
+  if (page > pages) back = el("a", { href: hrefOfPage(pages) }, `← Back to page ${pages}, the last`);
+  return el("nav", { class: "pager", "aria-label": "Pages" }, back,
+    el("span", {}, `Page ${page} of ${pages} (${total} in all)`),
     page < pages ? el("a", { href: hrefOfPage(page + 1), rel: "next" }, "Next →") : null);
 }

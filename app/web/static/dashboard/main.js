@@ -1,5 +1,6 @@
-// The page's frame: sign-in, the fragment router (#view/id?query), the automation switch
-// and the status line. Views live in views.js, API calls in api.js.
+// The page's frame: sign-in, the fragment router (#view/id?query), the automation switch,
+// a partner's choice of company and the status line. Views live in views.js, API calls
+// in api.js.
 
 import * as api from "./api.js";
 import { el, loading } from "./dom.js";
@@ -48,7 +49,7 @@ function context(query) {
     automation,
     get: (path, params) => api.getJson(path, params, waiting),
     go: (name, id, values) => { location.hash = href(name, id, values); },
-    csv: (path, params, filename, pages = 1) => {
+    csv: (path, params, filename, pages = [null]) => {
       const button = el("button", { type: "button", class: "csv" }, "Download CSV");
       button.addEventListener("click", () =>
         api.downloadCsv(path, params, filename, waiting, pages).catch(failed));
@@ -59,8 +60,11 @@ function context(query) {
 
 function showSignIn(message) {
   api.signOut();
-  for (const id of ["nav", "session", "view"]) $(id).hidden = true;
+  renderCount += 1; // a render still waiting draws nothing now
+  say(""); // nor does a 429's wait: its message goes with the session
+  for (const id of ["nav", "session", "view", "company-choice"]) $(id).hidden = true;
   $("view").replaceChildren();
+  $("company").replaceChildren();
   $("sign-in").hidden = false;
   $("sign-in-error").textContent = message || "";
   $("key").value = "";
@@ -68,6 +72,7 @@ function showSignIn(message) {
 }
 
 function failed(error) {
+  if (error instanceof api.Cancelled) return; // of a session signed out since
   if (error instanceof api.SignedOut) return showSignIn(error.message);
   const refusesAutomation = error instanceof api.Refused && error.status === 400
     && error.problem.errors && AUTOMATION in error.problem.errors;
@@ -108,16 +113,29 @@ async function render() {
   }
 }
 
+/** A partner's key reads several companies, one per request (X-Company-ID): the choice
+ * is offered for such a key only, and kept for the tab as the key is. */
+function offerCompanies(facts) {
+  const companies = facts.partner_id == null ? [] : (facts.companies || []).map(String);
+  const saved = api.savedCompany();
+  api.chooseCompany(companies.includes(saved) ? saved : companies[0]);
+  const options = companies.map((id) => el("option", { value: id }, `Company ${id}`));
+  $("company").replaceChildren(...options);
+  $("company").value = api.savedCompany() || "";
+  $("company-choice").hidden = companies.length === 0;
+}
+
 /** The key's scopes, when the server says them: views the key may not read are hidden. */
 async function applyScopes() {
-  let scope;
+  let facts;
   try {
-    scope = (await api.getJson("/key", {}, waiting)).body.scope;
+    facts = await api.describeKey(waiting);
   } catch (error) {
-    if (error instanceof api.SignedOut) throw error;
+    if (error instanceof api.SignedOut || error instanceof api.Cancelled) throw error;
     return; // no introspection on this server: every view stays
   }
-  const held = new Set(String(scope || "").split(" "));
+  offerCompanies(facts);
+  const held = new Set(String(facts.scope || "").split(" "));
   for (const link of $("nav").querySelectorAll("a")) {
     link.hidden = !SCOPES[link.dataset.view].every((needed) => held.has(needed));
   }
@@ -143,6 +161,10 @@ $("sign-out").addEventListener("click", () => {
   history.replaceState(null, "", location.pathname);
 });
 $("automation").addEventListener("change", render);
+$("company").addEventListener("change", () => {
+  api.chooseCompany($("company").value);
+  render();
+});
 window.addEventListener("hashchange", render);
 if (api.savedKey()) applyScopes().then(render, failed);
 else showSignIn();

@@ -2,7 +2,7 @@
 // ctx.csv makes a "Download CSV" button for a listing, ctx.href builds a view's fragment.
 // Every number shown is the API's, formatted only (rates as percentages).
 
-import { Refused } from "./api.js";
+import { Refused, listValue } from "./api.js";
 import { PALETTE, funnel, heatColour, rateChart } from "./charts.js";
 import { date, el, filterForm, notAvailable, pager, percent, plain, section, table } from "./dom.js";
 
@@ -12,9 +12,10 @@ const RATES = [["open_rate", "Open", PALETTE.open], ["click_rate", "Click", PALE
 
 const num = (heading, cell) => [heading, cell, { numeric: true }];
 const campaignLink = (ctx, c) => el("a", { href: ctx.href("campaigns", c.id) }, c.title);
-// A person without a name (an import may give none) is shown by email, so the link has text.
-const personLink = (ctx, p) => el("a", { href: ctx.href("people", p.id) },
-  `${p.first_name} ${p.last_name}`.trim() || p.email || `#${p.id}`);
+// A person without a name (an import may give none) is shown by email, so links and
+// headings have text.
+const personName = (p) => `${p.first_name} ${p.last_name}`.trim() || p.email || `#${p.id}`;
+const personLink = (ctx, p) => el("a", { href: ctx.href("people", p.id) }, personName(p));
 
 /** An optional answer: null when it is refused with `status` (404: an endpoint not yet
  * on every server; 403: a scope the key lacks). */
@@ -24,6 +25,24 @@ async function optional(ctx, path, params, status = 404) {
   } catch (error) {
     if (error instanceof Refused && error.status === status) return null;
     throw error;
+  }
+}
+
+/**
+ * A listing's answer, or {refused: message} when the API refuses one of the view's
+ * parameters (400): the view then keeps its form, so the value can be fixed. A 400 naming
+ * filter[automation] goes up, where main.js turns that switch off.
+ */
+async function orRefused(request) {
+  try {
+    return await request();
+  } catch (error) {
+    const refused = error instanceof Refused && error.status === 400;
+    const errors = refused ? error.problem.errors || {} : {};
+    if (!refused || "filter[automation]" in errors) throw error;
+    const details = Object.entries(errors).map(([name, why]) => `${name}: ${[why].flat().join(" ")}`);
+    const message = [error.message, ...details].join(" ");
+    return { refused: el("p", { class: "error", role: "alert" }, message) };
   }
 }
 
@@ -50,14 +69,19 @@ function trendTable(caption, rows, columns) {
 
 export async function overview(ctx) {
   const trendParams = { interval: "month", ...ctx.automation() };
+  const latestParams = { per_page: 5, ...ctx.automation() };
   const [trend, training, first] = await Promise.all([
     optional(ctx, "/stats/phishing", trendParams),
     optional(ctx, "/stats/training", { interval: "month" }),
-    ctx.get("/campaigns", { per_page: 5, ...ctx.automation() }),
+    ctx.get("/campaigns", latestParams),
   ]);
+  // The newest campaigns are on the last page; when it holds fewer than 5, the page
+  // before it has the rest.
   const pages = Number(first.headers.get("X-Total-Pages") || 1);
-  const latestParams = { per_page: 5, page: pages, ...ctx.automation() };
-  const latest = pages > 1 ? await ctx.get("/campaigns", latestParams) : first;
+  const onLast = Number(first.headers.get("X-Total-Count") || 0) - 5 * (pages - 1);
+  const latestPages = pages > 1 && onLast < 5 ? [pages - 1, pages] : [Math.max(pages, 1)];
+  const latest = await Promise.all(latestPages.map((page) =>
+    (page === 1 ? first : ctx.get("/campaigns", { ...latestParams, page }))));
   const trendSection = trend === null ? notAvailable("The monthly phishing trend") : [
     rateChart("Rates by month (last 13 months)", trend.body.map((r) => r.period_start),
       RATES.map(([field, label, colour]) => [label, trend.body.map((r) => r[field]), colour])),
@@ -72,28 +96,31 @@ export async function overview(ctx) {
       num("Not completed", (r) => plain(r.not_completed)),
       num("On-time rate", (r) => percent(r.on_time_rate))]),
     ctx.csv("/stats/training", { interval: "month" }, "training-by-month.csv")];
-  const recent = latest.body.slice().reverse();
+  const recent = latest.flatMap((answer) => answer.body).slice(-5).reverse();
   return [
     section("Phishing trend", trendSection),
     section("Latest campaigns",
       el("div", { class: "funnels" }, recent.map((c) => funnel(c.title, c))),
       table("Latest campaigns", campaignColumns(ctx), recent, "No campaigns yet."),
-      ctx.csv("/campaigns", latestParams, "latest-campaigns.csv")),
+      ctx.csv("/campaigns", latestParams, "latest-campaigns.csv", latestPages)),
     section("Training completed on time", trainingSection),
   ];
 }
 
 export async function campaigns(ctx, id, query) {
   if (id) return campaign(ctx, id);
-  const filters = { "filter[title]": query.title, "filter[from_launch_date]": query.from,
+  // The title is one value of a list filter: quoted, so a comma or a quote in it stays.
+  const filters = { "filter[title]": listValue(query.title), "filter[from_launch_date]": query.from,
     "filter[to_launch_date]": query.to, "filter[with_captcha]": query.captcha };
   const params = { ...filters, ...ctx.automation(), page: query.page || 1, per_page: PER_PAGE };
-  const { body, headers } = await ctx.get("/campaigns", params);
-  return section("Campaigns",
-    filterForm("Campaign filters", [["title", "Title"], ["from", "Launched from", { type: "date" }],
-      ["to", "Launched until", { type: "date" }],
-      ["captcha", "Captcha-verified events", { choices: [["", "included"], ["false", "left out"]] }]],
-    query, (values) => ctx.go("campaigns", null, values)),
+  const form = filterForm("Campaign filters", [["title", "Title"],
+    ["from", "Launched from", { type: "date" }], ["to", "Launched until", { type: "date" }],
+    ["captcha", "Captcha-verified events", { choices: [["", "included"], ["false", "left out"]] }]],
+  query, (values) => ctx.go("campaigns", null, values));
+  const answer = await orRefused(() => ctx.get("/campaigns", params));
+  if (answer.refused) return section("Campaigns", form, answer.refused);
+  const { body, headers } = answer;
+  return section("Campaigns", form,
     table("Campaigns", campaignColumns(ctx), body),
     pager(headers, (page) => ctx.href("campaigns", null, { ...query, page })),
     ctx.csv("/campaigns", params, "campaigns.csv"));
@@ -123,15 +150,18 @@ export async function people(ctx, id, query) {
   if (id) return person(ctx, id);
   // Repeat offenders first: the directory opens on people who failed in 2 campaigns or more.
   const minFailed = query.min_failed ?? "2";
+  // The department is one value of a list filter: quoted, so a comma or a quote in it stays.
   const filters = { "filter[min_clicked]": query.min_clicked, "filter[min_failed]": minFailed,
-    "filter[department]": query.department };
+    "filter[department]": listValue(query.department) };
   const params = { ...filters, ...ctx.automation(), page: query.page || 1, per_page: PER_PAGE };
-  const { body, headers } = await ctx.get("/victimsapi", params);
-  return section("People",
-    filterForm("People filters", [["min_failed", "Failed in at least", { type: "number", min: 0 }],
-      ["min_clicked", "Clicked in at least", { type: "number", min: 0 }],
-      ["department", "Department"]],
-    { ...query, min_failed: minFailed }, (values) => ctx.go("people", null, values)),
+  const form = filterForm("People filters", [
+    ["min_failed", "Failed in at least", { type: "number", min: 0 }],
+    ["min_clicked", "Clicked in at least", { type: "number", min: 0 }], ["department", "Department"]],
+  { ...query, min_failed: minFailed }, (values) => ctx.go("people", null, values));
+  const answer = await orRefused(() => ctx.get("/victimsapi", params));
+  if (answer.refused) return section("People", form, answer.refused);
+  const { body, headers } = answer;
+  return section("People", form,
     table("People", [["Name", (p) => personLink(ctx, p)], ["Department", (p) => p.department],
       ["Country", (p) => p.country], num("Campaigns", (p) => plain(p.phishing.campaigns)),
       num("Clicked", (p) => plain(p.phishing.clicked)), num("Failed", (p) => plain(p.phishing.failed)),
@@ -154,7 +184,7 @@ async function person(ctx, id) {
     ctx.get(path, ctx.automation()), optional(ctx, `${path}/events`, params, 403)]);
   const { phishing, training } = p;
   return [
-    section(`${p.first_name} ${p.last_name}`,
+    section(personName(p),
       el("p", {}, `${p.email} · ${p.department} · ${p.country}`,
         p.groups.length ? ` · ${p.groups.map((g) => g.name).join(", ")}` : ""),
       el("div", { class: "blocks" },
@@ -181,10 +211,12 @@ export async function heatmap(ctx, id, query) {
   const form = filterForm("Heatmap settings", [
     ["rate", "Rate", { choices: RATES.map(([field, label]) => [field, label]) }],
     ["by", "By", { choices: [["department", "Department"], ["country", "Country"], ["team", "Team"]] }],
-    ["interval", "Period", { choices: [["quarter", "Quarter"], ["month", "Month"]] }]],
+    ["interval", "Period", { choices: [["week", "Week"], ["month", "Month"], ["quarter", "Quarter"],
+      ["year", "Year"]] }]],
   { rate, by, interval }, (values) => ctx.go("heatmap", null, values));
-  const answer = await optional(ctx, "/stats/phishing", params);
+  const answer = await orRefused(() => optional(ctx, "/stats/phishing", params));
   if (answer === null) return section("Heatmap", form, notAvailable("The heatmap (phishing by group)"));
+  if (answer.refused) return section("Heatmap", form, answer.refused);
   // Every page: rows come period by period, so a first page alone would lose the latest.
   const { rows, pages } = await allPages(ctx, "/stats/phishing", params, answer);
   const periods = [...new Set(rows.map((r) => r.period_start))];
@@ -205,11 +237,12 @@ export async function heatmap(ctx, id, query) {
             if (value !== null && value !== undefined) {
               const colour = heatColour(value);
               cell.style.background = colour.background;
-              if (colour.dark) cell.classList.add("dark");
+              cell.style.color = colour.text;
             }
             return cell;
           }))))));
-  return section("Heatmap", form, grid, ctx.csv("/stats/phishing", params, "heatmap.csv", pages));
+  const every = Array.from({ length: Math.max(pages, 1) }, (_, n) => n + 1);
+  return section("Heatmap", form, grid, ctx.csv("/stats/phishing", params, "heatmap.csv", every));
 }
 
 export async function training(ctx, id, query) {
