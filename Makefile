@@ -58,7 +58,7 @@ test: lint redis postgresql chromium
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -m "not system" $(PARALLEL)
 
-## make lint: ruff check, ruff format --check and mypy (strict, on app/: see pyproject.toml)
+## make lint: ruff check, ruff format --check and mypy (strict, on app/ and scripts/: see pyproject.toml)
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .

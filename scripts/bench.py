@@ -341,7 +341,7 @@ def stats_scenarios(conn: sqlite3.Connection) -> list[Scenario]:
 
     # The slower path (docs/data.md): a person filter, filter[with_captcha]=false.
     (department,) = first_row(conn, TOP_DEPARTMENT, COMPANY)
-    person = {"lists": {"department": [str(department).casefold()]}}
+    person: dict[str, Any] = {"lists": {"department": [str(department).casefold()]}}
     one_person = f"{query}&{urlencode({'filter[department]': department}, safe='[]')}"
     return [
         Scenario("(o) stats/phishing, 13 months", f"{API}/stats/phishing?{query}", 1, "floor",

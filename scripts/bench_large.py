@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import bench  # noqa: E402
+import bench_report  # noqa: E402
 import benchlib as lib  # noqa: E402
 from bench_page import keep  # noqa: E402
 
@@ -81,7 +82,7 @@ def spread(times: list[float]) -> str:
     """The median and the range of ``times`` (seconds) as one cell."""
     ends = (min(times) * 1000, max(times) * 1000)
     low, high = (f"{v:.3g}" if v < 100 else f"{v:,.0f}" for v in ends)
-    return f"{bench.bench_report.ms(median_ms(times))} ({low}-{high}, {len(times)}×)"
+    return f"{bench_report.ms(median_ms(times))} ({low}-{high}, {len(times)}×)"
 
 
 def timed_get(conn: http.client.HTTPConnection, path: str, key: str) -> tuple[int, float]:
@@ -267,7 +268,7 @@ def render(rows: list[bench.Scenario], standard: Side, large: Side, budget: floa
     head = "| scenario | standard: first | standard: median (min-max) | large: new process"
     lines = [head + " | large: first | large: median (min-max) | growth | first ÷ next (large)"
              " | target | ok/MISSED |", "|" + "---|" * 10]  # fmt: skip
-    ms = bench.bench_report.ms
+    ms = bench_report.ms
     for row, s in enumerate(rows):
         growth = median_ms(large.times[row]) / median_ms(standard.times[row])
         first = large.first[row] / statistics.median(large.times[row])

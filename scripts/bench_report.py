@@ -188,7 +188,8 @@ def render(
         "Requests:",
     ]
     for s in [ceiling, *first]:
-        statuses = ", ".join(f"{c}×{n:,}" for c, n in sorted((s.result.statuses or {}).items()))
+        counted = (s.result.statuses if s.result else None) or {}
+        statuses = ", ".join(f"{c}×{n:,}" for c, n in sorted(counted.items()))
         notes.append(f"- {s.label}: `{s.path}` (warm-up statuses: {statuses or 'none'})")
     notes += [f"- (m) `{API}/events?limit={feed_limit}`, then each Link rel=next"]
     notes += [f"  - ERROR ({ceiling.label}): {p}" for p in ceiling.problems]

@@ -69,7 +69,7 @@ async def read_alone(db: Path) -> float:
         started = time.perf_counter()
         for hook in await store.hooks():
             while batch := await store.events(hook):
-                _, seq, event_id = batch[-1]
+                _, seq, event_id, _ = batch[-1]
                 hook = replace(hook, position=(seq, event_id))
         return time.perf_counter() - started
     finally:
