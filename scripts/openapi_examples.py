@@ -1,10 +1,10 @@
 """Regenerate app/web/examples.json: each documented request, answered by the real app.
 
-The app serves a fresh database made from fixtures/sample.json on 127.0.0.1, and every
-example's request is sent with company 1's sample key (the partners' API's with the
-partner's); the answer becomes the example's body. `--check` writes nothing and exits 1
-when an example is stale (the OpenAPI tests catch that too). Run it after changing the
-sample or an answer: `python scripts/openapi_examples.py`.
+The app serves a fresh database made from fixtures/sample.json and add_example_data on
+127.0.0.1, and every example's request is sent with company 1's sample key (the partners'
+API's with the partner's); the answer becomes the example's body. `--check` writes
+nothing and exits 1 when an example is stale (the OpenAPI tests catch that too). Run it
+after changing the sample or an answer: `python scripts/openapi_examples.py`.
 """
 
 from __future__ import annotations
@@ -31,14 +31,16 @@ from app.tools.webhook_sender import LOGGED
 EXAMPLES = Path(__file__).resolve().parent.parent / "app" / "web" / "examples.json"
 
 
-def add_example_subscription(db: Path) -> None:
-    """Company 1's subscription of the webhook examples, with two logged attempts (the
-    sample holds no subscription: the tool writes them, not the loader)."""
+def add_example_data(db: Path) -> None:
+    """What the examples need beyond the sample: company 1's subscription of the webhook
+    examples, with two logged attempts (the tool writes them, not the loader), and one
+    moment the keys were made, which /key tells (the loader stamps the load's)."""
     moment = dt.datetime(2026, 3, 2, 9, 0, tzinfo=dt.UTC)
     sub = webhooks.Subscription.of(1, "https://soc.example.com/in", "fail,report", "SOC")
     conn = connect_writer(db)
     try:
         with write_transaction(conn):
+            conn.execute("UPDATE api_keys SET created_at = ?", (webhooks.utc_text(moment),))
             webhook_id, _ = webhooks.create(conn, sub, moment)
             for attempt, status, code, error in ((1, "failed", None, "timeout"),
                                                  (2, "succeeded", 200, None)):  # fmt: skip
@@ -87,7 +89,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as directory:
         db = Path(directory) / "sample.sqlite3"
         load_files(db, [SAMPLE_FIXTURE])
-        add_example_subscription(db)
+        add_example_data(db)
         fresh = render(asyncio.run(answers(json.loads(text), db)))
     if fresh == text:
         print(f"{EXAMPLES.name}: every example is what the sample answers")

@@ -30,7 +30,7 @@ from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
 from .params import Choice
-from .schemas import STATS_GROUPS, ProblemSchema, exported_rows, stats_rows
+from .schemas import STATS_GROUPS, ProblemSchema, StatsRowSchema, exported_rows, stats_rows
 from .swagger import setup_swagger
 
 TITLE = "Security-awareness reporting API"
@@ -83,7 +83,8 @@ more than once), rate limit (429), scope (403), `X-Company-ID` (400, 404), param
 (400), resource (404).
 
 **Caching.** Every 200 carries a weak `ETag` (one per format); `If-None-Match` gives 304. \
-Bodies over 1 KiB are gzipped for clients that accept it; `Vary: Accept, Accept-Encoding`.
+Bodies over 1 KiB are gzipped for clients that accept it; `Vary: Accept, Accept-Encoding` \
+(and `Origin` when CORS origins are configured).
 
 **Formats.** Every listing answers in JSON (`application/json`, the default), CSV \
 (`text/csv`) or NDJSON (`application/x-ndjson`), chosen by `format=json|csv|ndjson` or, \
@@ -123,7 +124,10 @@ HEADERS = {
     ),
     "X-Next-Cursor": _header("The event feed: the `cursor` of the next request (opaque)."),
     "Content-Disposition": _header('CSV only: `attachment; filename="<resource>.csv"`.'),
-    "Vary": _header("`Accept, Accept-Encoding`: the format and the coding follow them."),
+    "Vary": _header(
+        "`Accept, Accept-Encoding`: the format and the coding follow them; with CORS "
+        "origins configured, also `Origin`."
+    ),
     "RateLimit-Limit": _header("Burst: the bucket's capacity.", "integer", minimum=1),
     "RateLimit-Remaining": _header("Whole tokens left.", "integer", minimum=0),
     "RateLimit-Reset": _header("Whole seconds until the bucket is full.", "integer", minimum=0),
@@ -158,7 +162,11 @@ PROBLEMS = {
         "asked the partners' API.",
         ("WWW-Authenticate", *RATE_HEADERS),
     ),
-    "404": ("NotFound", "No such resource for this company.", RATE_HEADERS),
+    "404": (
+        "NotFound",
+        "No such resource for this company, or X-Company-ID names a company the key does not read.",
+        RATE_HEADERS,
+    ),
     "406": (
         "NotAcceptable",
         "Neither `format` nor `Accept` allows a format this resource answers in.",
@@ -181,6 +189,7 @@ PROBLEMS = {
     ),
 }
 ANY_REQUEST = ("414", "431", "500", "503")  # whatever the operation
+CODES = ("400", "401", "406", "429", *ANY_REQUEST)  # 403 and 404: describe_access
 
 
 def _refs(*names: str) -> dict[str, str]:
@@ -212,7 +221,7 @@ def documented(
 ) -> Callable[[View], View]:
     """apigami's decorators for one view: its text and example, key, 200, 304, problems.
 
-    `path_id` names what `{id}` is (404 then); `many`: a JSON array, with the page headers
+    `path_id` names what `{id}` is; `many`: a JSON array, with the page headers
     (or, with `cursor`, the feed's) when paginated.
     """
 
@@ -224,11 +233,7 @@ def documented(
         paging = (FEED_HEADERS if cursor else PAGE_HEADERS) if many else ()
         csv = ("Content-Disposition",) if many else ()
         headers = _refs("ETag", "Vary", *csv, *RATE_HEADERS, *paging)
-        sample = {
-            "summary": f"GET {example['request']} with {_sample_key(example['request'])}",
-            "value": example["body"],
-        }
-        ok = {"schema": records(many=many), "examples": {"sample": sample}}
+        ok = {"schema": records(many=many), "examples": _sample(example)}
         content = {JSON.media_type: ok} | (_other_formats(records) if many else {})
         responses: dict[str, Any] = {
             "200": {
@@ -238,11 +243,10 @@ def documented(
             },
             "304": {
                 "description": "If-None-Match matched the ETag.",
-                "headers": _refs("ETag", "Vary"),
+                "headers": _refs("ETag", "Vary", *RATE_HEADERS),
             },
         }
-        codes = ("400", "401", *(("404",) if path_id else ()), "406", "429", *ANY_REQUEST)
-        responses |= {code: PROBLEMS[code][0] for code in codes}
+        responses |= {code: PROBLEMS[code][0] for code in CODES}
         # apigami types the status codes as ints; OpenAPI's keys are strings, which it keeps.
         view = docs(
             tags=[text["tag"]],
@@ -264,30 +268,29 @@ def documented(
     return decorate
 
 
-def _sample_key(request: str) -> str:
-    """Whose sample key an example's request was sent with."""
-    return (
-        "the partner's sample key"
-        if request.startswith("/api/partners/")
-        else ("company 1's sample key")
-    )
+def _sample(example: dict[str, Any]) -> dict[str, Any]:
+    """An operation's examples: the sample's, its request and whose key sent it."""
+    request = example["request"]
+    key = "the partner's" if request.startswith("/api/partners/") else "company 1's"
+    summary = f"GET {request} with {key} sample key"
+    return {"sample": {"summary": summary, "value": example["body"]}}
 
 
 def documented_object(record: type[Schema]) -> Callable[[View], View]:
     """apigami's decorators for a view answering one JSON object that is no listing (no
-    query parameter, JSON only, no ETag): its text, 200 and problems."""
+    query parameter, JSON only, no ETag): its text and example, 200 and problems."""
 
     def decorate(view: View) -> View:
-        text = OPERATIONS[view.__name__]
+        text, example = OPERATIONS[view.__name__], EXAMPLES[view.__name__]
+        ok = {"schema": record(), "examples": _sample(example)}
         responses: dict[str, Any] = {
             "200": {
                 "description": "The object.",
-                "content": {JSON.media_type: {"schema": record()}},
+                "content": {JSON.media_type: ok},
                 "headers": _refs(*RATE_HEADERS),
             }
         }
-        codes = ("400", "401", "406", "429", *ANY_REQUEST)
-        responses |= {code: PROBLEMS[code][0] for code in codes}
+        responses |= {code: PROBLEMS[code][0] for code in CODES}
         return docs(
             tags=[text["tag"]],
             summary=text["summary"],
@@ -303,10 +306,11 @@ def documented_object(record: type[Schema]) -> Callable[[View], View]:
 def _other_formats(records: type[Schema]) -> dict[str, Any]:
     """A listing's CSV (its columns named) and NDJSON bodies (contract.md 14). The stats'
     rows carry a group's column only when grouped: their columns are the ungrouped ones,
-    and a sentence says where the group's goes."""
+    and a sentence says where the group's goes (an employee's department is no group)."""
     name = records.__name__.removesuffix("Schema")
     names = list(records().fields)
-    groups = [n for n in names if n in STATS_GROUPS]
+    stats = issubclass(records, StatsRowSchema)
+    groups = [n for n in names if n in STATS_GROUPS] if stats else []
     columns = layout_of(exported_rows(stats_rows(records, None) if groups else records)).columns
     listed = ", ".join(f"`{column}`" for column in columns)
     description = f"A header row, then a row per {name}: {listed}."
@@ -353,8 +357,9 @@ def _parameter(self: Any, field: Any, ret: dict[str, Any], **kwargs: Any) -> dic
     for low, high in getattr(field.parent, "RANGES", ()):
         if field.name == low:
             ret["description"] += f" Later than filter[{high}]: 400."
-    if ret["name"] == "cursor":
+    if ret["name"] == "cursor":  # an empty one too: the schema says so
         ret["description"] += " Any value the feed did not give: 400."
+        ret["schema"]["minLength"] = 1
     return {"style": "form", "explode": False} if isinstance(field, CommaList) else {}
 
 
@@ -416,7 +421,8 @@ COMPANY_RULE = (
 
 def describe_access(path: str, operation: dict[str, Any]) -> None:
     """The operation's scope (OpenAPI 3.0 lists no scopes for an apiKey scheme: an
-    extension and the description say it), its 403, and the X-Company-ID header."""
+    extension and the description say it), its 403, and the X-Company-ID header and its
+    404 (an id in the path gets the same)."""
     scope = ROUTE_SCOPES[path]
     operation["x-scope"] = scope
     operation.setdefault("parameters", [])
@@ -425,6 +431,8 @@ def describe_access(path: str, operation: dict[str, Any]) -> None:
     if scope:
         operation["responses"]["403"] = {"$ref": "#/components/responses/Forbidden"}
     if path.startswith("/api/companies/"):
+        # X-Company-ID naming a company the key does not read: 404 on every path.
+        operation["responses"]["404"] = {"$ref": "#/components/responses/NotFound"}
         # In words, not as a parameter: a client generator or fuzzer would guess values.
         operation["description"] += f"\n\n`{COMPANY_HEADER}`: {COMPANY_RULE}"
 
