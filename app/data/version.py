@@ -24,7 +24,7 @@ class DataVersion:
         self._files = (Path(db_path), Path(f"{db_path}-wal"))
         self._clock = clock
         self.token = token
-        self._signature = self._stat()
+        self._signature = self._looked = self._stat()
         self._checked = self._statted = clock()
 
     def _stat(self) -> tuple[int, ...]:
@@ -43,10 +43,14 @@ class DataVersion:
         if now - self._statted < self.STAT_SECONDS:
             return False
         self._statted = now
-        return self._signature != self._stat() or now - self._checked > 1.0
+        self._looked = self._stat()
+        return self._signature != self._looked or now - self._checked > 1.0
 
     def update(self, token: str) -> None:
-        """Record a token just read from the database."""
+        """Record a token just read from the database, with the files as they were at the
+        last look, before the read: a load committed meanwhile changed them since, so the
+        next look reads the token again (the files as they are after the read would hide
+        that load until the second's re-read)."""
         self.token = token
-        self._signature = self._stat()
+        self._signature = self._looked
         self._checked = self._statted = self._clock()

@@ -373,13 +373,13 @@ async def refresh_version(app: web.Application, seen: str = "") -> str:
     """The data token: the one place the app's data version moves.
 
     It is read again when the version says it may have moved (the pool reopens when the
-    file was replaced); ``seen`` is a token a snapshot just showed, taken as it is.
+    file was replaced), or when a snapshot showed another token (``seen``). That token is
+    never taken as it is: a read that waited for a connection may show a load older than
+    one the version already knows, and tokens have no order, so the version would move
+    back (304s for changed answers, kept answers sent again) until the next look.
     """
     version = app[DATA_VERSION]
-    if seen:
-        if seen != version.token:
-            version.update(seen)
-    elif version.is_stale():
+    if (seen and seen != version.token) or version.is_stale():
         version.update(await app[POOL].current_token())
     return version.token
 
