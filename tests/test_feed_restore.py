@@ -9,20 +9,18 @@ A cursor given before the backup keeps working.
 from __future__ import annotations
 
 import sqlite3
-import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient
 
 from .support.clients import MakeClient
 from .support.factories import API, assert_problem, get, sample
 from .support.loads import write_fixture
-from .support.stores import Store, database_url, on_both_stores
+from .support.stores import Store, database_copy, on_both_stores
 
 store_kind = on_both_stores()
 FEED = f"{API}/events?limit=1000"
@@ -73,19 +71,8 @@ async def backup(store: Store, tmp_path: Path) -> AsyncIterator[Restore]:
 
         yield restore_file
         return
-    name, copy = store.url.rsplit("/", 1)[1], f"b_{uuid.uuid4().hex[:16]}"
-    admin = await asyncpg.connect(database_url(store.url, "postgres"))
-    try:
-        await admin.execute(f"CREATE DATABASE {copy} TEMPLATE {name}")
-
-        async def restore_database() -> None:
-            await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-            await admin.execute(f"CREATE DATABASE {name} TEMPLATE {copy}")
-
+    async with database_copy(store.url) as restore_database:
         yield restore_database
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
-        await admin.close()
 
 
 @pytest.mark.parametrize("loads_after_restore", [0, 3, 30])

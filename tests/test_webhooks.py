@@ -18,7 +18,6 @@ import signal
 import sqlite3
 import ssl
 import sys
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,7 +49,7 @@ from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
 from .support.servers import ROOT, clean_env
-from .support.stores import EACH_STORE, Store, database_url
+from .support.stores import EACH_STORE, Store, database_copy
 
 LOCAL = networks_of("127.0.0.1")
 SHORT = (0.0, 0.05, 0.05)  # the schedule, shortened: three attempts
@@ -269,19 +268,8 @@ async def backed_up(store: Store, tmp_path: Path) -> AsyncIterator[Callable[[], 
 
         yield restore_file
         return
-    name, copy = store.url.rsplit("/", 1)[1], f"b_{uuid.uuid4().hex[:16]}"
-    admin = await asyncpg.connect(database_url(store.url, "postgres"))
-    try:
-        await admin.execute(f"CREATE DATABASE {copy} TEMPLATE {name}")
-
-        async def restore_database() -> None:
-            await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
-            await admin.execute(f"CREATE DATABASE {name} TEMPLATE {copy}")
-
+    async with database_copy(store.url) as restore_database:
         yield restore_database
-    finally:
-        await admin.execute(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
-        await admin.close()
 
 
 async def send_once(store: Store, hook: Receiver) -> None:
@@ -690,7 +678,6 @@ def test_the_webhooks_listing_is_the_same_on_postgresql(pg_database: str, sample
     lite = [bytes(r[0]) for r in query(sample_db, listing.select(), *listing.select_params)]
 
     async def on_pg() -> list[bytes]:
-        import asyncpg
 
         conn = await asyncpg.connect(pg_database)
         try:

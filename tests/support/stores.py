@@ -20,7 +20,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import AsyncIterator, Coroutine, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,6 +235,25 @@ async def _admin(url: str, statement: str) -> None:
         await conn.execute(statement)
     finally:
         await conn.close()
+
+
+@contextlib.asynccontextmanager
+async def database_copy(url: str) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """A copy of the PostgreSQL database at ``url`` now; the function that makes the
+    database again from it (a restore in place). The copy is dropped afterwards."""
+    name, copy = url.rsplit("/", 1)[1], f"b_{uuid.uuid4().hex[:16]}"
+    admin = await asyncpg.connect(database_url(url, "postgres"))
+    try:
+        await admin.execute(f"CREATE DATABASE {copy} TEMPLATE {name}")
+
+        async def restore_database() -> None:
+            await admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+            await admin.execute(f"CREATE DATABASE {name} TEMPLATE {copy}")
+
+        yield restore_database
+    finally:
+        await admin.execute(f"DROP DATABASE IF EXISTS {copy} WITH (FORCE)")
+        await admin.close()
 
 
 async def read_only_role(url: str) -> str:
