@@ -98,3 +98,18 @@ def test_quick_load_agrees_on_every_field_borrowed_from_every_record() -> None:
 
 def json_key(value: Any) -> str:
     return json.dumps(value)
+
+
+def test_a_company_or_partner_name_is_one_printable_line_not_blank() -> None:
+    """As the importer's --company-name: the dashboard and the tools show it on one line."""
+    for table in ("companies", "partners"):
+        schema = TABLES[table]()
+        assert schema.load({"id": 1, "name": " Acme Ltd "})["name"] == " Acme Ltd "
+        for name in ("", "   ", "Acme\tLtd", "Acme\nLtd", "Acme\u2028Ltd"):
+            try:
+                schema.load({"id": 1, "name": name})
+            except ValidationError as exc:
+                assert "name" in exc.messages, (table, name)
+            else:
+                raise AssertionError(f"{table}: {name!r} was taken")
+            assert schema.quick_load({"id": 1, "name": name}) is None

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 from marshmallow import RAISE, Schema, ValidationError, fields, missing, validates_schema
 
 from ..data.api_keys import SCOPES
-from ..data.fields import MAX_SAFE_ID
+from ..data.fields import MAX_SAFE_ID, one_line_label
 from ..data.vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 from .marshmallow_shim import value_loader
 
@@ -54,6 +54,17 @@ class Text(fields.Field):
         if "\x00" in value:  # PostgreSQL's text cannot hold it: refused on both stores
             raise ValidationError("Contains a NUL character (\\u0000).")
         return value
+
+
+class Label(Text):
+    """A company's or a partner's name: one line of printable characters, not blank, as the
+    importer's ``--company-name`` (the dashboard and the tools show each on one line)."""
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
+        text = super()._deserialize(value, attr, data, **kwargs)
+        if not (text.strip() and one_line_label(text)):
+            raise ValidationError("Must be one line of printable characters, not blank.")
+        return text
 
 
 class Choice(fields.Field):
@@ -180,12 +191,12 @@ class Record(Schema):
 
 class CompanyRecord(Record):
     id = Id(required=True)
-    name = Text(required=True)
+    name = Label(required=True)
 
 
 class PartnerRecord(Record):
     id = Id(required=True)
-    name = Text(required=True)
+    name = Label(required=True)
 
 
 class PartnerCompanyRecord(Record):
