@@ -346,6 +346,27 @@ async def test_during_a_rotation_both_secrets_verify(
         Webhook(old).verify(receiver.got[1][1], receiver.got[1][0])
 
 
+async def test_a_second_rotation_signs_with_the_two_latest_secrets(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """Only the latest old secret is kept (docs/operations.md): rotated twice within the
+    24 hours, messages carry the second and third secrets' signatures, not the first's."""
+    webhook_id, first = subscribe(sample_db, receiver.url)
+    secrets = []
+    for _ in range(2):
+        assert main(["--db", str(sample_db), "rotate-secret", webhook_id]) == 0
+        [(secret,)] = query(sample_db, "SELECT secret FROM webhooks WHERE id = ?", int(webhook_id))
+        secrets.append(secret)
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    await send(sample_db, receiver)
+    headers, body = receiver.got[0]
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in secrets:
+        Webhook(secret).verify(body, headers)
+    with pytest.raises(WebhookVerificationError):
+        Webhook(first).verify(body, headers)
+
+
 @pytest.mark.parametrize("change", ["disable", "delete", "rotate-secret"])
 async def test_an_operator_s_change_counts_from_the_next_attempt(
     sample_db: Path, tmp_path: Path, receiver: Receiver, change: str
