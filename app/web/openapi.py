@@ -128,6 +128,11 @@ HEADERS = {
         "`Accept, Accept-Encoding`: the format and the coding follow them; with CORS "
         "origins configured, also `Origin`."
     ),
+    # An answer that depends on no format (/key's, a problem's) varies only by Origin.
+    "VaryOrigin": _header(
+        "`Origin`, with CORS origins configured (whether the answer allows that origin "
+        "follows it); not sent otherwise."
+    ),
     "RateLimit-Limit": _header("Burst: the bucket's capacity.", "integer", minimum=1),
     "RateLimit-Remaining": _header("Whole tokens left.", "integer", minimum=0),
     "RateLimit-Reset": _header("Whole seconds until the bucket is full.", "integer", minimum=0),
@@ -195,6 +200,10 @@ CODES = ("400", "401", "406", "429", *ANY_REQUEST)  # 403 and 404: describe_acce
 def _refs(*names: str) -> dict[str, str]:
     """Header references by component name (apispec turns names into $ref)."""
     return {name: name for name in ("X-Request-ID", *names)}
+
+
+# The Vary of an answer with no format to choose: Origin, when CORS is on.
+VARY_ORIGIN = {"Vary": "VaryOrigin"}
 
 
 # One element of a comma list (contract.md 3) as a client writes it, bare or "quoted" ("" for
@@ -287,7 +296,7 @@ def documented_object(record: type[Schema]) -> Callable[[View], View]:
             "200": {
                 "description": "The object.",
                 "content": {JSON.media_type: ok},
-                "headers": _refs(*RATE_HEADERS),
+                "headers": _refs(*RATE_HEADERS) | VARY_ORIGIN,
             }
         }
         responses |= {code: PROBLEMS[code][0] for code in CODES}
@@ -395,7 +404,12 @@ def build_document(app: web.Application) -> dict[str, Any]:
     for name, description, headers in PROBLEMS.values():
         content = {PROBLEM_TYPE: {"schema": ProblemSchema}}
         spec.components.response(
-            name, {"description": description, "content": content, "headers": _refs(*headers)}
+            name,
+            {
+                "description": description,
+                "content": content,
+                "headers": _refs(*headers) | VARY_ORIGIN,
+            },
         )
     for route in app.router.routes():
         metadata = getattr(route.handler, API_SPEC, None)
