@@ -25,6 +25,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from multidict import CIMultiDict
 from yarl import URL
 
 from app.config import Config
@@ -399,6 +400,33 @@ async def test_accept_chooses_the_format(
     response = await get(client, f"{API}/course-inscriptions", **headers)
     assert response.status == 200, await response.text()
     assert response.headers["Content-Type"] == content_type
+
+
+@pytest.mark.parametrize(
+    ("lines", "content_type"),
+    [
+        (("application/xml", "text/csv"), CSV_TYPE),  # the first line alone allows nothing
+        (("text/csv;q=0.1", "application/json"), JSON_TYPE),
+        (("application/json;q=0", "application/x-ndjson"), NDJSON_TYPE),
+        (("text/csv", "application/json"), CSV_TYPE),  # a tie: the range listed first
+    ],
+)
+async def test_accept_on_several_lines_is_one_list(
+    client: TestClient, lines: tuple[str, ...], content_type: str
+) -> None:
+    """RFC 9110 5.3: Accept sent on several lines is read as if joined by commas, and the
+    answer kept in memory for the first line alone is not given to the whole list."""
+    url = f"{API}/course-inscriptions?per_page=1"
+    first = await get(client, url, Accept=lines[0])  # kept in memory, if it is a 200
+    pairs = [("X-API-KEY", KEY_1), *(("Accept", line) for line in lines)]
+    for _ in range(2):  # the view's answer, then the one kept for these lines
+        response = await client.get(url, headers=CIMultiDict(pairs))
+        await response.read()
+        assert response.status == 200, await response.text()
+        assert response.headers["Content-Type"] == content_type
+        assert response.headers["Vary"] == "Accept, Accept-Encoding"
+    if first.status == 200 and first.headers["Content-Type"] != content_type:
+        assert first.headers["ETag"] != response.headers["ETag"]
 
 
 @pytest.mark.parametrize(

@@ -128,11 +128,21 @@ def negotiate(request: web.Request, offered: Sequence[Format] = LISTING_FORMATS)
             if fmt.name == named.lower():
                 return fmt
         raise NotAcceptable(f"format={named} is not available here; available: {_names(offered)}.")
-    accept = request.headers.get(hdrs.ACCEPT, "")
+    accept = accept_header(request)
     chosen = preferred(accept, tuple(offered)) if accept else offered[0]
     if chosen is None:
         raise NotAcceptable(f"Accept allows none of the media types here: {_types(offered)}.")
     return chosen
+
+
+def accept_header(request: web.BaseRequest) -> str:
+    """The request's Accept ranges, every line of it as if joined by commas (RFC 9110 5.3).
+
+    Reading only the first line would answer ``Accept: application/xml`` followed by
+    ``Accept: text/csv`` with a 406, and let a first line's lower q-value win over a later
+    line's preferred type.
+    """
+    return ",".join(request.headers.getall(hdrs.ACCEPT, ()))
 
 
 @functools.lru_cache(maxsize=256)  # clients send a handful of distinct Accept values

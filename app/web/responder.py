@@ -28,7 +28,7 @@ from ..keys import ANSWERS, CALLER, COUNTS, DATA_VERSION, POOL, RECENT_PAGES, SH
 from .bodies import array_response, finish
 from .cursor import CursorPage
 from .errors import TooManyRequests
-from .formats import CSV, RECORD, Body, Format, Offer, join_lines
+from .formats import CSV, RECORD, Body, Format, Offer, accept_header, join_lines
 from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
 VARY = "Accept, Accept-Encoding"
@@ -364,8 +364,12 @@ async def known_answer_middleware(request: web.Request, handler: Handler) -> web
 
 
 def tag_key(request: web.Request, company_id: int) -> TagKey:
-    """A digest keeps each entry small, whatever the length of the URL and the header."""
-    url, accept = request.rel_url.raw_path_qs, request.headers.get(hdrs.ACCEPT, "")
+    """A digest keeps each entry small, whatever the length of the URL and the header.
+
+    Accept is taken whole (every line), as negotiation reads it: two requests whose
+    first lines agree may still ask for different formats.
+    """
+    url, accept = request.rel_url.raw_path_qs, accept_header(request)
     return company_id, hashlib.blake2b(f"{url}\n{accept}".encode(), digest_size=16).digest()
 
 
