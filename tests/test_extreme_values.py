@@ -76,3 +76,12 @@ async def test_the_largest_page_is_past_the_end(
 @pytest.mark.parametrize("name", ["min_clicked", "min_failed"])
 async def test_the_largest_minimum_keeps_nobody(client: TestClient, name: str) -> None:
     assert await body_of(client, f"/victimsapi?filter[{name}]={BIGGEST}") == []
+
+
+@pytest.mark.parametrize("day", ["２025-01-01", "2025-01-٠١"])
+async def test_a_date_in_other_digits_is_not_in_the_form(client: TestClient, day: str) -> None:
+    """Only ASCII digits write a date: others get the form's message, not the calendar's."""
+    response = await get(client, f"{API}/campaigns?filter[from_launch_date]={day}")
+    assert response.status == 400
+    problem = await response.json(content_type=None)
+    assert problem["errors"] == {"filter[from_launch_date]": ["Not a date in the form YYYY-MM-DD."]}

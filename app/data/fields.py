@@ -18,8 +18,10 @@ MAX_LIST_VALUES = 100
 MAX_LABEL = 500  # characters of a key's or a subscription's label, as a fixture's may have
 TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z")
+# ASCII digits only: a bare \d takes other scripts' digits too (a fullwidth "２025-01-01"
+# is then "not a real calendar date" instead of not written YYYY-MM-DD).
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}", re.ASCII)
+_TIMESTAMP = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z", re.ASCII)
 _DIGITS = re.compile(r"[0-9]{1,19}")
 # A list value holds no C0 control character and no DEL; the OpenAPI document's list item
 # pattern (LIST_ITEM in app/web/openapi.py) states this rule, with the rest of the grammar.
