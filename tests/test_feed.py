@@ -9,9 +9,11 @@ test_feed_sync.py.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import json
 import sqlite3
+import struct
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +246,25 @@ async def test_a_tampered_cursor_is_400(client: TestClient) -> None:
         await assert_problem(await get(client, f"{FEED}?cursor={forged}"), 400)
     for forged in (cursor + "A", cursor[:-1], cursor + "=", "%00" + cursor[1:], "é" * 43):
         await assert_problem(await get(client, f"{FEED}?cursor={forged}"), 400)
+
+
+async def test_a_forged_cursor_tells_nothing_of_the_sequence(client: TestClient) -> None:
+    """A cursor edited by hand is refused alike wherever its position lies: one past the
+    end of the change sequence, which every company's loads move, gets the refusal of
+    one inside it. Otherwise a company could find, by halving, how far the sequence has
+    gone at any moment, and so when other companies load and how much."""
+    cursor = (await get(client, f"{FEED}?limit=2")).headers["X-Next-Cursor"]
+    tag = base64.urlsafe_b64decode(cursor + "=")[16:]
+
+    def at(seq: int) -> str:
+        raw = struct.pack(">QQ", seq, 1) + tag
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    inside = await assert_problem(await get(client, f"{FEED}?cursor={at(1)}"), 400)
+    past = await assert_problem(await get(client, f"{FEED}?cursor={at(2**40)}"), 400)
+    assert past["errors"] == inside["errors"]
+    assert "restored" in past["errors"]["cursor"][0]  # a real cursor after a restore
+    assert "Start again without a cursor" in past["errors"]["cursor"][0]
 
 
 async def test_a_cursor_from_another_database_is_400(

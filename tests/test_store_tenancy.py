@@ -8,6 +8,7 @@ answers that join events to people still show a company nothing of another's peo
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from typing import Any
 
@@ -15,7 +16,10 @@ import asyncpg
 import pytest
 from aiohttp.test_utils import TestClient
 
+from app.data import events
 from app.data.csv_lines import KEPT_TEXTS
+from app.data.listings import Listing, Paging, RecordNotFound, read_page, read_small
+from app.data.pg import sql
 from app.data.pg.sql import numbered
 
 from .support.clients import MakeClient
@@ -165,3 +169,54 @@ async def test_both_stores_carry_the_same_rules(store: Store) -> None:
         rows = await read(store, "SELECT name FROM sqlite_master WHERE type = 'trigger'")
         names = {name for (name,) in rows}
         assert {"section_results_same_company", "employees_keeps_company"} <= names
+
+
+def foreign_records() -> dict[str, Listing]:
+    """Company 1 asking for company 2's records (each has events in the sample)."""
+    return {
+        "campaign events": events.campaign_listing(1, first_id("campaigns", 2)),
+        "employee events": events.employee_listing(1, first_id("employees", 2)),
+    }
+
+
+def plan_nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+    """A node of an EXPLAIN (FORMAT JSON) plan and every node below it."""
+    return [node, *(n for child in node.get("Plans", ()) for n in plan_nodes(child))]
+
+
+@pytest.mark.parametrize("case", list(foreign_records()))
+async def test_another_company_s_record_is_refused_before_its_rows_are_read(
+    case: str, store: Store
+) -> None:
+    """The 404 of another company's record reads none of that record's rows: they would
+    all be walked (none is the asking company's), so the 404 would take as long as the
+    record is large where a free id's takes no time, telling the two apart."""
+    listing = foreign_records()[case]
+    if store.url:
+        pg = await asyncpg.connect(store.url)
+        try:
+            for count, window, bounds in (
+                (True, "LIMIT ? OFFSET ?", (10, 0)),
+                (False, "LIMIT ?", (200,)),
+            ):
+                statement, params = sql.one_statement(listing, count, window)
+                explained = await pg.fetchval(
+                    f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", *params, *bounds
+                )
+                nodes = plan_nodes(json.loads(explained)[0]["Plan"])
+                read = [n for n in nodes if n.get("Relation Name") == "campaign_events"]
+                assert read and all(n["Actual Loops"] == 0 for n in read), (count, read)
+        finally:
+            await pg.close()
+        return
+    conn = sqlite3.connect(store.sqlite_path)
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        with pytest.raises(RecordNotFound):
+            read_page(conn, listing, Paging(1, 10), None)
+        with pytest.raises(RecordNotFound):
+            read_small(conn, listing, 200)
+    finally:
+        conn.close()
+    assert statements and not [s for s in statements if "campaign_events" in s]

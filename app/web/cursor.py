@@ -10,7 +10,9 @@ its next link and its ETag until a load writes something it would receive.
 The tag also covers the position's feed mark (the random mark of the load that wrote it,
 :data:`app.data.schema.FEED_MARK_START`): a copy of the database restored from before that load
 lacks the mark or, after new loads, has another, so the cursor is refused (400) instead
-of silently skipping the events the restored database writes again.
+of silently skipping the events the restored database writes again. A position past the
+end of the sequence is refused as an altered cursor is, with the same words: the end of
+the sequence, which every company's loads move, is no company's to probe.
 """
 
 from __future__ import annotations
@@ -35,10 +37,6 @@ _DOMAIN = b"reporting-api feed cursor v1"
 
 # The feed mark of a seq, from the database; None when its sequence never reached it.
 MarkOf = Callable[[int], Awaitable[str | None]]
-RESTORED = (
-    "This cursor is past the end of this database's feed: the database was restored from"
-    " an earlier copy. Start again without a cursor."
-)
 
 
 class CursorSigner:
@@ -74,10 +72,14 @@ class CursorSigner:
         seq, event_id = _POSITION.unpack(payload)
         if seq > MAX_ID or event_id > MAX_ID:
             raise _invalid("Not a cursor this feed gave.")
+        # A position past the end of the sequence has no mark: a cursor given before a
+        # restore, or one edited by hand. Both get the refusal of a bad tag (which says
+        # restore too), and the tag is computed all the same: were they told apart, any
+        # company could learn by halving how far the sequence, which every company's
+        # loads move, has gone (when others load, and how much).
         mark = await self._mark_of(seq)
-        if mark is None:
-            raise _invalid(RESTORED)
-        if not hmac.compare_digest(tag, self._tag(company_id, scope, payload, mark)):
+        expected = self._tag(company_id, scope, payload, mark or "")
+        if mark is None or not hmac.compare_digest(tag, expected):
             raise _invalid(
                 "This cursor was not given for this key's company and these filters, or the"
                 " database was restored from an earlier copy since (or it was altered)."

@@ -76,19 +76,40 @@ def guard(guard: Guard) -> str:
     return numbered(guard.sql)
 
 
+def if_owned(listing: Listing, sql: str, otherwise: str) -> str:
+    """``sql`` (a subquery) only when the company owns the listing's record.
+
+    The count and the records of another company's record must not be read: they would
+    walk every row of it (every event of its campaign, none kept), so its 404 would take
+    as long as the record is large where a free id's takes no time, and the time would
+    tell them apart (contract.md 1). PostgreSQL runs a CASE's uncorrelated subquery only
+    when the CASE reaches it (SQLite's twin checks the guard first: ``listings._short``).
+    """
+    if listing.guard is None:
+        return sql
+    return f"CASE WHEN {listing.ownership()} THEN {sql} ELSE {otherwise} END"
+
+
 def one_statement(listing: Listing, count: bool, window: str) -> tuple[str, tuple[object, ...]]:
     """The data token, the ownership, the total (if asked) and the records in ``window``.
 
     One statement sees one snapshot, even outside a transaction, and costs one round
     trip: what a short read needs. ``window`` is ``LIMIT ?`` or ``LIMIT ? OFFSET ?``
     (the caller adds those parameters). The parameters follow the text: the guard's,
-    the count's (the listing's, without the record's), then the records' (the record's
-    own, such as today's date, before the listing's).
+    the count's (the guard's again, then the listing's, without the record's), then the
+    records' (the guard's again, then the record's own, such as today's date, before
+    the listing's).
     """
-    total = f"({INDEXED_BY.sub('', listing.count())})" if count else "NULL::bigint"
-    rows = (
+    total = "NULL::bigint"
+    if count:
+        total = if_owned(listing, f"({INDEXED_BY.sub('', listing.count())})", "NULL::bigint")
+    rows = if_owned(
+        listing,
         f"ARRAY(SELECT convert_to(({record_json(listing)})::text, 'UTF8')"
-        f" {rows_from(listing)} ORDER BY {listing.order_by} {window})"
+        f" {rows_from(listing)} ORDER BY {listing.order_by} {window})",
+        "ARRAY[]::bytea[]",
     )
     statement = numbered(f"SELECT ({TOKEN}), {listing.ownership()}, {total}, {rows}")
-    return statement, listing.short_params(count)
+    guarded = listing.guard_params
+    counted = (*guarded, *listing.count_params) if count else ()
+    return statement, (*guarded, *counted, *guarded, *listing.select_params)
