@@ -150,7 +150,14 @@ async def test_a_mean_halfway_rounds_up(aiohttp_client: Any, store: Store) -> No
 
 @pytest.mark.parametrize(
     ("results", "mean"),
-    [((60.91, 70.99), 66.0), ((0.0499999999, 0.0499999999), 0.1), ((0.04999999, 0.04999999), 0.0)],
+    [
+        ((60.91, 70.99), 66.0),
+        ((0.0499999999, 0.0499999999), 0.1),
+        ((0.04999999, 0.04999999), 0.0),
+        # 1e-10 below a tie: the old tolerance's very edge, SQLite 2.0, PostgreSQL 2.1
+        ((2.0499999999, 2.0499999999), 2.1),
+        ((0.0499999995, 0.0499999995), 0.1),  # 5e-10 below: within 1e-9 (was 0.0)
+    ],
 )
 async def test_a_mean_within_1e_9_below_a_tie_is_the_tie(
     aiohttp_client: Any, store: Store, results: tuple[float, float], mean: float

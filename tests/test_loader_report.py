@@ -115,6 +115,65 @@ def test_the_same_complete_report_on_both_stores(
     assert dump_tables(sample_db) == before
 
 
+# A parent refused for its format, with children of its own in the same load (a company's
+# employee and course, that course's section, an employee's inscription): PostgreSQL
+# merged the children and ended on a foreign key or tenancy trigger's raw error.
+ORPHANS = {
+    "companies": [{"id": 77, "name": ""}],
+    "employees": [
+        {"id": 9001, "company_id": 77, "first_name": "A", "last_name": "B",
+         "email": "a@b.example", "department": "HR", "country": "Spain"},
+        {"id": 9002, "company_id": 1, "first_name": "C", "last_name": "D",
+         "email": "not an address", "department": "HR", "country": "Spain"},
+    ],
+    "courses": [{"id": 9001, "company_id": 77, "title": "T"}],
+    "course_sections": [
+        {"id": 9001, "course_id": 9001, "title": "S", "section_type": "quiz", "position": 1}
+    ],
+    "inscriptions": [
+        {"id": 9001, "employee_id": 9002, "course_id": 1, "start_date": "2025-04-14",
+         "due_date": None, "status": "in_progress"},
+        {"id": 9002, "employee_id": 9001, "course_id": 9001, "start_date": "2025-04-14",
+         "due_date": None, "status": "in_progress"},
+    ],
+    "section_results": [
+        {"inscription_id": 9002, "section_id": 9001, "completed_at": None, "result": None,
+         "status": None}
+    ],
+}  # fmt: skip
+
+
+def test_a_refused_parent_s_children_add_no_database_error(
+    tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    """The refused records' own lines, and nothing about their children, on both stores."""
+    bad = write(tmp_path / "orphans.json", ORPHANS)
+    expected = [
+        REFUSED,
+        f"  {bad}: companies[0].name: Length must be between 1 and 500.",
+        f"  {bad}: employees[1].email: Not a valid email address.",
+    ]
+    refused_alike(expected, sample_db, pg_database, bad)
+
+
+def test_an_email_is_at_most_500_characters_on_both_stores(
+    tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    """As every text: unbounded, 3,000 characters loaded into SQLite and broke
+    PostgreSQL's index of e-mails (a raw "index row size" error)."""
+    local = "".join(f"{n:04d}" for n in range(750))  # 3,000 characters, incompressible
+    person = {"id": 9001, "company_id": 1, "first_name": "A", "last_name": "B",
+              "email": f"{local}@x.example", "department": "HR", "country": "Spain"}  # fmt: skip
+    bad = write(tmp_path / "long.json", {"employees": [person]})
+    expected = [f"{REFUSED} {bad}: employees[0].email: Length must be between 1 and 500."]
+    refused_alike(expected, sample_db, pg_database, bad)
+    fits = write(
+        tmp_path / "fits.json", {"employees": [{**person, "email": f"{local[:489]}@x.eu"}]}
+    )
+    assert load(["--db", str(sample_db), "--no-progress"], fits).returncode == 0
+    assert load(["--database-url", pg_database], fits).returncode == 0
+
+
 TRUNCATED = '{"companies": [{"id": 7, "name": "Seven"}],\n "employees": [\n  {"id": 1, "comp'
 UNPARSABLE = {
     "truncated": (TRUNCATED, "at line 3, column 18: parse error: premature EOF"),

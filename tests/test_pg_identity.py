@@ -367,3 +367,56 @@ async def test_the_change_feeds_are_the_same_on_both_stores(
     on_sqlite = await walk_feed(lite, headers, query, feed)
     assert on_sqlite
     assert await walk_feed(pg, headers, query, feed) == on_sqlite
+
+
+BIGGEST = 2**53 - 1  # the largest id the fixture format allows (docs/data.md)
+
+
+def biggest_company_fixture(path: Path) -> str:
+    """A company whose id (and its records') is 2^53-1, past PostgreSQL's INTEGER; its key."""
+    key = "rk_test_biggest_company_0123456789"
+    person = {"id": BIGGEST, "company_id": BIGGEST, "first_name": "Max", "last_name": "Id",
+              "email": "max@biggest.example", "department": "Ops", "country": "Chile"}  # fmt: skip
+    document = {
+        "companies": [{"id": BIGGEST, "name": "Biggest"}],
+        "api_keys": [{"company_id": BIGGEST, "label": "test", "key": key}],
+        "employees": [person],
+        "teams": [{"id": BIGGEST, "company_id": BIGGEST, "name": "Blue"}],
+        "team_members": [{"team_id": BIGGEST, "employee_id": BIGGEST}],
+        "campaigns": [{"id": BIGGEST, "company_id": BIGGEST, "title": "T",
+                       "launch_date": "2025-03-03T09:00:00Z"}],
+        "campaign_events": [{"id": BIGGEST, "campaign_id": BIGGEST, "employee_id": BIGGEST,
+                             "type": "click", "timestamp": "2025-03-03T10:00:00Z",
+                             "with_captcha": False}],
+        "courses": [{"id": BIGGEST, "company_id": BIGGEST, "title": "C"}],
+        "inscriptions": [{"id": BIGGEST, "employee_id": BIGGEST, "course_id": BIGGEST,
+                          "start_date": "2025-03-03", "due_date": "2025-04-01",
+                          "status": "completed"}],
+    }  # fmt: skip
+    path.write_text(json.dumps(document), encoding="utf-8")
+    return key
+
+
+async def test_the_stats_of_a_company_numbered_2_to_the_53_minus_1(
+    make_client: Any, store: Store, pg_database: str, tmp_path: Path
+) -> None:
+    """The stats' summaries took the company id as a 32-bit INTEGER: PostgreSQL could not
+    send 2^53-1 and answered 500 where SQLite answered the grid."""
+    key = biggest_company_fixture(tmp_path / "biggest.json")
+    await store.load([tmp_path / "biggest.json"])
+    await load_pg(pg_database, [tmp_path / "biggest.json"])
+    lite = await make_client(database_url="")
+    pg = await make_client(database_url=pg_database)
+    headers = {"X-API-KEY": key, "Accept-Encoding": "identity"}
+    window = "filter[from_date]=2025-01-01&filter[to_date]=2025-12-31"
+    for stats in ("phishing", "training"):
+        for grouping in ("", "&group_by=team"):
+            path = f"/api/companies/v1/stats/{stats}?interval=quarter&{window}{grouping}"
+            a, b = await asyncio.gather(
+                lite.get(path, headers=headers), pg.get(path, headers=headers)
+            )
+            assert (a.status, b.status) == (200, 200), (path, await b.text())
+            body = await a.read()
+            assert body == await b.read(), path
+            counted = "campaigns" if stats == "phishing" else "due"
+            assert sum(row[counted] for row in json.loads(body)) == 1

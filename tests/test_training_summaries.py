@@ -401,3 +401,61 @@ async def test_the_generator_and_the_copy_to_postgresql_keep_them(
         await copy_to_pg(generated, empty.url)
         await assert_summaries_are_recounts(empty)
         assert (await fetch(empty, "SELECT sum(inscriptions) FROM training_courses")) == [(80,)]
+
+
+def astral_text(seed: int) -> str:
+    """500 characters of the astral planes (4 bytes each in UTF-8), too varied to compress."""
+    rng = random.Random(seed)
+    return "".join(chr(rng.randrange(0x20000, 0x2A6DF)) for _ in range(500))
+
+
+def longest_person(tmp_path: Path) -> Path:
+    """A person whose department and country are both as long as the format allows, with
+    an inscription: 4,000 bytes of key in the people summaries."""
+    person = {"id": 9001, "company_id": 1, "first_name": "A", "last_name": "B",
+              "email": "a.b@northwind.example", "department": astral_text(1),
+              "country": astral_text(2)}  # fmt: skip
+    inscription = {"id": 9001, "employee_id": 9001, "course_id": 1, "start_date": "2025-04-14",
+                   "due_date": None, "status": "in_progress"}  # fmt: skip
+    path = tmp_path / "longest.json"
+    path.write_text(json.dumps({"employees": [person], "inscriptions": [inscription]}))
+    return path
+
+
+async def test_the_longest_department_and_country_load_and_are_counted(
+    store: Store, tmp_path: Path
+) -> None:
+    """PostgreSQL refused them ("index row size ... exceeds btree version 4 maximum 2704"
+    for training_people's primary key) where SQLite loaded them."""
+    await store.load([longest_person(tmp_path)])
+    await assert_summaries_are_recounts(store)
+    await store.execute(MOVE_ONE.replace("id = 1", "id = 9001"))
+    await assert_summaries_are_recounts(store)
+
+
+@pytest.mark.parametrize("store_kind", ["postgresql"])
+async def test_a_writer_gives_older_people_summaries_the_hashed_index(
+    store: Store, tmp_path: Path
+) -> None:
+    """A database made before the hashed index (primary keys over the texts, triggers
+    naming them): a writer's start replaces both, and the longest texts then load."""
+    from app.data.pg import training as pg_training
+
+    old_triggers = pg_training.PEOPLE_TRIGGERS
+    for text in ("department_key", "country_key"):
+        old_triggers = old_triggers.replace(f"md5({text})", text)
+    conn = await asyncpg.connect(store.url)
+    try:
+        await conn.execute(
+            "DROP INDEX training_people_hashed_key, training_people_totals_hashed_key;"
+            f" ALTER TABLE training_people ADD PRIMARY KEY ({training.PEOPLE_KEY});"
+            f" ALTER TABLE training_people_totals ADD PRIMARY KEY ({training.TOTALS_KEY});"
+            + old_triggers
+        )
+        assert not await ensure_schema(conn)  # the current version: no upgrade, a repair
+        assert await conn.fetchval(pg_training.OLD_PEOPLE_KEYS) == 0
+    finally:
+        await conn.close()
+    await store.load([longest_person(tmp_path)])
+    await store.execute(MOVE_ONE)
+    await assert_summaries_are_recounts(store)

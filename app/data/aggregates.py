@@ -25,14 +25,21 @@ def rate(count: str, total: str) -> str:
     return f"CASE WHEN {total} > 0 THEN ((20000 * {count} + {total}) / (2 * {total})) / 10000.0 END"
 
 
+# How far below a tie (in tenths: 10 times the mean's 1e-9) a mean still rounds up.
+MEAN_TIE_TENTHS = "1e-8"
+
+
 def rounded_mean(total: str, count: str) -> str:
     """``total / count`` rounded half up to 1 decimal; NULL when ``count`` is 0.
 
     ``total`` is a sum of reals: a tie such as 70.25 may come out of the sum a hair
-    below itself, so ties are recognised within 1e-9 (far below any difference real
-    results can make).
+    below itself, so a mean within 1e-9 below a tie counts as the tie (far below any
+    difference real results can make): 1e-8 in tenths, as docs/interface.md says. (It
+    was 1e-9 in tenths, 1e-10 of the mean, where a single result such as 2.0499999999
+    sits on the edge: SQLite's float said 2.0, PostgreSQL's exact numeric 2.1.)
+    PostgreSQL's :func:`app.data.pg.aggregates.rounded_mean` does these float steps too.
     """
-    tenths = f"CAST(10.0 * {total} / {count} + 0.5 + 1e-9 AS INTEGER)"
+    tenths = f"CAST(10.0 * {total} / {count} + 0.5 + {MEAN_TIE_TENTHS} AS INTEGER)"
     return f"CASE WHEN {count} > 0 THEN {tenths} / 10.0 END"
 
 

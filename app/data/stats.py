@@ -308,8 +308,10 @@ def summary_grid(
     none where nothing was sent or due. ``rest``: its further columns, as they are."""
     buckets, params = _grid_parts(filters)
     automation = filters.automation if table == "stats_phishing" else ""
+    # BIGINT, not INTEGER: PostgreSQL's INTEGER is 32 bits, and a company id may be up to
+    # 2^53-1 (SQLite reads BIGINT as its own 64-bit INTEGER).
     key = (
-        "k AS (SELECT CAST(? AS INTEGER) AS company_id, CAST(? AS TEXT) AS span,"
+        "k AS (SELECT CAST(? AS BIGINT) AS company_id, CAST(? AS TEXT) AS span,"
         " CAST(? AS TEXT) AS automation, CAST(? AS TEXT) AS gk)"
     )
     on = "s.company_id = k.company_id AND s.span = k.span AND s.gk = k.gk"

@@ -17,6 +17,7 @@ A summary row whose counts have all come back to 0 stays (its key was seen once)
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .vocabulary import INSCRIPTION_STATUSES
@@ -196,13 +197,14 @@ CREATE TABLE IF NOT EXISTS training_people_totals (
 PEOPLE_SUMMARIES = (("training_people", PEOPLE_KEY), ("training_people_totals", TOTALS_KEY))
 
 
-def people_moved(rows: str) -> tuple[str, ...]:
+def people_moved(rows: str, conflict: Callable[[str], str] = str) -> tuple[str, ...]:
     """Add the signed ``rows`` (the key's columns, then ``sign``) to training_people and
-    to its totals without the start date."""
+    to its totals without the start date. ``conflict`` turns a key into the columns of
+    the table's unique index (PostgreSQL's hashes the texts: app/data/pg/training.py)."""
     return tuple(
         f"INSERT INTO {table} ({key}, n) SELECT {key}, sum(sign)"
         f" FROM ({rows}) d WHERE true GROUP BY {key} HAVING sum(sign) <> 0"
-        f" ON CONFLICT ({key}) DO UPDATE SET n = {table}.n + excluded.n"
+        f" ON CONFLICT ({conflict(key)}) DO UPDATE SET n = {table}.n + excluded.n"
         for table, key in PEOPLE_SUMMARIES
     )
 
@@ -265,22 +267,31 @@ PEOPLE_TRIGGER_NAMES = (
     "inscriptions_people_insert", "inscriptions_people_update", "inscriptions_people_delete",
     "employees_people_update",
 )  # fmt: skip
+
+
 # Counted afresh from the rows (emptied first: filling twice never doubles a count).
-FILL_PEOPLE = (
-    *(f"DELETE FROM {table}" for table, _ in PEOPLE_SUMMARIES),
-    *people_moved(
-        f"SELECT {people_rows('i', 'e', 1)} FROM inscriptions i"
-        " JOIN employees e ON e.id = i.employee_id"
-    ),
-)
+def fill_people(conflict: Callable[[str], str] = str) -> tuple[str, ...]:
+    """The statements counting training_people and its totals afresh (see
+    :func:`people_moved` for ``conflict``)."""
+    return (
+        *(f"DELETE FROM {table}" for table, _ in PEOPLE_SUMMARIES),
+        *people_moved(
+            f"SELECT {people_rows('i', 'e', 1)} FROM inscriptions i"
+            " JOIN employees e ON e.id = i.employee_id",
+            conflict,
+        ),
+    )
+
+
+FILL_PEOPLE = fill_people()
 # --- end of 11 to 12 ---
 
 # Every summary counted afresh from the rows (into empty tables: the upgrade).
 # Counted from scratch (emptied first: filling twice never doubles a count).
-FILL = (
+FILL_COUNTS = (
     *(f"DELETE FROM {s.table}" for s in SUMMARIES),
     *(s.upsert(f"SELECT {s.signed(s.source, 1)} FROM {s.source}") for s in SUMMARIES),
-    *FILL_PEOPLE,
 )
+FILL = (*FILL_COUNTS, *FILL_PEOPLE)
 MIGRATE_7_TO_8 = (*FILL,)  # after TABLES and TRIGGERS (the schema's CREATEs)
 # --- end of 7 to 8 ---

@@ -12,7 +12,15 @@ import math
 import re
 from typing import Any, ClassVar
 
-from marshmallow import RAISE, Schema, ValidationError, fields, missing, validates_schema
+from marshmallow import (
+    RAISE,
+    Schema,
+    ValidationError,
+    fields,
+    missing,
+    validate,
+    validates_schema,
+)
 
 from ..data.api_keys import SCOPES
 from ..data.fields import MAX_SAFE_ID, one_line_label
@@ -237,7 +245,10 @@ class EmployeeRecord(Record):
     company_id = Id(required=True)
     first_name = Text(0, required=True)
     last_name = Text(0, required=True)
-    email = fields.Email(required=True)
+    # At most 500 characters, as every text: unbounded, a long address overflowed
+    # PostgreSQL's index of e-mails (a btree entry holds at most 2704 bytes), so SQLite
+    # loaded what PostgreSQL refused with a raw database error.
+    email = fields.Email(required=True, validate=validate.Length(1, MAX_TEXT))
     department = Text(0, required=True)
     country = Text(0, required=True)
 

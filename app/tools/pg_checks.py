@@ -158,3 +158,27 @@ CHECKS: dict[str, list[Check]] = {
         ),
     ],
 }
+
+
+# What each parent table's rows point at. Once the load has a problem, a parent row whose
+# own parent this load refused (known to the checks, never merged) is set aside too
+# rather than merged: merging it would break a foreign key or a tenancy trigger, and the
+# load would end on that database error instead of the refused record's own line (the
+# SQLite loader reports only the latter).
+PARENT_REFS: dict[str, tuple[tuple[str, str], ...]] = {
+    "employees": (("company_id", "companies"),),
+    "teams": (("company_id", "companies"),),
+    "campaigns": (("company_id", "companies"),),
+    "courses": (("company_id", "companies"),),
+    "course_sections": (("course_id", "courses"),),
+    "inscriptions": (("employee_id", "employees"), ("course_id", "courses")),
+}
+
+
+def orphans(table: str) -> str:
+    """The staged rows of ``table`` (a parent) pointing at a row that is not stored."""
+    missing = " OR ".join(
+        f"NOT EXISTS (SELECT 1 FROM {parent} p WHERE p.id = s.{column})"
+        for column, parent in PARENT_REFS.get(table, ())
+    )
+    return f"SELECT s.pos FROM stage_{table} s WHERE {missing or 'false'}"

@@ -34,7 +34,7 @@ from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
 from .load_checks import duplicate
 from .load_progress import Meter
-from .pg_checks import CHECKS
+from .pg_checks import CHECKS, orphans
 from .staging import (
     IMPLIED,
     PARENTS,
@@ -262,6 +262,8 @@ async def write(
             await _check(conn, batch, table, key)
             if table not in PARENTS and any_problem(batch.conn):
                 continue
+            if any_problem(batch.conn):
+                await _set_aside_orphans(conn, table)
             status = await conn.execute(_merge(table, columns, key))
             if table == "campaign_events":
                 written = int(status.split()[-1])
@@ -301,6 +303,23 @@ LOADED = Touched(
     inscriptions="SELECT id FROM stage_inscriptions"
     " UNION SELECT inscription_id FROM stage_section_results",
 )
+
+
+async def _set_aside_orphans(conn: asyncpg.Connection, table: str) -> None:
+    """Keep a parent's rows whose own parent was refused out of the merge (still known to
+    their children's checks): see :data:`app.tools.pg_checks.PARENT_REFS`."""
+    found = [row["pos"] for row in await conn.fetch(orphans(table))]
+    if found:
+        await _set_aside(conn, table, found)
+
+
+async def _set_aside(conn: asyncpg.Connection, table: str, positions: list[int]) -> None:
+    """Take staged rows out of the merge; their ids stay known to the children's checks."""
+    await conn.execute(
+        f"INSERT INTO stage_known SELECT '{table}', id FROM stage_{table} WHERE pos = ANY($1)",
+        positions,
+    )
+    await conn.execute(f"DELETE FROM stage_{table} WHERE pos = ANY($1)", positions)
 
 
 async def _check(conn: asyncpg.Connection, batch: Staged, table: str, key: tuple[str, ...]) -> None:

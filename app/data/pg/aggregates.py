@@ -11,6 +11,8 @@ otherwise.
 
 from __future__ import annotations
 
+from ..aggregates import MEAN_TIE_TENTHS
+
 
 def real(value: str) -> str:
     """``value`` (numeric) with the fewest decimals that hold it, at least one."""
@@ -26,10 +28,13 @@ def rate(count: str, total: str) -> str:
 def rounded_mean(total: str, count: str) -> str:
     """``total / count`` rounded half up to 1 decimal; NULL when ``count`` is 0.
 
-    ``total`` is exact here (a numeric sum); ties are still taken within 1e-9, as
-    SQLite's rule over its floating-point sum does, so the two agree on every value.
+    ``total`` is exact here (a numeric sum), but the tie is decided in ``float8`` with
+    SQLite's very steps (:func:`app.data.aggregates.rounded_mean`): a mean on the edge of
+    the tolerance (a single result 2.0499999999) then lands on SQLite's side, where exact
+    numeric arithmetic would round it the other way.
     """
-    tenths = f"floor(10 * {total} / {count} + 0.5 + 1e-9)"
+    steps = f"10 * ({total})::float8 / {count} + 0.5 + {MEAN_TIE_TENTHS}::float8"
+    tenths = f"floor({steps})::numeric"
     return f"CASE WHEN {count} > 0 THEN {real(f'{tenths} / 10')} END"
 
 

@@ -23,6 +23,7 @@ from . import summaries
 from .automation import classify
 from .stats_summary import PG_TABLES, refresh
 from .training import SCHEMA_8 as TRAINING_TABLES
+from .training import hash_people_keys
 from .training import migrate_7_to_8 as add_training_summaries
 from .training import migrate_11_to_12 as add_people_summaries
 
@@ -353,6 +354,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting schema'))")
         version = await schema_version(conn)
         if version == SCHEMA_VERSION:
+            await hash_people_keys(conn)  # a writer's first start since the hashed index
             return False
         if version is None:
             await conn.execute(
@@ -387,6 +389,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         await conn.execute(PEOPLE_INDEXES)  # 12 to 13
         if version in (8, 9, 10, 11, 12, 13):  # 13 to 14 (and every step since 8 that
             await rebuild_stats_summaries(conn)  # changed a stats' table)
+        await hash_people_keys(conn)
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )

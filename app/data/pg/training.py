@@ -11,11 +11,11 @@ from __future__ import annotations
 import asyncpg
 
 from ..training import (
-    FILL,
-    FILL_PEOPLE,
+    FILL_COUNTS,
     PEOPLE_KEY,
     SUMMARIES,
     TOTALS_KEY,
+    fill_people,
     people_moved,
     people_rows,
 )
@@ -88,20 +88,46 @@ TRIGGERS = "".join(
     for event in ("INSERT", "UPDATE", "DELETE")
 )
 
+
 # --- Schema version 11 to 12 (PostgreSQL): the inscriptions by the person's department
 # and country (app/data/training.py), kept by statement triggers. ---
+#
+# Their keys hold a department and a country of up to 500 characters each: up to 4,000
+# bytes of UTF-8, past the 2,704 a btree entry may hold (the load failed with "index row
+# size exceeds btree version 4 maximum"), so the unique index holds the texts' md5, and
+# the upserts name that index's columns (:func:`hashed`). A database made before keeps
+# its primary keys until a writer replaces them (:data:`HASHED_PEOPLE_KEYS`).
+def hashed(key: str) -> str:
+    """A summary's key with its two texts as their md5: the unique index's columns."""
+    for text in ("department_key", "country_key"):
+        key = key.replace(text, f"md5({text})")
+    return key
+
+
+# The inscriptions' totals look rows up by department or country (app/data/inscriptions.py),
+# which the md5 index cannot serve: hash indexes (no size limit) do, as fast as the primary
+# key's prefix did.
+HASHED_INDEXES = f"""
+CREATE UNIQUE INDEX IF NOT EXISTS training_people_hashed_key
+    ON training_people ({hashed(PEOPLE_KEY)});
+CREATE UNIQUE INDEX IF NOT EXISTS training_people_totals_hashed_key
+    ON training_people_totals ({hashed(TOTALS_KEY)});
+CREATE INDEX IF NOT EXISTS training_people_by_department
+    ON training_people USING hash (department_key);
+CREATE INDEX IF NOT EXISTS training_people_by_country ON training_people USING hash (country_key);
+"""
 PEOPLE_TABLE = f"""
 CREATE TABLE IF NOT EXISTS training_people (
     course_id BIGINT NOT NULL, department_key {TEXT} NOT NULL, country_key {TEXT} NOT NULL,
-    start_date {TEXT} NOT NULL, n INTEGER NOT NULL,
-    PRIMARY KEY ({PEOPLE_KEY})
+    start_date {TEXT} NOT NULL, n INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS training_people_totals (
     course_id BIGINT NOT NULL, department_key {TEXT} NOT NULL, country_key {TEXT} NOT NULL,
-    n INTEGER NOT NULL,
-    PRIMARY KEY ({TOTALS_KEY})
+    n INTEGER NOT NULL
 );
-"""
+{HASHED_INDEXES}"""
+FILL_PEOPLE = fill_people(hashed)
+FILL = (*FILL_COUNTS, *FILL_PEOPLE)
 
 
 def _inscriptions_moved(tables: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
@@ -110,7 +136,8 @@ def _inscriptions_moved(tables: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
             f"SELECT {people_rows('r', 'e', sign)} FROM {table} r"
             " JOIN employees e ON e.id = r.employee_id"
             for table, sign in tables
-        )
+        ),
+        hashed,
     )
 
 
@@ -122,7 +149,8 @@ _PEOPLE_MOVED = people_moved(
         " WHERE (w.department_key, w.country_key)"
         " IS DISTINCT FROM (c.department_key, c.country_key)"
         for side, sign in (("w", -1), ("c", 1))
-    )
+    ),
+    hashed,
 )
 
 
@@ -136,6 +164,23 @@ PEOPLE_TRIGGERS = "".join(
     for event in ("INSERT", "UPDATE", "DELETE")
 ) + _statement_trigger("employees_people_update", "employees", "UPDATE", list(_PEOPLE_MOVED))
 PEOPLE_SCHEMA = PEOPLE_TABLE + PEOPLE_TRIGGERS
+# A database whose summaries still have their primary keys (made before the hashed
+# index): the index replaces them, and the triggers are made again with its columns.
+OLD_PEOPLE_KEYS = (
+    "SELECT count(*) FROM pg_constraint WHERE conname IN"
+    " ('training_people_pkey', 'training_people_totals_pkey')"
+)
+HASHED_PEOPLE_KEYS = f"""
+ALTER TABLE IF EXISTS training_people DROP CONSTRAINT IF EXISTS training_people_pkey;
+ALTER TABLE IF EXISTS training_people_totals
+    DROP CONSTRAINT IF EXISTS training_people_totals_pkey;
+{HASHED_INDEXES}{PEOPLE_TRIGGERS}"""
+
+
+async def hash_people_keys(conn: asyncpg.Connection) -> None:
+    """Give an older database's people summaries the hashed unique index, once."""
+    if await conn.fetchval(OLD_PEOPLE_KEYS):
+        await conn.execute(HASHED_PEOPLE_KEYS)
 
 
 async def migrate_11_to_12(conn: asyncpg.Connection) -> None:
