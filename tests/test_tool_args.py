@@ -1,7 +1,8 @@
 """The writer tools' store arguments: an empty ``--db ''`` is a usage error, never taken
 as absent (which sent the tools to PostgreSQL at its default address, and the GoPhish
 importer into an AssertionError). And the package they install with lists every folder
-it ships files from."""
+it ships files from. An explicit ``--db`` wins over ``REPORTING_DATABASE_URL``, for every
+tool alike (the key tool, the webhook tool and the importer wrote to PostgreSQL instead)."""
 
 from __future__ import annotations
 
@@ -51,6 +52,44 @@ def test_an_empty_db_is_a_usage_error(
     [line] = err.strip().splitlines()
     assert "error: argument --db: the SQLite file's name is empty" in line
     assert list(tmp_path.iterdir()) == []
+
+
+# Nothing listens there: a tool that went to PostgreSQL would fail to connect.
+UNREACHABLE = "postgresql://nobody@127.0.0.1:1/none"
+
+
+@pytest.mark.parametrize(
+    ("main", "argv"),
+    [
+        (loader.main, [SAMPLE, "--no-progress", "--db", "{db}"]),
+        (export.main, ["out.json", "--db", "{db}"]),
+        (reclassify.main, ["--db", "{db}"]),
+        (gophish.main, [GOPHISH, "--company", "1", "--db", "{db}"]),
+        (keytool.main, ["--db", "{db}", "list"]),
+        (keytool.main, ["--db", "{db}", "revoke", "1"]),
+        (webhooks.main, ["--db", "{db}", "list"]),
+    ],
+    ids=["load", "export", "reclassify", "import-gophish", "keys", "keys-revoke", "webhooks"],
+)
+def test_an_explicit_db_wins_over_the_database_url_variable(
+    main: Callable[[Sequence[str]], int],
+    argv: list[str],
+    sample_db: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """docs/operations.md has the operator ``export REPORTING_DATABASE_URL``; a tool run
+    afterwards with ``--db FILE`` works on that file, not on PostgreSQL."""
+    monkeypatch.setenv("REPORTING_DATABASE_URL", UNREACHABLE)
+    monkeypatch.chdir(tmp_path)
+    assert main([word.format(db=sample_db) for word in argv]) == 0, capsys.readouterr().err
+
+
+def test_the_variable_still_serves_when_no_db_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REPORTING_DATABASE_URL", UNREACHABLE)
+    args = keytool.build_parser().parse_args(["list"])
+    assert (args.db, args.database_url) == (None, UNREACHABLE)
 
 
 def test_every_folder_of_shipped_files_is_a_listed_package() -> None:

@@ -18,6 +18,7 @@ import sqlite3
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import asyncpg
 
@@ -177,21 +178,40 @@ def database_file(text: str) -> str:
     return text
 
 
+class _FileOverVariable(argparse.Action):
+    """``--db FILE`` given: that file, even with REPORTING_DATABASE_URL set. A flag wins
+    over the environment (as the server's settings do); without this, the tools that
+    look at the URL first (the key tool, the webhook tool, the GoPhish importer) wrote
+    to PostgreSQL while the command line named a SQLite file."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        setattr(namespace, self.dest, values)
+        namespace.database_url = None
+
+
 def add_store_arguments(parser: argparse.ArgumentParser, db_help: str) -> None:
-    """``--db FILE`` or ``--database-url postgresql://...`` (default REPORTING_DATABASE_URL).
+    """``--db FILE`` or ``--database-url postgresql://...`` (default REPORTING_DATABASE_URL,
+    which an explicit ``--db`` overrides: exactly one of ``db`` and ``database_url`` is set).
 
     The URL is checked as it is read (the variable's too): a malformed one is a usage
     error, not a traceback from the driver when it connects.
     """
     url = os.environ.get("REPORTING_DATABASE_URL") or None
     group = parser.add_mutually_exclusive_group(required=url is None)
-    group.add_argument("--db", type=database_file, help=db_help)
+    group.add_argument("--db", type=database_file, action=_FileOverVariable, help=db_help)
     group.add_argument(
         "--database-url",
         default=url,
         type=database_url,
         metavar="URL",
-        help="postgresql://... : write to PostgreSQL instead [env REPORTING_DATABASE_URL]",
+        help="postgresql://... : use PostgreSQL instead [env REPORTING_DATABASE_URL;"
+        " --db overrides it]",
     )
 
 
