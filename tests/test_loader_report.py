@@ -257,7 +257,18 @@ AGAINST_THE_STORED = {
         },
         ["api_keys[0].key: this key belongs to another company or partner"],
     ),
-}
+    # PostgreSQL's loader made its nouns from the table's name: "unknown companie 99",
+    # "unknown course section 99".
+    "an unknown company": (
+        {"teams": [{"id": 5000, "company_id": 99, "name": "x"}]},
+        ["teams[0].company_id: unknown company 99"],
+    ),
+    "an unknown section": (
+        {"section_results": [{"inscription_id": 1, "section_id": 99, "completed_at": None,
+                              "result": None, "status": None}]},
+        ["section_results[0].section_id: unknown section 99"],
+    ),
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("case", list(AGAINST_THE_STORED))

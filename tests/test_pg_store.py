@@ -15,11 +15,12 @@ import pytest
 
 from app.data.inscriptions import InscriptionFilters, inscriptions_listing
 from app.data.listings import Paging
+from app.data.pg.api_keys import create_key
 from app.data.pg.store import PgStore
-from app.tools.loader import LoadError
+from app.tools.loader import SAMPLE_FIXTURE, LoadError
 from app.tools.pg_loader import load_pg
 
-from .support.factories import KEY_1, sample
+from .support.factories import KEY_1, query, sample
 from .support.servers import clean_env, run_python
 from .support.stores import Store, activity, fetch_all, read_only_role
 
@@ -176,6 +177,46 @@ def test_tools_take_a_database_url(pg_url: str, tmp_path: Path) -> None:
         assert served.returncode == 0 and int(served.stdout) > 0, served.stderr
     finally:
         next(databases, None)
+
+
+def test_a_refused_load_leaves_a_new_database_without_the_schema(
+    pg_url: str, tmp_path: Path
+) -> None:
+    """The schema used to be made (and committed) before the load's own transaction: a
+    refused load left the tables behind, and a server's first start then served them
+    empty instead of filling the database from the sample."""
+    from .support.stores import fresh_database, run_apart
+
+    databases = fresh_database(pg_url, template="template0")
+    url = next(databases)
+    try:
+        bad = fixture(tmp_path, "bad.json", {"campaign_events": [{**EVENT, "employee_id": 99}]})
+        with pytest.raises(LoadError):
+            asyncio.run(load_pg(url, [bad]))
+        tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        assert run_apart(fetch_all(url, tables)) == []
+    finally:
+        next(databases, None)
+
+
+async def test_keys_take_the_same_ids_on_both_stores(
+    pg_database: str, sample_db: Path, tmp_path: Path
+) -> None:
+    """PostgreSQL's loader gave new keys their ids in the order of their hashes (the
+    sample's key 1 was the partner's, company 1's on SQLite, so ``reporting-keys revoke
+    1`` revoked another key), and each load of a stored key took a value of the identity
+    (the next key's id moved on by 3 with every load of the sample)."""
+    ids = "SELECT id, company_id, partner_id FROM api_keys ORDER BY id"
+    await load_pg(pg_database, [SAMPLE_FIXTURE])
+    on_pg = [tuple(row) for row in await fetch_all(pg_database, ids)]
+    assert on_pg == query(sample_db, ids) == [(1, 1, None), (2, 2, None), (3, None, 1)]
+    conn = await asyncpg.connect(pg_database)
+    try:
+        async with conn.transaction():
+            created = await create_key(conn, 1, "after a load again")
+    finally:
+        await conn.close()
+    assert created.key_id == 4
 
 
 # Whether the key given on stdin is accepted by the PostgreSQL store (the server's lookup).

@@ -22,11 +22,24 @@ from pathlib import Path
 
 import pytest
 
-from app.data.schema import connect_writer, write_transaction
+from app.data.schema import (
+    SCHEMA_VERSION,
+    DatabaseError,
+    check_readable,
+    connect_writer,
+    write_transaction,
+)
 from app.tools import generator, keytool, loader, reclassify
 from app.tools.cli import run_tool
 
-from .support.factories import dump_tables, generated_events, next_event_id, query, sample
+from .support.factories import (
+    dump_tables,
+    generated_events,
+    next_event_id,
+    older_copy,
+    query,
+    sample,
+)
 from .support.servers import GUARD_SECONDS, ROOT, clean_env, run_python, start_python, stop
 
 SAMPLE = str(ROOT / "fixtures" / "sample.json")
@@ -132,6 +145,23 @@ def test_a_refused_write_into_a_new_file_leaves_no_file(
     assert query(db, "SELECT count(*) FROM companies") == [(2,)]
 
 
+def test_a_refused_load_into_an_empty_file_gives_it_no_tables(tmp_path: Path) -> None:
+    """The tables used to be made (and committed) before the load's own transaction: a
+    refused load turned an empty file, which the server refuses, into an empty database,
+    which it serves. They come with the load's rows now, or not at all."""
+    empty = tmp_path / "empty.sqlite3"
+    empty.touch()
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"teams": [{"id": 1, "company_id": 99, "name": "x"}]}))
+    assert loader.main([str(bad), "--db", str(empty), "--no-progress"]) == 1
+    assert query(empty, "SELECT count(*) FROM sqlite_master") == [(0,)]
+    assert query(empty, "PRAGMA user_version") == [(0,)]
+    with pytest.raises(DatabaseError, match="holds no database of this service"):
+        check_readable(empty)
+    assert loader.main([SAMPLE, "--db", str(empty), "--no-progress"]) == 0
+    assert query(empty, "SELECT count(*) FROM companies") == [(2,)]
+
+
 @pytest.mark.system
 @pytest.mark.parametrize("ca_file", ["{tmp}/missing.pem", "{tmp}/not.pem"])
 def test_a_certificate_file_that_cannot_be_used_is_named(
@@ -155,16 +185,25 @@ def test_a_certificate_file_that_cannot_be_used_is_named(
         ["scripts/webhooks.py", "run"],
     ],
 )  # fmt: skip
+@pytest.mark.parametrize("header", [False, True], ids=["no-byte", "header-only"])
 def test_a_tool_that_needs_a_database_leaves_an_empty_file_empty(
-    argv: list[str], tmp_path: Path
+    argv: list[str], header: bool, tmp_path: Path
 ) -> None:
-    """An empty file is no database yet: refused in one line, not given the tables."""
+    """An empty file is no database yet: refused in one line, not given the tables. So is
+    a file with SQLite's header and no tables, as a refused load into an empty file
+    leaves it (it switched the file to WAL): the key tool used to make the tables."""
     empty = tmp_path / "empty.sqlite3"
     empty.touch()
+    if header:
+        conn = sqlite3.connect(empty)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.close()
+    size = empty.stat().st_size
     done = run_python(argv[0], "--db", str(empty), *argv[1:])
     assert done.returncode == 1, done.stderr
     assert "is empty" in one_line(done.stderr)
-    assert empty.stat().st_size == 0
+    assert empty.stat().st_size == size
+    assert query(empty, "SELECT count(*) FROM sqlite_master") == [(0,)]
 
 
 def test_a_locked_database_is_one_line_after_a_bounded_wait(
@@ -395,3 +434,82 @@ def test_reclassify_agrees_with_the_count_of_events_that_kept_their_verdicts(
         assert capsys.readouterr().out == kept
     one = reclassify.summary(1, Counter({("automated", "automated"): 1}))
     assert one.endswith("; 1 event kept its verdict with other reasons")
+
+
+class StoppedAtCommit(sqlite3.Connection):
+    """A connection that gets a stop (SIGINT or SIGTERM) as its write's COMMIT returns:
+    the moment a Ctrl-C comes too late to undo the write."""
+
+    stop = signal.SIGINT
+    writing = False
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        cursor = super().execute(sql, *args)
+        if sql.startswith("BEGIN"):
+            self.writing = sql == "BEGIN IMMEDIATE"
+        elif sql == "COMMIT" and self.writing:
+            signal.raise_signal(self.stop)
+        return cursor
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["int", "term"])
+def test_a_stop_after_the_commit_does_not_say_nothing_was_written(
+    sample_db: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], stop: int
+) -> None:
+    """A Ctrl-C (or SIGTERM) that came during the COMMIT or after it, while the loader
+    closed the file, ended it with ``load refused, database unchanged: interrupted`` and
+    exit 130, the load written all the same. It is too late to stop the write: the tool
+    ends as it would have, with its report."""
+    fixture = sample_db.parent / "events.json"
+    document = {k: sample()[k] for k in ("companies", "employees", "campaigns")}
+    campaigns = [c["id"] for c in sample()["campaigns"]]
+    document["campaign_events"] = generated_events(20, campaigns, next_event_id())
+    fixture.write_text(json.dumps(document))
+    before = query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'")
+    connect = sqlite3.connect
+    monkeypatch.setattr(StoppedAtCommit, "stop", stop)
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=StoppedAtCommit)
+    )
+    code = loader.main([str(fixture), "--db", str(sample_db), "--no-progress"])
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, ""), err
+    assert out.startswith("loaded ")
+    assert query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'") != before
+
+
+def test_a_stop_held_at_a_commit_stops_the_next_write(
+    sample_db: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stop held from the commit of an upgrade (an older file, upgraded in a
+    transaction of its own before the load) is sent again as the load begins: the load
+    stops, and writes nothing of its records."""
+    old = older_copy(sample_db, tmp_path / "old.sqlite3", [], SCHEMA_VERSION - 1)
+    fixture = tmp_path / "team.json"
+    fixture.write_text(json.dumps({"teams": [{"id": 9000, "company_id": 1, "name": "new"}]}))
+    connect = sqlite3.connect
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=StoppedAtCommit)
+    )
+    code = loader.main([str(fixture), "--db", str(old), "--no-progress"])
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    assert (code, out, err) == (130, "", "load refused, database unchanged: interrupted\n")
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(old, "SELECT count(*) FROM teams WHERE id = 9000") == [(0,)]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize(
+    "module", ["loader", "keytool", "generator", "reclassify", "swap", "webhooks", "export"]
+)
+def test_a_tool_run_as_a_module_runs(module: str) -> None:
+    """``python -m app.tools.loader FILE --db DB`` exited 0 having loaded nothing: the
+    module had no ``__main__`` block (only the GoPhish importer's had one)."""
+    done = run_python("-m", f"app.tools.{module}", "--help")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: "), done.stdout

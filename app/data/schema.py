@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Iterator
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from . import summaries, training
@@ -582,15 +582,20 @@ def into_new_file(path: str | Path) -> Iterator[Path]:
             file.unlink(missing_ok=True)
 
 
-def connect_writer(path: str | Path) -> sqlite3.Connection:
-    """Open a writing connection and make sure the schema exists (WAL mode)."""
+def connect_writer(path: str | Path, *, tables_in_write: bool = False) -> sqlite3.Connection:
+    """Open a writing connection and make sure the schema exists (WAL mode).
+
+    ``tables_in_write``: a file without the tables (new or empty) is left so; the caller
+    makes them in its write transaction (``ensure_schema(conn, in_write=True)``). An older
+    schema is upgraded here all the same, in a transaction of its own."""
     conn = sqlite3.connect(path, isolation_level=None)
     configure(conn)
     # Switching to WAL needs the file to itself, so ask only when it is not WAL yet:
     # two writers opening a WAL file at once must both get in (they then take turns).
     if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         conn.execute("PRAGMA journal_mode = WAL")
-    ensure_schema(conn)
+    if not (tables_in_write and conn.execute("PRAGMA user_version").fetchone()[0] == 0):
+        ensure_schema(conn)
     return conn
 
 
@@ -620,17 +625,21 @@ def add_csv_cells(conn: sqlite3.Connection) -> None:
 # --- end of schema version 10 ---
 
 
-def ensure_schema(conn: sqlite3.Connection, rules: Rules | None = None) -> None:
+def ensure_schema(
+    conn: sqlite3.Connection, rules: Rules | None = None, *, in_write: bool = False
+) -> None:
     """Create the tables on an empty file, migrate a version 1 to 13 file, refuse any other.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
-    environment's settings)."""
+    environment's settings). ``in_write``: inside the caller's write transaction, not in
+    one of its own (a load makes the tables of a file without them with its rows, so that
+    a refused or stopped load leaves the file as it was, which the server refuses)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return
     if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
-    with write_transaction(conn):
+    with nullcontext() if in_write else write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
@@ -720,11 +729,34 @@ def read_snapshot(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Co
     return _transaction(conn, "BEGIN")
 
 
+class CommitHooks:
+    """What a tool does around its writes' commits (app/tools/cli.py sets them while a
+    tool runs; nothing by default): ``committing`` runs just before a write's COMMIT, and
+    ``beginning`` before any transaction begins.
+
+    The tools use them to hold SIGINT and SIGTERM from a write's COMMIT until the next
+    transaction or the tool's end: a stop that comes once the write is made is too late
+    to undo it, and must not end the tool saying that nothing was written.
+    """
+
+    def committing(self) -> None:
+        """Called just before a write transaction's COMMIT."""
+
+    def beginning(self) -> None:
+        """Called before any transaction begins."""
+
+
+commit_hooks = CommitHooks()
+
+
 @contextmanager
 def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Connection]:
+    commit_hooks.beginning()
     conn.execute(begin)
     try:
         yield conn
+        if begin == "BEGIN IMMEDIATE":
+            commit_hooks.committing()
         conn.execute("COMMIT")
     except BaseException:
         # After some errors (a full disk, I/O) SQLite has already rolled back, and a ROLLBACK

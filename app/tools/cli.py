@@ -23,10 +23,11 @@ from typing import Any
 import asyncpg
 
 from ..config import database_url
+from ..data import schema
 from ..data.api_keys import KeyRefused
 from ..data.automation import RulesError
 from ..data.fields import MAX_ID
-from ..data.schema import DatabaseError
+from ..data.schema import CommitHooks, DatabaseError
 
 Main = Callable[[Sequence[str] | None], int]
 
@@ -89,6 +90,47 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
+class HeldStops(CommitHooks):
+    """SIGINT and SIGTERM held from a write's COMMIT on (see ``schema.CommitHooks``).
+
+    A stop that came during the COMMIT or after it (closing the file, moving a new file
+    into place, printing the report) used to end the tool with ``database unchanged:
+    interrupted`` and exit 130 although the write was made. Held, it is sent again when
+    the next transaction begins (to the handler that was in place: a sender's loop gets
+    its own), and dropped when the tool ends: the write was made and is reported. Only
+    the main thread handles signals, so only its writes hold them.
+    """
+
+    def __init__(self) -> None:
+        self.saved: dict[int, Any] = {}
+        self.pending: list[int] = []
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.pending.append(signum)
+
+    def committing(self) -> None:
+        if self.saved or threading.current_thread() is not threading.main_thread():
+            return
+        self.saved = {signum: signal.signal(signum, self._note) for signum in STOPS}
+
+    def beginning(self) -> None:
+        pending = self.release()
+        for signum in pending[:1]:  # the first stop: it ends the tool
+            signal.raise_signal(signum)
+
+    def release(self) -> list[int]:
+        """Put the handlers back; return the stops that came meanwhile."""
+        if threading.current_thread() is not threading.main_thread():
+            return []
+        for signum, handler in self.saved.items():
+            signal.signal(signum, handler)
+        self.saved, pending, self.pending = {}, self.pending, []
+        return pending
+
+
+STOPS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def ctrl_c_interrupts() -> Iterator[None]:
     """Make SIGINT raise KeyboardInterrupt, and SIGTERM Terminated, while the tool runs,
@@ -109,9 +151,12 @@ def ctrl_c_interrupts() -> Iterator[None]:
         signal.SIGTERM: signal.signal(signal.SIGTERM, _terminate),
     }
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, set(previous))
+    held = schema.commit_hooks = HeldStops()
     try:
         yield
     finally:
+        held.release()  # a stop held since the last commit is dropped: the write was made
+        schema.commit_hooks = CommitHooks()
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for signum, handler in previous.items():
             if handler is not None:  # None: set outside Python, so it cannot be put back
@@ -126,8 +171,11 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     """
     report = io.StringIO()
     try:
-        with ctrl_c_interrupts(), contextlib.redirect_stdout(report):
-            done = main(argv)
+        with ctrl_c_interrupts():
+            with contextlib.redirect_stdout(report):
+                done = main(argv)
+            # Inside: a stop held since the write's commit is held while the report goes out.
+            unwritten = unwritten_report(report.getvalue())
     except SystemExit:  # --help, or a usage error, which argparse printed
         with contextlib.suppress(OSError):  # the exit code says what happened
             write_report(report.getvalue())
@@ -153,12 +201,20 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         else:
             print(f"{refused}:", *(f"  {line}" for line in lines), sep="\n", file=sys.stderr)
         return EXIT_REFUSED
-    try:
-        write_report(report.getvalue())
-    except OSError as exc:  # a full disk, a closed pipe, no stdout at all
-        print(f"done, but its report could not be written: {exc.strerror or exc}", file=sys.stderr)
+    if unwritten is not None:
+        print(f"done, but its report could not be written: {unwritten}", file=sys.stderr)
         return EXIT_REFUSED
     return done
+
+
+def unwritten_report(text: str) -> str | None:
+    """Write the report; why it could not be (a full disk, a closed pipe, no stdout at
+    all), or None."""
+    try:
+        write_report(text)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
 
 
 def write_report(text: str) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -239,3 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     seconds = time.perf_counter() - started
     print(f"exported {plural(sum(counts.values()), 'record')} to {args.output} in {seconds:.1f} s")
     return 0
+
+
+# ``python -m app.tools.export`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,6 +15,7 @@ import datetime as dt
 import hashlib
 import random
 import sqlite3
+import sys
 import tempfile
 import time
 import unicodedata
@@ -32,6 +33,7 @@ from ..data.schema import (
     DERIVE_COMPLETED_AT,
     bump_data_version,
     connect_writer,
+    ensure_schema,
     into_new_file,
     write_transaction,
 )
@@ -221,7 +223,7 @@ def _generate_into(
     path: Path, sizes: Sizes, seed: int, progress: bool, append: bool
 ) -> tuple[list[Company], dict[str, int]]:
     rules = rules_from_env()
-    conn = connect_writer(path)
+    conn = connect_writer(path, tables_in_write=True)
     meter = Meter(progress)
     try:
         if not append:
@@ -229,6 +231,7 @@ def _generate_into(
         conn.execute("PRAGMA cache_size = -262144")  # 256 MiB
         conn.execute("PRAGMA temp_store = MEMORY")
         with write_transaction(conn):
+            ensure_schema(conn, rules, in_write=True)  # a file without tables: made here
             if not append:
                 refuse_data(conn)
             origin = origin_of(conn)
@@ -657,3 +660,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for company in companies:
         print(f"company {company.id} key: {generated_key(company.id, args.seed)}")
     return 0
+
+
+# ``python -m app.tools.generator`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import re
 import sqlite3
+import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -140,9 +141,22 @@ def existing(db: str) -> Path:
     would take it for a new database, and the tool would make its tables)."""
     if not Path(db).is_file():
         raise ToolError(f"database file {db} does not exist")
-    if Path(db).stat().st_size == 0:
+    if Path(db).stat().st_size == 0 or not has_tables(Path(db)):
         raise ToolError(f"database file {db} is empty: make it with reporting-load first")
     return Path(db)
+
+
+def has_tables(file: Path) -> bool:
+    """Whether the file holds a schema (of any version): a file a refused load left
+    without tables (SQLite's header, in WAL mode) is empty all the same."""
+    try:
+        conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM sqlite_master)").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return True  # not for this check to say: opening it for the write will
 
 
 def in_transaction(db: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -304,3 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the tool; a refusal is one line on stderr and exit code 1."""
     run(build_parser().parse_args(argv))
     return 0
+
+
+# ``python -m app.tools.keytool`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sqlite3
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
@@ -29,6 +30,7 @@ from ..data.schema import (
     DatabaseError,
     bump_data_version,
     connect_writer,
+    ensure_schema,
     into_new_file,
     scratch_transaction,
     write_transaction,
@@ -119,7 +121,7 @@ def _load_into(
 ) -> dict[str, int]:
     meter = Meter(progress)
     try:
-        conn = connect_writer(db_path)
+        conn = connect_writer(db_path, tables_in_write=True)
     except sqlite3.Error as exc:
         raise _database_error(exc) from None
     try:
@@ -135,6 +137,7 @@ def _load_into(
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
+            ensure_schema(conn, rules, in_write=True)  # a file without tables: made here
             if prepare is not None:
                 prepare(conn)
             counts = _check_and_write(conn, stage, meter, rules)
@@ -241,3 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         counts = asyncio.run(load_pg(args.database_url, args.files))
     print(summary(args.db or "PostgreSQL", counts, time.perf_counter() - started))
     return 0
+
+
+# ``python -m app.tools.loader`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

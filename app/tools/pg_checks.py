@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .load_checks import NOUNS
+
 Message = Callable[[str, Any], str]
 Check = tuple[str, Message]
 
@@ -23,7 +25,7 @@ def _unknown(table: str, column: str, parent: str) -> Check:
         f" AND NOT EXISTS (SELECT 1 FROM stage_known k WHERE k.tbl = '{parent}'"
         f" AND k.id = s.{column}) ORDER BY s.pos"
     )
-    noun = parent[:-1].replace("_", " ")
+    noun = NOUNS[parent]  # the SQLite loader's words: "companies" is not "companie"s
     return sql, lambda where, row: f"{where}.{column}: unknown {noun} {row['value']}"
 
 

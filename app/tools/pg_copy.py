@@ -15,7 +15,7 @@ from typing import Any
 
 import asyncpg
 
-from ..data.pg.schema import bump_data_version, ensure_schema
+from ..data.pg.schema import bump_data_version, schema_for_a_write
 from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.pg.summaries import fill as fill_reports
 from ..data.stats_summary import EVERYTHING
@@ -72,8 +72,7 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
     conn = await asyncpg.connect(url, server_settings={"synchronous_commit": "on"})
     counts: dict[str, int] = {}
     try:
-        await ensure_schema(conn)
-        async with conn.transaction():
+        async with schema_for_a_write(conn), conn.transaction():
             for table in TABLES:
                 if await conn.fetchval(f"SELECT EXISTS (SELECT 1 FROM {table})"):
                     raise CopyRefused(f"the PostgreSQL database already holds {table}")

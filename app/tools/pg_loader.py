@@ -25,7 +25,7 @@ import asyncpg
 
 from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
-from ..data.pg.schema import bump_data_version, ensure_schema
+from ..data.pg.schema import bump_data_version, schema_for_a_write
 from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.pg.summaries import refresh as refresh_reports
 from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
@@ -122,9 +122,23 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
         if changed
         else "DO NOTHING"
     )
+    order = ", ".join(f"s.{k}" for k in key)
+    kept = ""
+    if table == "api_keys":
+        # As SQLite's loader: new keys take ids in the files' order (the sample's key 1 is
+        # company 1's on both stores), and a key already stored is updated, not offered
+        # for insertion, which would take a value of the identity each time (a load of the
+        # sample again moved the next key's id on by 3).
+        order = "s.pos"
+        where = " WHERE NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = s.key_hash)"
+        kept = (
+            "WITH kept AS (UPDATE api_keys k SET label = s.label, scopes = s.scopes"
+            " FROM stage_api_keys s WHERE k.key_hash = s.key_hash"
+            " AND (k.label, k.scopes) IS DISTINCT FROM (s.label, s.scopes)) "
+        )
     return (
-        f"INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(values)}"
-        f" FROM stage_{table} s{where} ORDER BY {', '.join(f's.{k}' for k in key)}"
+        f"{kept}INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(values)}"
+        f" FROM stage_{table} s{where} ORDER BY {order}"
         f" ON CONFLICT ({', '.join(key)}) {action}"
     )
 
@@ -227,8 +241,8 @@ async def load_staged(
     try:
         conn = await asyncpg.connect(url)
         try:
-            await ensure_schema(conn, rules)
-            return await write(conn, batch, rules, prepare)
+            async with schema_for_a_write(conn, rules):
+                return await write(conn, batch, rules, prepare)
         finally:
             await conn.close()
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sys
 from collections import Counter
 from collections.abc import Sequence
 
@@ -118,3 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         moved = asyncio.run(reclassify_pg(args.database_url, args.company, rules))
     print(summary(args.company, moved))
     return 0
+
+
+# ``python -m app.tools.reclassify`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

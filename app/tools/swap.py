@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import os
 import sqlite3
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -92,3 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"Swapped {args.new} in as {args.db} (data token {token}); servers read it within a second."
     )
     return 0
+
+
+# ``python -m app.tools.swap`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

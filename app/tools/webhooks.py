@@ -12,6 +12,7 @@ import asyncio
 import datetime as dt
 import logging
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -155,3 +156,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the tool; a refusal is one line on stderr and exit code 1."""
     run(build_parser().parse_args(argv))
     return 0
+
+
+# ``python -m app.tools.webhooks`` is the tool too (it used to exit 0 having done nothing).
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,6 +9,9 @@ Results are ``numeric`` holding the decimal SQLite prints for the same value.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
+
 import asyncpg
 
 from ..api_keys import ALL_SCOPES
@@ -341,6 +344,27 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
         return None
     value = await conn.fetchval("SELECT value FROM meta WHERE key = 'schema_version'")
     return int(value) if value is not None else None
+
+
+@contextlib.asynccontextmanager
+async def schema_for_a_write(
+    conn: asyncpg.Connection, rules: Rules | None = None
+) -> AsyncIterator[None]:
+    """:func:`ensure_schema` for the write made in the block (a load, a generator's copy).
+
+    A database without the schema gets it in a transaction around the block, so the
+    write's own transaction (a savepoint then) commits with it; a refused or stopped write
+    leaves the database without, as it was (a server's first start still fills it from
+    the sample, where it would have served the empty tables). An older schema is upgraded
+    in its own transaction first, as every tool does.
+    """
+    if await schema_version(conn) is not None:
+        await ensure_schema(conn, rules)
+        yield
+        return
+    async with conn.transaction():
+        await ensure_schema(conn, rules)
+        yield
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
