@@ -378,6 +378,14 @@ async def test_more_than_120_buckets_is_400_naming_the_parameters(client: Any, p
         assert (await get(client, f"{path}?{query}")).status == 400, query
 
 
+@pytest.mark.parametrize("path", [PHISHING, TRAINING])
+async def test_interval_and_group_by_take_any_letter_case(client: Any, path: str) -> None:
+    window = "filter[from_date]=2025-01-01&filter[to_date]=2025-03-31"
+    lower = await (await get(client, f"{path}?{window}&interval=week&group_by=department")).json()
+    upper = await get(client, f"{path}?{window}&interval=Week&group_by=DEPARTMENT")
+    assert upper.status == 200 and await upper.json() == lower
+
+
 async def test_the_csv_header_follows_the_openapi_schema(client: Any) -> None:
     document = await (await client.get("/api/docs/openapi.json")).json()
     for path, name in ((PHISHING, "PhishingStats"), (TRAINING, "TrainingStats")):
