@@ -103,6 +103,26 @@ async def test_redis_gives_the_in_process_decisions(make_limits: MakeLimits) -> 
     assert memory[42].gate == memory[40].gate and memory[43] == Verdict()
 
 
+@pytest.mark.parametrize("per_second", [1.5, 6.0])
+async def test_one_batch_of_requests_gets_the_whole_burst(
+    make_limits: MakeLimits, per_second: float
+) -> None:
+    """Requests of one event-loop turn share one script call, so one instant on Redis's
+    clock: a token of a fractional number of microseconds (1.5/s: 666,666.67) was stored
+    rounded to the nearest, half a microsecond too long a token, and by the fourth the
+    header said 15 left instead of 16; the last token of the burst was refused."""
+    memory = make_limits("memory", rate_per_second=per_second)
+    shared = make_limits("redis", rate_per_second=per_second)
+    expected = [await memory.admit(HERE, 1) for _ in range(22)]
+    together = await asyncio.gather(*(shared.admit(HERE, 1) for _ in range(22)))
+    assert [v.bucket.remaining for v in together if v.bucket] == [*range(19, -1, -1), 0, 0]
+    assert [v.bucket.allowed for v in together if v.bucket] == [True] * 20 + [False] * 2
+    assert [v.bucket.remaining for v in expected if v.bucket] == [*range(19, -1, -1), 0, 0]
+    gate = make_limits("redis", auth_failures_per_minute=9)  # a token of 6,666,666.67 us
+    failures = await asyncio.gather(*(gate.fail(THERE) for _ in range(10)))
+    assert [v.gate is None for v in failures] == [True] * 9 + [False]
+
+
 @pytest.mark.parametrize("kind", ["memory", "redis"])
 async def test_tokens_come_back_at_the_refill_rate(make_limits: MakeLimits, kind: str) -> None:
     limits = make_limits(kind, rate_burst=2, rate_per_second=20)
@@ -391,6 +411,30 @@ def test_a_redis_that_refuses_the_settings_stops_the_start(
     [line] = err.strip().splitlines()
     assert line.startswith("error: Redis at redis://127.0.0.1:") and said in line, line
     assert "wrong" not in line and "Serving" not in out
+
+
+@pytest.mark.system
+def test_a_redis_user_that_may_not_run_the_script_stops_the_start(
+    redis_url: str, sample_db: Path, launcher: Launcher
+) -> None:
+    """``+@read +@write`` may SET the probe key but not load or run the limits' script:
+    such a server started, then served every request unlimited for good."""
+    with redis.Redis.from_url(redis_url) as store:
+        store.acl_setuser("writer", enabled=True, passwords=["+pw"], keys=["*"],
+                          commands=["+@read", "+@write"])  # fmt: skip
+    try:
+        app = launcher.start(
+            sample_db, "--redis-url", redis_url.replace("redis://", "redis://writer:pw@")
+        )
+        assert app.proc.wait(timeout=GUARD_SECONDS) == 2
+        out, err = app.output_text()
+        [line] = err.strip().splitlines()
+        assert line.startswith("error: Redis at redis://127.0.0.1:"), line
+        assert "refuses these credentials" in line and "script" in line, line
+        assert "Serving" not in out
+    finally:
+        with redis.Redis.from_url(redis_url) as store:
+            store.acl_deluser("writer")
 
 
 @pytest.mark.system

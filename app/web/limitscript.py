@@ -1,10 +1,11 @@
 """The Lua script behind the shared limits, and the batch that calls it (contract.md 15).
 
 Each bucket is one Redis key holding its theoretical arrival time (GCRA): the instant,
-in microseconds on Redis's clock, at which the bucket will be full again. A missing key
-is a full bucket, and every key expires when its bucket is full again. For each request
-the script looks at the address's failure gate and, while it is open, spends a token of
-the key's bucket (or, after a failed authentication, of the gate itself).
+in whole microseconds on Redis's clock (rounded down), at which the bucket will be full
+again. A missing key is a full bucket, and every key expires when its bucket is full
+again. For each request the script looks at the address's failure gate and, while it is
+open, spends a token of the key's bucket (or, after a failed authentication, of the gate
+itself).
 
 The requests that reach the limits during one turn of a worker's event loop go to Redis
 together, in one EVALSHA: each request still makes one round trip, and the script runs
@@ -44,7 +45,10 @@ local function spend(key, interval, longest)
   local wait = wait_of(key)
   if wait + interval > longest then return false, wait end
   wait = wait + interval
-  redis.call('SET', key, string.format('%.0f', now + wait), 'PX', math.ceil(wait / 1000))
+  -- whole microseconds, rounded down: rounding to the nearest added up to half a
+  -- microsecond a token, so the tokens of one batch (one 'now') came out a hair short
+  local full = math.floor(now + wait)
+  redis.call('SET', key, string.format('%.0f', full), 'PX', math.ceil(wait / 1000))
   return true, wait
 end
 

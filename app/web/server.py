@@ -34,6 +34,7 @@ from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
 LINGER_SECONDS = 1.0  # how long an unread request body is read and dropped before the close
+CEIL_THRESHOLD = 5.0  # aiohttp rounds up the deadline of a longer wait (helpers.ceil_timeout)
 
 _PARSER_DETAILS = {
     400: "The request could not be parsed as HTTP.",
@@ -77,6 +78,19 @@ class ProblemRequestHandler(GuardedRequestHandler):
         return response
 
 
+def shutdown_wait(total: float) -> float:
+    """Each of aiohttp's two shutdown waits, so that both end within ``total`` seconds.
+
+    aiohttp rounds the deadline of a wait longer than 5 s up to a whole second of the
+    loop's clock, and the second wait starts on such a second, so two halves of 30 s
+    took 31 to 32 s: past gunicorn's graceful timeout (``processes.Arbiter``), which
+    then killed the worker with SIGKILL mid-answer, its last log lines lost. A wait
+    over 5 s is therefore a second shorter (rounded up, it ends by the half).
+    """
+    half = total / 2
+    return half if half <= CEIL_THRESHOLD else max(CEIL_THRESHOLD, half - 1)
+
+
 class ProblemAppRunner(HandlerAppRunner):
     """An AppRunner serving ProblemRequestHandler connections, bounded as configured."""
 
@@ -95,7 +109,7 @@ class ProblemAppRunner(HandlerAppRunner):
         # On a stop signal aiohttp waits this long for each request in flight, then, for
         # a handler still running (a stream a client reads slowly), as long again before
         # it cancels it: half of the configured time each keeps the whole within it.
-        kwargs.setdefault("shutdown_timeout", config.shutdown_timeout / 2)
+        kwargs.setdefault("shutdown_timeout", shutdown_wait(config.shutdown_timeout))
         super().__init__(app, **kwargs)
 
 

@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as ConnectionClosed
 
 from ..config import Config
 from ..keys import CONFIG, LIMITS
-from .limitscript import ADMIT, CHECK, FAIL, GATED, PASSED, ScriptBatch
+from .limitscript import ADMIT, CHECK, FAIL, GATED, PASSED, SCRIPT, ScriptBatch
 from .ratelimit import EPSILON, Decision, Verdict, decide
 
 log = logging.getLogger("app.ratelimit")
@@ -217,6 +217,11 @@ async def refusal_at_start(url: str) -> str | None:
     client = connect(url)
     try:
         await client.set(PROBE_KEY, b"1", px=int(RETRY_SECONDS * 2000) + 1000)
+        # Every limit is the script, loaded again after a restart of Redis: a user that may
+        # SET but not SCRIPT LOAD or EVALSHA (``+@read +@write`` has neither) took every
+        # request for an outage, for good. Checking the probe key writes nothing.
+        await client.script_load(SCRIPT)
+        await ScriptBatch(client, Policy(1, 1).arguments() * 2).run(CHECK, PROBE_KEY)
     except (AuthenticationError, NoPermissionError) as exc:
         return f"Redis at {describe(url)} refuses these credentials: {exc}"
     except ResponseError as exc:
