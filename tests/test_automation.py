@@ -425,3 +425,33 @@ def test_postgresql_decides_a_campaign_again_on_a_later_sending_time(
     )
     assert asyncio.run(pg_verdicts(pg_database))[90001] == ("automated", ["fast_after_sent"])
     assert asyncio.run(pg_moved(pg_database)) == [90001]
+
+
+def moved_out_of_the_burst() -> list[dict[str, Any]]:
+    """90006, the burst's last click, given another campaign: the three left are no burst."""
+    return [event(90006, 9003, "09:20:02", campaign=9003)]
+
+
+LEFT_BEHIND = dict.fromkeys((90003, 90004, 90005, 90006), ("human", []))
+
+
+def test_an_event_moved_to_another_campaign_decides_the_one_it_left(
+    sample_db: Path, tmp_path: Path, capsys: Any
+) -> None:
+    load_files(sample_db, [write_fixture(tmp_path / "a.json", done_when())])
+    later = {"campaign_events": moved_out_of_the_burst()}
+    load_files(sample_db, [write_fixture(tmp_path / "b.json", later)])
+    found = verdicts_in(sample_db)
+    assert {i: found[i] for i in LEFT_BEHIND} == LEFT_BEHIND
+    # The loader and reclassify agree: with the same settings nothing moves.
+    assert reclassify.main(["--db", str(sample_db), "--company", str(COMPANY)]) == 0
+    out = capsys.readouterr().out
+    assert out == f"reclassified company {COMPANY}: 0 events moved between verdicts\n"
+
+
+def test_postgresql_decides_the_campaign_an_event_left(pg_database: str, tmp_path: Path) -> None:
+    asyncio.run(load_pg(pg_database, [write_fixture(tmp_path / "a.json", done_when())]))
+    later = {"campaign_events": moved_out_of_the_burst()}
+    asyncio.run(load_pg(pg_database, [write_fixture(tmp_path / "b.json", later)]))
+    found = asyncio.run(pg_verdicts(pg_database))
+    assert {i: found[i] for i in LEFT_BEHIND} == LEFT_BEHIND

@@ -180,10 +180,14 @@ def _check_and_write(
     return counts
 
 
-# The campaigns whose verdicts a load may change: those it gives events or targets of.
+# The campaigns whose verdicts a load may change: those it gives events or targets of,
+# and those an event it gives leaves for another campaign (the trigger of the stats'
+# summaries notes that old send): the neighbours left behind may stop being a burst or
+# a shared address.
 TOUCHED = (
     "SELECT campaign_id FROM temp.stage_campaign_events WHERE valid"
     " UNION SELECT campaign_id FROM temp.stage_campaign_targets WHERE valid"
+    " UNION SELECT campaign_id FROM main.stats_moved_sends"
 )
 # The sends whose summaries a load may change besides those of its events: its targets.
 TOUCHED_SENDS = "SELECT campaign_id, employee_id FROM temp.stage_campaign_targets WHERE valid"

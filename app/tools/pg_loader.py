@@ -299,10 +299,12 @@ async def write(
     return counts
 
 
-# The campaigns whose verdicts a load may change (the SQLite loader's TOUCHED).
+# The campaigns whose verdicts a load may change (the SQLite loader's TOUCHED): those it
+# gives events or targets of, and those an event it gives leaves (stats_moved_sends).
 TOUCHED = (
     "SELECT campaign_id FROM stage_campaign_events"
     " UNION SELECT campaign_id FROM stage_campaign_targets"
+    " UNION SELECT campaign_id FROM stats_moved_sends"
 )
 # The sends whose summaries a load may change besides those of its events (SQLite's too).
 TOUCHED_SENDS = "SELECT campaign_id, employee_id FROM stage_campaign_targets"
