@@ -677,6 +677,19 @@ def test_postgresql_keeps_ids_in_53_bits_and_its_data_version_for_nothing_new(
     assert run_apart(pg_summary_rows(pg_database)) == expected_summaries
 
 
+def test_a_company_id_above_2_to_the_53_is_refused_in_one_line(
+    sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No store holds such a company: one line says so, not one per mapped row."""
+    path = write(tmp_path / "export.json", export())
+    before = fingerprint(sample_db)
+    argv = [str(path), "--company", str(MAX_SAFE_ID + 1), "--db", str(sample_db)]
+    assert import_main([*argv, "--company-name", "Big"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and "--company" in err, err
+    assert str(MAX_SAFE_ID) in err and fingerprint(sample_db) == before
+
+
 @pytest.mark.parametrize("name", ["", "   ", "Acme\tFreight", "Acme\nFreight", "\x1b[31mAcme"])
 def test_a_blank_company_name_or_one_with_a_control_character_is_refused(
     sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str

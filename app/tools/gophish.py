@@ -21,7 +21,7 @@ from typing import Any
 import asyncpg
 
 from ..config import OneLineParser
-from ..data.fields import MAX_LABEL, one_line_label
+from ..data.fields import MAX_LABEL, MAX_SAFE_ID, one_line_label
 from ..data.pg.schema import schema_version
 from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
@@ -127,7 +127,11 @@ def import_export(
         refused.append(
             f"--company-name is blank or not one line of at most {MAX_LABEL} printable characters"
         )
-    if name is None and company_name is None:
+    if company > MAX_SAFE_ID:
+        # No store holds such a company (the loader takes ids up to 2^53-1): said once,
+        # rather than once for each mapped row that would name it.
+        refused.append(f"--company {company}: not an id from 1 to {MAX_SAFE_ID}")
+    elif name is None and company_name is None:
         where = "the database" if database_url else db
         refused.append(f"--company {company}: no such company in {where} (--company-name adds it)")
     document: dict[str, Any]
