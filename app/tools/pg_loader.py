@@ -329,12 +329,16 @@ async def _set_aside_orphans(conn: asyncpg.Connection, table: str) -> None:
         await _set_aside(conn, table, found)
 
 
-async def _set_aside(conn: asyncpg.Connection, table: str, positions: list[int]) -> None:
-    """Take staged rows out of the merge; their ids stay known to the children's checks."""
-    await conn.execute(
-        f"INSERT INTO stage_known SELECT '{table}', id FROM stage_{table} WHERE pos = ANY($1)",
-        positions,
-    )
+async def _set_aside(
+    conn: asyncpg.Connection, table: str, positions: list[int], known: bool = True
+) -> None:
+    """Take staged rows out of the merge; unless ``known`` is false (a table not keyed
+    by id), their ids stay known to the children's checks."""
+    if known:
+        await conn.execute(
+            f"INSERT INTO stage_known SELECT '{table}', id FROM stage_{table} WHERE pos = ANY($1)",
+            positions,
+        )
     await conn.execute(f"DELETE FROM stage_{table} WHERE pos = ANY($1)", positions)
 
 
@@ -346,11 +350,5 @@ async def _check(conn: asyncpg.Connection, batch: Staged, table: str, key: tuple
         for found in await conn.fetch(sql):
             batch.problem(found["pos"], message(batch.where(table, found["pos"]), found))
             refused.add(found["pos"])
-    if not refused:
-        return
-    if key == ("id",):
-        await conn.execute(
-            f"INSERT INTO stage_known SELECT '{table}', id FROM stage_{table} WHERE pos = ANY($1)",
-            list(refused),
-        )
-    await conn.execute(f"DELETE FROM stage_{table} WHERE pos = ANY($1)", list(refused))
+    if refused:
+        await _set_aside(conn, table, list(refused), known=key == ("id",))
