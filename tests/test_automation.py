@@ -247,6 +247,26 @@ async def test_reclassify_turns_the_fast_click_human_and_the_feed_sends_it_alone
     assert (await feed_after(client, cursor))[0] == []
 
 
+def test_a_load_whose_only_change_is_a_verdict_moves_the_data_version(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same files under other settings change no row they give, but a verdict: the
+    answers change, so the data version moves; under the same settings again, it stays."""
+    fixture = write_fixture(tmp_path / "gw.json", issue_fixture())
+    load_files(sample_db, [fixture])
+
+    def version() -> str:
+        return str(query(sample_db, "SELECT value FROM meta WHERE key = 'data_version'"))
+
+    first = version()
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    load_files(sample_db, [fixture])
+    assert verdicts_in(sample_db)[90001] == ("human", [])
+    second = version()
+    load_files(sample_db, [fixture])
+    assert first != second == version()
+
+
 def test_reclassify_counts_reasons_that_change_apart(
     sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:

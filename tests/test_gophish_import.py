@@ -478,6 +478,17 @@ def test_an_import_that_changes_nothing_keeps_the_data_version(
     assert data_token(sample_db) == token and fingerprint(sample_db) == before
 
 
+def test_the_same_export_imported_again_keeps_the_data_version(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """contract.md 16: importing the same export twice changes nothing, ETags included."""
+    path = write(tmp_path / "export.json", export())
+    import_export(sample_db, path, 1)
+    before, token = fingerprint(sample_db), data_token(sample_db)
+    import_export(sample_db, path, 1)
+    assert data_token(sample_db) == token and fingerprint(sample_db) == before
+
+
 def integers(value: Any) -> list[int]:
     """Every integer anywhere in a JSON value."""
     if isinstance(value, bool):

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from app.tools.fixture_reader import Item
-from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files, load_items
+from app.tools.loader import SAMPLE_FIXTURE, LoadError, load_files, load_items, summary
 
-from .support.factories import DATA_TABLES, dump_tables, query, sample
+from .support.factories import DATA_TABLES, ONE_ROW_EDITS, dump_tables, query, sample
 from .support.servers import run_python
 
 Edit = Callable[[dict[str, Any]], None]
@@ -184,15 +184,28 @@ def test_a_good_file_with_a_bad_one_loads_nothing(tmp_path: Path) -> None:
         assert all(query(db, f"SELECT count(*) FROM {t}") == [(0,)] for t in DATA_TABLES)
 
 
-def test_loading_twice_leaves_the_same_state(tmp_path: Path) -> None:
+def test_loading_twice_leaves_the_same_state_and_data_version(tmp_path: Path) -> None:
+    """The same files again change no row, so every ETag (and cached answer) stays."""
     db = tmp_path / "twice.sqlite3"
     load_files(db, [SAMPLE_FIXTURE])
     first, first_meta = dump(db), meta(db)
-    load_files(db, [SAMPLE_FIXTURE])
-    second_meta = meta(db)
-    assert dump(db) == first
-    assert int(second_meta["data_version"]) == int(first_meta["data_version"]) + 1
-    assert second_meta["data_token"] != first_meta["data_token"]
+    counts = load_files(db, [SAMPLE_FIXTURE])
+    assert dump(db) == first and meta(db) == first_meta
+    assert summary(db, counts, 1.0).endswith("; nothing changed, data version kept")
+
+
+@pytest.mark.parametrize("table", ONE_ROW_EDITS)
+def test_one_changed_row_of_any_table_moves_the_data_version(
+    tmp_path: Path, sample_db: Path, table: str
+) -> None:
+    document = copy.deepcopy(sample())
+    ONE_ROW_EDITS[table](document)
+    before = meta(sample_db)
+    counts = load_files(sample_db, [write_json(tmp_path / "edited.json", document)])
+    after = meta(sample_db)
+    assert int(after["data_version"]) == int(before["data_version"]) + 1
+    assert after["data_token"] != before["data_token"]
+    assert "nothing changed" not in summary(sample_db, counts, 1.0)
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ and a server that only reads (a read-only role).
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,9 @@ from app.data.pg.api_keys import create_key
 from app.data.pg.store import PgStore
 from app.tools.loader import SAMPLE_FIXTURE, LoadError
 from app.tools.pg_loader import load_pg
+from app.tools.staging import CHANGED
 
-from .support.factories import KEY_1, query, sample
+from .support.factories import KEY_1, ONE_ROW_EDITS, query, sample
 from .support.servers import clean_env, run_python
 from .support.stores import Store, activity, fetch_all, read_only_role
 
@@ -62,6 +64,22 @@ async def test_a_bad_record_changes_nothing_and_is_named(pg_database: str, tmp_p
     assert await state(pg_database) == before
 
 
+@pytest.mark.parametrize("table", [None, *ONE_ROW_EDITS])
+async def test_only_a_load_that_changes_a_row_moves_the_data_version(
+    pg_database: str, tmp_path: Path, table: str | None
+) -> None:
+    """The sample again (None) keeps every ETag; one changed row of any table moves it."""
+    document = copy.deepcopy(sample())
+    if table is not None:
+        ONE_ROW_EDITS[table](document)
+    before = await state(pg_database)
+    counts = await load_pg(pg_database, [fixture(tmp_path, "again.json", document)])
+    meta_before, meta_after = dict(before[0]), dict((await state(pg_database))[0])
+    moved = int(meta_after["data_version"]) - int(meta_before["data_version"])
+    assert (moved, counts[CHANGED] > 0) == ((0, False) if table is None else (1, True))
+    assert (meta_after["data_token"] == meta_before["data_token"]) == (table is None)
+
+
 async def test_change_sequence_and_data_version_move_with_the_load(
     pg_database: str, tmp_path: Path
 ) -> None:
@@ -83,9 +101,9 @@ async def test_change_sequence_and_data_version_move_with_the_load(
     await load_pg(pg_database, [first])
     assert (await seqs())[EVENT["id"]] == top + 1 and await meta("change_seq") == str(top + 1)
     token, version = await meta("data_token"), int(await meta("data_version"))
-    await load_pg(pg_database, [first])  # unchanged: the feed does not move
+    await load_pg(pg_database, [first])  # unchanged: the feed and the data version stay
     assert (await seqs())[EVENT["id"]] == top + 1 and await meta("change_seq") == str(top + 1)
-    assert await meta("data_token") != token and int(await meta("data_version")) == version + 1
+    assert await meta("data_token") == token and int(await meta("data_version")) == version
     changed = fixture(tmp_path, "two.json", {"campaign_events": [{**EVENT, "type": "click"}]})
     await load_pg(pg_database, [changed])
     assert (await seqs())[EVENT["id"]] == top + 2

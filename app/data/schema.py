@@ -336,11 +336,11 @@ MIGRATE_5_TO_6 = ("DROP INDEX IF EXISTS campaign_events_by_type",)
 # --- From schema version 6 to 7 (one step, one marked block per feature) ---
 # A completed inscription's date when its fixture gives none: its latest section
 # completion (null for any other status). Both stores and every writer use it.
-DERIVE_COMPLETED_AT = (
-    "UPDATE inscriptions SET completed_at = CASE WHEN status = 'completed' THEN"
-    " (SELECT max(r.completed_at) FROM section_results r"
+DERIVED_COMPLETION = (
+    "CASE WHEN status = 'completed' THEN (SELECT max(r.completed_at) FROM section_results r"
     " WHERE r.inscription_id = inscriptions.id) END"
 )
+DERIVE_COMPLETED_AT = f"UPDATE inscriptions SET completed_at = {DERIVED_COMPLETION}"
 # An inscription a load gives without a date keeps its stored one until the derivation
 # (so an unchanged re-load changes no date and moves nothing in the change feed).
 KEPT_COMPLETION = (
@@ -627,8 +627,9 @@ def add_csv_cells(conn: sqlite3.Connection) -> None:
 
 def ensure_schema(
     conn: sqlite3.Connection, rules: Rules | None = None, *, in_write: bool = False
-) -> None:
-    """Create the tables on an empty file, migrate a version 1 to 13 file, refuse any other.
+) -> bool:
+    """Create the tables on an empty file, migrate a version 1 to 13 file, refuse any other;
+    True if it did either.
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings). ``in_write``: inside the caller's write transaction, not in
@@ -636,14 +637,14 @@ def ensure_schema(
     a refused or stopped load leaves the file as it was, which the server refuses)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
-        return
+        return False
     if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with nullcontext() if in_write else write_transaction(conn):
         # Read again under the write lock: another process may have just done this.
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == SCHEMA_VERSION:
-            return
+            return False
         if version == 1:
             for statement in MIGRATE_1_TO_2:
                 conn.execute(statement)
@@ -706,6 +707,7 @@ def ensure_schema(
         if version in (8, 9, 10, 11, 12, 13):  # 13 to 14 (and every step since 8 that
             fill_summaries(conn)  # changed a stats' table): all made again from the rows
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+    return True
 
 
 def write_transaction(conn: sqlite3.Connection) -> AbstractContextManager[sqlite3.Connection]:

@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
+from ..data.schema import DERIVE_COMPLETED_AT, DERIVED_COMPLETION, KEPT_COMPLETION
 from .staging import EVENT_COLUMNS, INSCRIPTION_COLUMNS, PERSON
 
 BULK = 50_000  # rows into an empty table from which its indexes are built after the insert
@@ -65,11 +65,16 @@ def _upsert(
     """``INSERT ... SELECT`` of the clean staged rows in key order, upserting on the key.
 
     ``select`` gives the expression of a column that is not copied as staged; ``update``
-    the columns an existing row takes (default: every column outside the key).
+    the columns an existing row takes (default: every column outside the key). Its row
+    count is the rows inserted or changed.
     """
     values = ", ".join((select or {}).get(c, f"s.{c}") for c in columns)
     changed = update if update is not None else tuple(c for c in columns if c not in key)
+    # A stored row that the load gives again as it is stays as it is: not written, so it
+    # fires no trigger and counts in no change (an unchanged load moves no data version).
+    differs = " OR ".join(f"{c} IS NOT excluded.{c}" for c in changed if c != "seq")
     action = "DO UPDATE SET " + ", ".join(f"{c} = excluded.{c}" for c in changed)
+    action += f" WHERE {differs}"
     keys = ", ".join(key)
     where = _clean(table, key) + parents
     return (
@@ -170,4 +175,5 @@ DERIVED_COMPLETIONS = (
     f"{DERIVE_COMPLETED_AT.replace('UPDATE inscriptions', 'UPDATE main.inscriptions')}"
     " WHERE id IN (SELECT s.id FROM temp.stage_inscriptions AS s"
     f" WHERE {_clean('inscriptions', ('id',))} AND NOT s.completed_at_given)"
+    f" AND completed_at IS NOT {DERIVED_COMPLETION}"
 )

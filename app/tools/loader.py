@@ -52,6 +52,7 @@ from .load_writes import (
 )
 from .pg_loader import load_pg
 from .staging import (
+    CHANGED,
     IMPLIED,
     PARENTS,
     WRITTEN,
@@ -137,10 +138,11 @@ def _load_into(
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
-            ensure_schema(conn, rules, in_write=True)  # a file without tables: made here
+            # A file without tables gets them here; a renumbering prepare changes ids.
+            reshaped = ensure_schema(conn, rules, in_write=True) or prepare is not None
             if prepare is not None:
                 prepare(conn)
-            counts = _check_and_write(conn, stage, meter, rules)
+            counts = _check_and_write(conn, stage, meter, rules, reshaped)
         return counts
     except sqlite3.Error as exc:
         raise _database_error(exc) from None
@@ -150,12 +152,16 @@ def _load_into(
 
 
 def _check_and_write(
-    conn: sqlite3.Connection, stage: Stage, meter: Meter, rules: Rules
+    conn: sqlite3.Connection, stage: Stage, meter: Meter, rules: Rules, reshaped: bool
 ) -> dict[str, int]:
     """Check and upsert each table, parents first; raise LoadError if anything was wrong.
-    Then decide the verdicts of the campaigns whose events or targets the load gave."""
+    Then decide the verdicts of the campaigns whose events or targets the load gave.
+
+    Only a load that changed a row (or ``reshaped`` the database) refreshes the summaries
+    and moves the data version: the same files loaded again keep every ETag."""
     counts = dict(stage.counts)
     seq = int(conn.execute("SELECT value FROM main.meta WHERE key = 'change_seq'").fetchone()[0])
+    changed = int(reshaped)
     for table in TABLES:
         if not counts[table]:
             continue
@@ -164,19 +170,23 @@ def _check_and_write(
             if table in PARENTS or not any_problem(conn):
                 with indexes_set_aside(conn, table, counts[table]):
                     written = conn.execute(MERGES[table]).rowcount
+                changed += written
                 if table == "campaign_events":
                     counts[WRITTEN] = written
                     conn.execute(ADVANCE_SEQ, (written,))
     if counts["campaign_events"] and not any_problem(conn):
         counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
+        changed += counts[IMPLIED]
     if counts["inscriptions"] and not any_problem(conn):
-        conn.execute(DERIVED_COMPLETIONS)
+        changed += conn.execute(DERIVED_COMPLETIONS).rowcount
     refuse_if_problems(conn)
     if counts["campaign_events"] or counts["campaign_targets"]:
-        classify(conn, rules, TOUCHED, seq)
-    refresh_stats(conn, seq, LOADED)
-    refresh_reports(conn, TOUCHED_SENDS, seq)
-    bump_data_version(conn)
+        changed += classify(conn, rules, TOUCHED, seq).total()
+    counts[CHANGED] = changed
+    if changed:
+        refresh_stats(conn, seq, LOADED)
+        refresh_reports(conn, TOUCHED_SENDS, seq)
+        bump_data_version(conn)
     return counts
 
 
@@ -210,10 +220,11 @@ def summary(db_path: str | Path, counts: dict[str, int], seconds: float) -> str:
     """The one line that ends a successful load: records, time, rate and what changed."""
     records = sum(counts.get(table, 0) for table in TABLES)
     rate = f" ({records / seconds:,.0f} records/s)" if seconds > 0 else ""
+    unchanged = "" if counts.get(CHANGED, 1) else "; nothing changed, data version kept"
     return (
         f"loaded {plural(records, 'record')} into {db_path} in {seconds:.1f} s{rate};"
         f" {plural(counts.get(WRITTEN, 0), 'event')} new or changed,"
-        f" {plural(counts.get(IMPLIED, 0), 'target')} implied by events"
+        f" {plural(counts.get(IMPLIED, 0), 'target')} implied by events{unchanged}"
     )
 
 

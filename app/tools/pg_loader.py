@@ -28,7 +28,7 @@ from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, schema_for_a_write
 from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.pg.summaries import refresh as refresh_reports
-from ..data.schema import DERIVE_COMPLETED_AT, KEPT_COMPLETION
+from ..data.schema import DERIVE_COMPLETED_AT, DERIVED_COMPLETION, KEPT_COMPLETION
 from ..data.stats_summary import Touched
 from .fixture_format import TABLES as FIXTURE_TABLES
 from .fixture_reader import Item
@@ -36,6 +36,7 @@ from .load_checks import duplicate
 from .load_progress import Meter
 from .pg_checks import CHECKS, orphans
 from .staging import (
+    CHANGED,
     IMPLIED,
     PARENTS,
     STAGED,
@@ -92,7 +93,8 @@ def _stage_table(table: str, columns: tuple[str, ...]) -> str:
 
 
 def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
-    """Upsert the staged rows in key order (no row twice: duplicates were refused)."""
+    """Upsert the staged rows in key order (no row twice: duplicates were refused); the
+    statement's one value is the rows inserted or changed."""
     names = [c for c in columns if c not in STAGE_ONLY]
     values = [f"s.{c}" for c in names]
     if table == "api_keys":
@@ -117,8 +119,13 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
         same = " AND ".join(f"e.{c} IS NOT DISTINCT FROM s.{c}" for c in EVENT)
         where = f" WHERE NOT EXISTS (SELECT 1 FROM campaign_events e WHERE e.id = s.id AND {same})"
         changed.append("seq")
+    # A stored row given again as it is stays as it is (SQLite's loader's rule).
+    differs = [c for c in changed if c != "seq"]
     action = (
-        "DO UPDATE SET " + ", ".join(f"{c} = EXCLUDED.{c}" for c in changed)
+        "DO UPDATE SET "
+        + ", ".join(f"{c} = EXCLUDED.{c}" for c in changed)
+        + f" WHERE ({', '.join(f'{table}.{c}' for c in differs)})"
+        f" IS DISTINCT FROM ({', '.join(f'EXCLUDED.{c}' for c in differs)})"
         if changed
         else "DO NOTHING"
     )
@@ -132,14 +139,15 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
         order = "s.pos"
         where = " WHERE NOT EXISTS (SELECT 1 FROM api_keys k WHERE k.key_hash = s.key_hash)"
         kept = (
-            "WITH kept AS (UPDATE api_keys k SET label = s.label, scopes = s.scopes"
+            "kept AS (UPDATE api_keys k SET label = s.label, scopes = s.scopes"
             " FROM stage_api_keys s WHERE k.key_hash = s.key_hash"
-            " AND (k.label, k.scopes) IS DISTINCT FROM (s.label, s.scopes)) "
+            " AND (k.label, k.scopes) IS DISTINCT FROM (s.label, s.scopes) RETURNING 1), "
         )
     return (
-        f"{kept}INSERT INTO {table} ({', '.join(names)}) SELECT {', '.join(values)}"
-        f" FROM stage_{table} s{where} ORDER BY {order}"
-        f" ON CONFLICT ({', '.join(key)}) {action}"
+        f"WITH {kept}merged AS (INSERT INTO {table} ({', '.join(names)})"
+        f" SELECT {', '.join(values)} FROM stage_{table} s{where} ORDER BY {order}"
+        f" ON CONFLICT ({', '.join(key)}) {action} RETURNING 1)"
+        " SELECT (SELECT count(*) FROM merged)" + (" + (SELECT count(*) FROM kept)" if kept else "")
     )
 
 
@@ -147,6 +155,7 @@ def _merge(table: str, columns: tuple[str, ...], key: tuple[str, ...]) -> str:
 DERIVED_COMPLETIONS = (
     f"{DERIVE_COMPLETED_AT} WHERE id IN"
     " (SELECT id FROM stage_inscriptions WHERE completed_at_given = 0)"
+    f" AND completed_at IS DISTINCT FROM {DERIVED_COMPLETION}"
 )
 
 # Events imply their employees were targets (contract.md 10).
@@ -241,8 +250,8 @@ async def load_staged(
     try:
         conn = await asyncpg.connect(url)
         try:
-            async with schema_for_a_write(conn, rules):
-                return await write(conn, batch, rules, prepare)
+            async with schema_for_a_write(conn, rules) as reshaped:
+                return await write(conn, batch, rules, prepare, reshaped)
         finally:
             await conn.close()
     finally:
@@ -250,11 +259,17 @@ async def load_staged(
 
 
 async def write(
-    conn: asyncpg.Connection, batch: Staged, rules: Rules, prepare: Prepare | None = None
+    conn: asyncpg.Connection,
+    batch: Staged,
+    rules: Rules,
+    prepare: Prepare | None = None,
+    reshaped: bool = False,
 ) -> dict[str, int]:
     """Stage, check and merge every table in one transaction, then decide the verdicts of
-    the campaigns it gave events or targets of; all or nothing."""
+    the campaigns it gave events or targets of; all or nothing. As on SQLite, only a load
+    that changed a row (or ``reshaped`` the schema, or renumbered) moves the data version."""
     counts: dict[str, int] = dict(batch.stage.counts)
+    changed = int(reshaped or prepare is not None)
     async with conn.transaction():
         # Loads take turns, so their ranges of the change sequence follow commit order.
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")
@@ -278,25 +293,32 @@ async def write(
                 continue
             if any_problem(batch.conn):
                 await _set_aside_orphans(conn, table)
-            status = await conn.execute(_merge(table, columns, key))
+            written = await conn.fetchval(_merge(table, columns, key))
+            changed += written
             if table == "campaign_events":
-                written = int(status.split()[-1])
                 counts[WRITTEN] = written
                 await conn.execute(
                     "UPDATE meta SET value = (value::bigint + $1)::text WHERE key = 'change_seq'",
                     written,
                 )
-                implied = await conn.execute(IMPLIED_TARGETS)
-                counts[IMPLIED] = int(implied.split()[-1])
+                counts[IMPLIED] = _rows(await conn.execute(IMPLIED_TARGETS))
+                changed += counts[IMPLIED]
         refuse_if_problems(batch.conn)
         if counts["inscriptions"]:
-            await conn.execute(DERIVED_COMPLETIONS)
+            changed += _rows(await conn.execute(DERIVED_COMPLETIONS))
         if counts["campaign_events"] or counts["campaign_targets"]:
-            await classify(conn, rules, TOUCHED, seq)
-        await refresh_stats(conn, seq, LOADED)
-        await refresh_reports(conn, TOUCHED_SENDS, seq)
-        await bump_data_version(conn)
+            changed += (await classify(conn, rules, TOUCHED, seq)).total()
+        counts[CHANGED] = changed
+        if changed:
+            await refresh_stats(conn, seq, LOADED)
+            await refresh_reports(conn, TOUCHED_SENDS, seq)
+            await bump_data_version(conn)
     return counts
+
+
+def _rows(status: str) -> int:
+    """The rows a statement wrote, from its status (``UPDATE 3``, ``INSERT 0 3``)."""
+    return int(status.split()[-1])
 
 
 # The campaigns whose verdicts a load may change (the SQLite loader's TOUCHED): those it

@@ -34,6 +34,7 @@ MAX_SHOWN = 100  # problems listed in full; the rest are counted
 # What a load wrote of note, counted beside the records read (both loaders).
 IMPLIED = "campaign_targets (implied)"
 WRITTEN = "campaign_events (new or changed)"
+CHANGED = "rows changed"  # by the whole load, derived rows and verdicts included
 # Tables whose rows later checks read: written even once a problem is known, so that their
 # children are checked against them; the others are only written by a clean load.
 PARENTS = frozenset(

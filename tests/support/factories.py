@@ -6,7 +6,7 @@ import json
 import random
 import shutil
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -324,3 +324,39 @@ async def to_version_6(conn: Any) -> None:
     for statement in PG_SINCE_VERSION_6:
         await conn.execute(statement)
     await conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema_version'")
+
+
+def _first(table: str, **changes: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(document: dict[str, Any]) -> None:
+        document[table][0] |= changes
+
+    return edit
+
+
+def _new_team_member(document: dict[str, Any]) -> None:
+    members = {(m["team_id"], m["employee_id"]) for m in document["team_members"]}
+    team = document["teams"][0]
+    employee = next(
+        e["id"] for e in document["employees"]
+        if e["company_id"] == team["company_id"] and (team["id"], e["id"]) not in members
+    )  # fmt: skip
+    document["team_members"].append({"team_id": team["id"], "employee_id": employee})
+
+
+# One change to one row of the sample per table a load writes: each must move the data
+# version, where the sample loaded again as it is must not (both stores' loaders).
+ONE_ROW_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "companies": _first("companies", name="Northwind Logistics Ltd"),
+    "partners": _first("partners", name="Harbour Security"),
+    "api_keys": _first("api_keys", label="renamed"),
+    "employees": _first("employees", department="Finance"),
+    "teams": _first("teams", name="Red Team"),
+    "team_members": _new_team_member,
+    "campaigns": _first("campaigns", title="Overdue Invoice"),
+    "campaign_targets": _first("campaign_targets", sent_at="2025-02-11T09:05:00Z"),
+    "campaign_events": _first("campaign_events", type="click"),
+    "courses": _first("courses", title="Phishing Basics"),
+    "course_sections": _first("course_sections", position=9),
+    "inscriptions": _first("inscriptions", due_date="2025-06-20"),
+    "section_results": _first("section_results", completed_at="2025-04-19"),
+}

@@ -349,8 +349,9 @@ async def schema_version(conn: asyncpg.Connection) -> int | None:
 @contextlib.asynccontextmanager
 async def schema_for_a_write(
     conn: asyncpg.Connection, rules: Rules | None = None
-) -> AsyncIterator[None]:
-    """:func:`ensure_schema` for the write made in the block (a load, a generator's copy).
+) -> AsyncIterator[bool]:
+    """:func:`ensure_schema` for the write made in the block (a load, a generator's copy);
+    the block is given whether it made or upgraded the schema.
 
     A database without the schema gets it in a transaction around the block, so the
     write's own transaction (a savepoint then) commits with it; a refused or stopped write
@@ -359,12 +360,10 @@ async def schema_for_a_write(
     in its own transaction first, as every tool does.
     """
     if await schema_version(conn) is not None:
-        await ensure_schema(conn, rules)
-        yield
+        yield await ensure_schema(conn, rules)
         return
     async with conn.transaction():
-        await ensure_schema(conn, rules)
-        yield
+        yield await ensure_schema(conn, rules)
 
 
 async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) -> bool:
