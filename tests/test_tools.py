@@ -16,6 +16,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tomllib
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -376,6 +377,71 @@ def test_a_stopped_write_is_one_line_and_writes_nothing(
     assert text.strip().splitlines()[-1].endswith(f"generation refused, database unchanged: {why}")
     assert list(tmp_path.iterdir()) == []  # the new file it was making is gone
     assert out == b""
+
+
+# Run in a child: the stop comes while the tool imports its database driver, as a tool's
+# first ~0.3 s; then the tool runs as the console script ("entry") or the script does.
+STOP_WHILE_IMPORTING = """
+import os, runpy, signal, sys, tomllib
+
+class StopWhileImporting:
+    def find_spec(self, name, path=None, target=None):
+        if name == "asyncpg":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), {signum})
+
+sys.meta_path.insert(0, StopWhileImporting())
+sys.argv = ["scripts/load_fixtures.py", "fixtures/sample.json", "--db", {db!r}, "--no-progress"]
+if {entry!r} == "script":
+    runpy.run_path(sys.argv[0], run_name="__main__")
+with open("pyproject.toml", "rb") as file:
+    module, name = tomllib.load(file)["project"]["scripts"]["reporting-load"].split(":")
+sys.exit(getattr(__import__(module, fromlist=[name]), name)())
+"""
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("entry", ["script", "console-script"])
+@pytest.mark.parametrize(("signum", "inherited", "code", "why"), STOPS.values(), ids=STOPS)
+def test_a_stop_while_the_tool_is_still_importing_is_not_lost(
+    tmp_path: Path,
+    entry: str,
+    signum: int,
+    inherited: Callable[[], None] | None,
+    code: int,
+    why: str,
+) -> None:
+    """A stop in a tool's first ~0.3 s was lost with SIGINT inherited ignored (the load
+    ran to the end, exit 0) and was a traceback otherwise: now it is held until the tool
+    can act on it, then one line and 130 or 143, nothing written."""
+    db = tmp_path / "x.sqlite3"
+    child = STOP_WHILE_IMPORTING.format(signum=int(signum), db=str(db), entry=entry)
+    proc = start_python(
+        "-c", child, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=inherited
+    )
+    try:
+        out, err = proc.communicate(timeout=GUARD_SECONDS)
+    finally:
+        stop(proc)
+    assert (proc.returncode, out, err.decode()) == (
+        code,
+        b"",
+        f"load refused, database unchanged: {why}\n",
+    )
+    assert not db.exists()
+
+
+def test_every_tool_command_holds_stops_while_importing() -> None:
+    """Each console script and script of a tool goes through app.tools.start (the server,
+    reporting-api, has its own handlers)."""
+    with open(ROOT / "pyproject.toml", "rb") as file:
+        commands = tomllib.load(file)["project"]["scripts"]
+    tools = {name: target for name, target in commands.items() if name != "reporting-api"}
+    assert tools and all(target.startswith("app.tools.start:") for target in tools.values())
+    for script in (ROOT / "scripts").glob("*.py"):
+        text = script.read_text(encoding="utf-8")
+        if "(installed as reporting-" in text:
+            assert "from app.tools.start import run" in text, script
 
 
 DISK_FULL = """

@@ -28,6 +28,8 @@ from ..data.api_keys import KeyRefused
 from ..data.automation import RulesError
 from ..data.fields import MAX_ID
 from ..data.schema import CommitHooks, DatabaseError
+from . import start
+from .start import STOPS
 
 Main = Callable[[Sequence[str] | None], int]
 
@@ -128,9 +130,6 @@ class HeldStops(CommitHooks):
         return pending
 
 
-STOPS = (signal.SIGINT, signal.SIGTERM)
-
-
 @contextlib.contextmanager
 def ctrl_c_interrupts() -> Iterator[None]:
     """Make SIGINT raise KeyboardInterrupt, and SIGTERM Terminated, while the tool runs,
@@ -153,6 +152,9 @@ def ctrl_c_interrupts() -> Iterator[None]:
     mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, set(previous))
     held = schema.commit_hooks = HeldStops()
     try:
+        early = start.first_held()  # a stop that came while the tool was imported
+        if early is not None:
+            signal.raise_signal(early)
         yield
     finally:
         held.release()  # a stop held since the last commit is dropped: the write was made
