@@ -461,8 +461,10 @@ def test_the_list_pattern_admits_only_what_the_server_accepts(tmp_path: Path) ->
         assert len(parsed) == len(values), values
 
     accepted()
-    for refused in ("", " ", '""', '" "', "a,b", 'a"b', '"a', "\u00a0", "\x85", "a\n", "\x7f"):
+    for refused in ("", " ", '""', '" "', "a,b", 'a"b', '"a', "\u00a0", "\x85", "\x7f", "a\x00"):
         assert not ecma_match(pattern)(refused), refused
+    for admitted in ("Sales\nEMEA", "Fr\tance", '"Night\r\nShift"', "a\x7f"):
+        assert ecma_match(pattern)(admitted), admitted
 
 
 def ecma_match(pattern: str) -> Any:

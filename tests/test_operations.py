@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from aiohttp.test_utils import TestClient
+from multidict import CIMultiDict
 
 from app.config import Config, load_config
 from app.main import create_app
@@ -90,6 +91,30 @@ async def test_one_access_line_per_request_and_never_the_key(
             assert text in message
     everything = caplog.text + "".join(JsonFormatter().format(r) for r in caplog.records)
     assert KEY_1 not in everything and wrong not in everything
+
+
+@pytest.mark.parametrize("path", [CAMPAIGN, "/nope"])
+@pytest.mark.parametrize("copies", [("dup-a", "dup-b"), ("dup-a", "dup-a")])
+async def test_a_repeated_request_id_is_replaced_everywhere(
+    logged_client: TestClient, caplog: pytest.LogCaptureFixture, path: str, copies: tuple[str, str]
+) -> None:
+    """X-Request-ID on two lines is not one sane id, even when they agree: a made one is
+    sent back, and the access line and a problem body name that same id."""
+    caplog.set_level(logging.INFO, logger="app.access")
+    headers = CIMultiDict([("X-API-KEY", KEY_1), *(("X-Request-ID", c) for c in copies)])
+    response = await logged_client.get(path, headers=headers)
+    sent_back = response.headers.getall("X-Request-ID")
+    assert len(sent_back) == 1 and sent_back[0] not in copies, sent_back
+    assert re.fullmatch(r"[0-9a-f]{32}", sent_back[0])
+    if response.status == 404:
+        assert (await response.json(content_type=None))["request_id"] == sent_back[0]
+    await response.read()
+
+    def ids() -> list[str]:
+        return [r.access["request_id"] for r in caplog.records if r.name == "app.access"]
+
+    await wait_for(lambda: ids())
+    assert ids() == sent_back
 
 
 async def test_the_access_line_names_the_client_a_trusted_proxy_forwarded(

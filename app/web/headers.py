@@ -34,11 +34,14 @@ X_CONTENT_TYPE_OPTIONS = istr("X-Content-Type-Options")
 def assign_request_id(request: web.Request) -> str:
     """Echo the client's X-Request-ID when it is sane, otherwise make one.
 
+    Two header lines are not one sane id, even when they agree: HTTP reads them as one
+    list, "a, b", which is not sane either (echoing the first would lose a proxy's).
     A made id is 128 random bits: an id only tells log lines apart (it guards nothing),
     so the process's own generator (seeded again in each forked worker) makes it, not
     the system's, whose call cost about 5 µs a request in a busy server.
     """
-    given = request.headers.get(X_REQUEST_ID, "")
+    values = request.headers.getall(X_REQUEST_ID, [])
+    given = values[0] if len(values) == 1 else ""
     request_id = given if SANE_REQUEST_ID.fullmatch(given) else f"{random.getrandbits(128):032x}"
     request[REQUEST_ID] = request_id
     return request_id

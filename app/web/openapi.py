@@ -52,9 +52,9 @@ past the last is `[]` with the same headers.
 
 **Filters.** List filters are comma lists (double quotes around a value holding a comma, \
 at most 100 values, repeated parameters merge), matched whole and case-insensitively; \
-values of one filter are OR-ed, different filters AND-ed. A value holding a control \
-character (U+0000 to U+001F, U+007F) is 400. Dates are `YYYY-MM-DD`, bounds \
-inclusive. Unknown or repeated scalar parameters are 400.
+values of one filter are OR-ed, different filters AND-ed. A value may hold any character \
+a stored text may, a tab or a line break too; NUL (U+0000) is 400. Dates are \
+`YYYY-MM-DD`, bounds inclusive. Unknown or repeated scalar parameters are 400.
 
 **Rate limit.** A token bucket per key: burst {burst}, refilled at {rate} per second on \
 this server (defaults {default_burst} and {default_rate}). Authenticated answers carry \
@@ -113,7 +113,9 @@ def _header(description: str, kind: str = "string", **limits: int) -> dict[str, 
 
 
 HEADERS = {
-    "X-Request-ID": _header("The client's sane X-Request-ID echoed, or a generated one."),
+    "X-Request-ID": _header(
+        "The client's sane X-Request-ID (one header line) echoed, or a generated one."
+    ),
     "ETag": _header("Weak validator of this company's view of this URL at this data version."),
     "X-Total-Count": _header("Records matching the filters (paginated answers).", "integer"),
     "X-Page": _header("The page returned (paginated answers).", "integer", minimum=1),
@@ -207,11 +209,14 @@ VARY_ORIGIN = {"Vary": "VaryOrigin"}
 
 
 # One element of a comma list (contract.md 3) as a client writes it, bare or "quoted" ("" for
-# a quote), holding something that is neither space nor control. Wholly a lookahead: Swagger
+# a quote), without NUL, and not blank: it holds something that is neither space nor control
+# (values are trimmed; a stricter "not blank" than the server's). Wholly a lookahead: Swagger
 # UI fills a new item from the pattern, and starts it empty; validators read the same rule.
-_C = r"\u0000-\u001F\u007F"
-_SOLID = rf'[^\s",{_C}\u0080-\u009F]'
-_BARE, _QUOTED = rf'[^",{_C}]*{_SOLID}[^",{_C}]*', rf'"(?:[^"{_C}]|"")*{_SOLID}(?:[^"{_C}]|"")*"'
+_SOLID = r'[^\s",\u0000-\u001F\u007F-\u009F]'
+_BARE, _QUOTED = (
+    rf'[^",\u0000]*{_SOLID}[^",\u0000]*',
+    rf'"(?:[^"\u0000]|"")*{_SOLID}(?:[^"\u0000]|"")*"',
+)
 LIST_ITEM = {"pattern": rf"^(?=(?:{_BARE}|{_QUOTED})$)"}
 HERE = Path(__file__).parent
 OPERATIONS = json.loads((HERE / "operations.json").read_text(encoding="utf-8"))

@@ -177,8 +177,8 @@ def _list_filter(name: str, what: str) -> CommaList:
         data_key=f"filter[{name}]",
         metadata={
             "description": f"Comma list of {what}; whole values, any letter case; double "
-            "quotes around a value holding a comma; at most 100 values; no control "
-            "characters (U+0000 to U+001F, U+007F)."
+            "quotes around a value holding a comma; at most 100 values; any character "
+            "but NUL (U+0000)."
         },
     )
 
