@@ -38,7 +38,7 @@ from app.web.schemas import PhishingStatsSchema, TrainingStatsSchema, stats_rows
 from .support import stats as oracle
 from .support.factories import API, Day, get, sample
 from .support.reports import verdicts as verdicts_of
-from .support.stores import Store
+from .support.stores import EACH_STORE, Store
 
 INTERVALS = ("week", "month", "quarter", "year")
 GROUPINGS = (None, "department", "country", "team")
@@ -159,10 +159,9 @@ def boundary_fixture() -> dict[str, Any]:
     }
 
 
-def data() -> dict[str, list[dict[str, Any]]]:
-    """The sample and the boundary fixture: what the oracle reads."""
-    extra = boundary_fixture()
-    return {t: [*rows, *extra.get(t, [])] for t, rows in sample().items()}
+def data(*later: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The sample, then the boundary fixture (then ``later`` loads): what the oracle reads."""
+    return oracle.loaded(sample(), boundary_fixture(), *later)
 
 
 def write_fixture(directory: Path) -> Path:
@@ -203,14 +202,18 @@ def filters(
     return stats.StatsFilters(found, group_by, lists or {}, without_captcha)
 
 
-def expected(endpoint: str, f: stats.StatsFilters, company: int = 1) -> list[str]:
-    """The oracle's rows dumped by the rows' response schema: the bytes to send."""
+def expected(
+    endpoint: str, f: stats.StatsFilters, company: int = 1, later: dict[str, Any] | None = None
+) -> list[str]:
+    """The oracle's rows dumped by the rows' response schema: the bytes to send (after the
+    ``later`` load too, when given)."""
     spans = list(f.buckets)
     if endpoint == "phishing":
         rows = oracle.phishing(data(), company, spans, f.group_by, f.lists, f.without_captcha)
         schema = stats_rows(PhishingStatsSchema, f.group_by)()
     else:
-        rows = oracle.training(data(), company, spans, f.group_by, f.lists)
+        records = data(later) if later else data()
+        rows = oracle.training(records, company, spans, f.group_by, f.lists)
         schema = stats_rows(TrainingStatsSchema, f.group_by)()
     return [compact(schema.dump(dated(row))) for row in rows]
 
@@ -337,6 +340,41 @@ def test_training_boundaries(edges: sqlite3.Connection) -> None:
     assert march["on_time_rate"] is None and march["average_result"] is None
     june = cell(found, "2026-06-01")
     assert (june["due"], june["not_completed"]) == (1, 1)
+
+
+# Inscription 9602 done again on the 5th, past its due date, with another result.
+REDONE = {
+    "section_results": [
+        {
+            "inscription_id": 9602,
+            "section_id": 9601,
+            "completed_at": "2026-01-05",
+            "result": 60.0,
+            "status": "APPROVED",
+        }
+    ]
+}
+
+
+@EACH_STORE
+async def test_section_results_alone_leave_the_completion_date(
+    make_client: Any, store: Store, tmp_path: Path
+) -> None:
+    """A load of section results alone takes the new result but keeps the completion date
+    (derived when the inscription was loaded): 9602 stays on time."""
+    redone = tmp_path / "redone.json"
+    redone.write_text(json.dumps(REDONE), encoding="utf-8")
+    await store.load([write_fixture(tmp_path)])
+    await store.load([redone])
+    client = await make_client()
+    window = (dt.date(2025, 12, 1), dt.date(2026, 1, 31))
+    query = f"filter[from_date]={window[0]}&filter[to_date]={window[1]}&interval=month"
+    found = await (await get(client, f"{TRAINING}?{query}&group_by=department")).json()
+    f = filters("month", "department", window=window)
+    assert found == [json.loads(text) for text in expected("training", f, later=REDONE)]
+    january = cell(found, "2026-01-01", department="Zeta Ops")
+    assert (january["completed_on_time"], january["completed_late"]) == (1, 0)
+    assert january["average_result"] == 60.0
 
 
 # Through HTTP: the window, its limits, the formats, the ETag.

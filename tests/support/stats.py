@@ -3,7 +3,7 @@
 It shares no code with the server: buckets come from walking the window day by day
 (ISO weeks from ``isocalendar``), sends from the fixture's targets and events, rates and
 means from exact ratios (support/reports.py), completion dates from the fixture or its
-section results.
+section results, load by load (``loaded``).
 """
 
 from __future__ import annotations
@@ -150,7 +150,8 @@ def phishing(
 
 
 def completed_at(data: Data, inscription: dict[str, Any]) -> str | None:
-    """The fixture's completion date, or the latest section completion when completed."""
+    """The date a load giving ``inscription`` stores: the fixture's, or, when completed, the
+    latest completion of the section results in ``data`` (those stored after that load)."""
     if "completed_at" in inscription:
         return inscription["completed_at"]  # type: ignore[no-any-return]
     if inscription["status"] != "completed":
@@ -161,6 +162,32 @@ def completed_at(data: Data, inscription: dict[str, Any]) -> str | None:
         if r["inscription_id"] == inscription["id"] and r["completed_at"] is not None
     ]
     return max(days, default=None)
+
+
+# The key a load upserts each table's records by (the others': id).
+KEYS = {
+    "api_keys": ("key",),
+    "partner_companies": ("partner_id", "company_id"),
+    "team_members": ("team_id", "employee_id"),
+    "campaign_targets": ("campaign_id", "employee_id"),
+    "section_results": ("inscription_id", "section_id"),
+}
+
+
+def loaded(*loads: Data) -> dict[str, list[dict[str, Any]]]:
+    """The records after ``loads``, one after the other: each by its key, the later load's
+    winning, and every inscription with the completion date stored. A load that gives an
+    inscription without one derives it from the section results stored then; a load of
+    section results alone leaves it as it is."""
+    tables: dict[str, dict[tuple[Any, ...], dict[str, Any]]] = defaultdict(dict)
+    for load in loads:
+        for table, rows in load.items():
+            for row in rows:
+                tables[table][tuple(row[k] for k in KEYS.get(table, ("id",)))] = row
+        data = {table: list(rows.values()) for table, rows in tables.items()}
+        for i in load.get("inscriptions", []):
+            tables["inscriptions"][(i["id"],)] = i | {"completed_at": completed_at(data, i)}
+    return {table: list(rows.values()) for table, rows in tables.items()}
 
 
 def training(

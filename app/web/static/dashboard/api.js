@@ -160,12 +160,28 @@ export async function describeKey(onWait) {
   return body;
 }
 
+/** The records of a CSV text, each with its CRLF: a quoted field may hold line breaks. */
+function csvRecords(text) {
+  const records = [];
+  let start = 0;
+  let quoted = false;
+  for (let at = 0; at < text.length; at += 1) {
+    if (text[at] === '"') quoted = !quoted; // a doubled quote turns it back at once
+    else if (!quoted && text.startsWith("\r\n", at)) {
+      records.push(text.slice(start, at + 2));
+      start = at + 2;
+    }
+  }
+  return start < text.length ? [...records, text.slice(start)] : records;
+}
+
 /**
  * Save the CSV of a listing (the API's bytes) as a file: of `params` as they are, or of
  * the pages numbered in `pages` (each after the first without its header row), when the
- * view shows them all.
+ * view shows them all; with `latest`, only the last `latest` rows of those pages, newest
+ * first, as a table of the latest records shows them.
  */
-export async function downloadCsv(path, params, filename, onWait, pages = [null]) {
+export async function downloadCsv(path, params, filename, onWait, pages = [null], latest = 0) {
   const ticket = session;
   const headers = companyHeader(savedCompany());
   const parts = [];
@@ -178,6 +194,10 @@ export async function downloadCsv(path, params, filename, onWait, pages = [null]
     }
     const bytes = await within(ticket, () => response.blob());
     parts.push(n === 0 ? bytes : bytes.slice((await bytes.text()).indexOf("\r\n") + 2));
+  }
+  if (latest) {
+    const [header, ...rows] = csvRecords(await new Blob(parts).text());
+    parts.splice(0, parts.length, header, ...rows.slice(-latest).reverse());
   }
   const link = document.createElement("a");
   link.href = URL.createObjectURL(new Blob(parts, { type: "text/csv" }));

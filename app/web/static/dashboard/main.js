@@ -49,10 +49,10 @@ function context(query) {
     automation,
     get: (path, params) => api.getJson(path, params, waiting),
     go: (name, id, values) => { location.hash = href(name, id, values); },
-    csv: (path, params, filename, pages = [null]) => {
+    csv: (path, params, filename, pages = [null], latest = 0) => {
       const button = el("button", { type: "button", class: "csv" }, "Download CSV");
       button.addEventListener("click", () =>
-        api.downloadCsv(path, params, filename, waiting, pages).catch(failed));
+        api.downloadCsv(path, params, filename, waiting, pages, latest).catch(failed));
       return button;
     },
   };

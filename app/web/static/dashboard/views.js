@@ -102,7 +102,7 @@ export async function overview(ctx) {
     section("Latest campaigns",
       el("div", { class: "funnels" }, recent.map((c) => funnel(c.title, c))),
       table("Latest campaigns", campaignColumns(ctx), recent, "No campaigns yet."),
-      ctx.csv("/campaigns", latestParams, "latest-campaigns.csv", latestPages)),
+      ctx.csv("/campaigns", latestParams, "latest-campaigns.csv", latestPages, 5)),
     section("Training completed on time", trainingSection),
   ];
 }
