@@ -85,6 +85,37 @@ def test_a_bad_date_is_refused(
     assert query(sample_db, DATES) == before
 
 
+def two_files(tmp_path: Path) -> list[Path]:
+    """Inscription 1 without a date, then in a later file its last section done later."""
+    result = {"inscription_id": 1, "section_id": 28, "completed_at": "2025-05-10"}
+    return [
+        write(tmp_path / "a.json", {"inscriptions": [inscription()]}),
+        write(
+            tmp_path / "b.json", {"section_results": [{**result, "result": None, "status": None}]}
+        ),
+    ]
+
+
+def test_a_date_is_derived_once_the_whole_load_is_written(sample_db: Path, tmp_path: Path) -> None:
+    """One load of several files derives from the section results of all of them."""
+    load_files(sample_db, two_files(tmp_path))
+    assert query(sample_db, "SELECT completed_at FROM inscriptions WHERE id = 1") == [
+        ("2025-05-10",)
+    ]
+
+
+async def test_postgresql_derives_once_the_whole_load_is_written(
+    pg_database: str, tmp_path: Path
+) -> None:
+    await load_pg(pg_database, two_files(tmp_path))
+    conn = await asyncpg.connect(pg_database)
+    try:
+        found = await conn.fetchval("SELECT completed_at FROM inscriptions WHERE id = 1")
+    finally:
+        await conn.close()
+    assert found == "2025-05-10"
+
+
 async def test_postgresql_derives_the_same_dates(pg_database: str, tmp_path: Path) -> None:
     given = write(tmp_path / "a.json", {"inscriptions": [inscription(completed_at="2025-06-01")]})
     await load_pg(pg_database, [given])
