@@ -483,9 +483,10 @@ def test_the_same_export_imported_again_keeps_the_data_version(
 ) -> None:
     """contract.md 16: importing the same export twice changes nothing, ETags included."""
     path = write(tmp_path / "export.json", export())
-    import_export(sample_db, path, 1)
+    assert import_export(sample_db, path, 1).changed
     before, token = fingerprint(sample_db), data_token(sample_db)
-    import_export(sample_db, path, 1)
+    summary = import_export(sample_db, path, 1)
+    assert summary.line().endswith(" Proxied request; nothing changed, data version kept")
     assert data_token(sample_db) == token and fingerprint(sample_db) == before
 
 

@@ -32,7 +32,7 @@ from .gophish_ids import has_wide_ids, has_wide_ids_pg, renumber, renumber_pg, s
 from .gophish_mapping import Context, Summary, to_fixture
 from .loader import load_items
 from .pg_loader import load_staged, stage_sources
-from .staging import LoadError
+from .staging import CHANGED, LoadError
 
 DEFAULT_SOURCE = "gophish"
 _SOURCE = re.compile(r"[a-z0-9][a-z0-9._:-]{0,99}")
@@ -144,15 +144,17 @@ def import_export(
     if name is None:
         document["companies"] = [{"id": company, "name": company_name}]
     if not any(document.values()) and not ctx.wide_ids:
-        return summary  # nothing to write: the data version (every cache) stays as it is
+        summary.changed = False  # nothing to write: the data version (every cache) stays
+        return summary
     items = (Item(t, i, record) for t, rows in document.items() for i, record in enumerate(rows))
     sources = [(f"{export} (mapped)", items)]
     if database_url:
         prepare_pg = renumber_pg if ctx.wide_ids else None
-        asyncio.run(load_staged(database_url, stage_sources(sources), prepare_pg))
+        counts = asyncio.run(load_staged(database_url, stage_sources(sources), prepare_pg))
     else:
         assert db is not None
-        load_items(db, sources, prepare=renumber if ctx.wide_ids else None)
+        counts = load_items(db, sources, prepare=renumber if ctx.wide_ids else None)
+    summary.changed = bool(counts[CHANGED])
     return summary
 
 

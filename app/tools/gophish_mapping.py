@@ -60,6 +60,7 @@ class Summary:
     updated_employees: int = 0
     unmatched_people: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
+    changed: bool = True  # false when the database already held all of it
 
     def line(self) -> str:
         """``2 campaigns, 5 targets (4 sent), 1 never sent, ...; skipped: ...``."""
@@ -74,7 +75,8 @@ class Summary:
         if self.unmatched_people:
             parts.append(f"{self.unmatched_people} people-file rows matched no result")
         skipped = ", ".join(f"{n} {message}" for message, n in sorted(self.skipped.items()))
-        return ", ".join(parts) + f"; skipped: {skipped or 'nothing'}"
+        unchanged = "" if self.changed else "; nothing changed, data version kept"
+        return ", ".join(parts) + f"; skipped: {skipped or 'nothing'}{unchanged}"
 
 
 def _ts(instant: Instant) -> str:
