@@ -224,6 +224,46 @@ async def test_a_feed_window_reads_on_the_event_loop_only_when_it_reads_just_its
 
 
 @pytest.mark.parametrize(
+    ("query", "on_the_loop"),
+    [
+        ("", True),
+        ("filter%5Btype%5D=report", False),
+        ("filter%5Bwith_captcha%5D=false", False),
+        ("filter%5Bautomation%5D=exclude_automated", False),
+    ],
+)
+@pytest.mark.parametrize("paging", ["per_page=25&page=2&", ""])
+async def test_a_filtered_campaign_event_read_never_runs_on_the_event_loop(
+    make_client: Any, big_db: Path, query: str, on_the_loop: bool, paging: str
+) -> None:
+    """A campaign's events are walked by time: unfiltered, a short read walks no more rows
+    than it returns, so it is read inline; a filter may pass over the whole campaign to
+    find a few events (its reports), so its pages, total known or not, and its short
+    arrays are read on a pooled thread."""
+    client = await make_client(db=str(big_db), answer_memory_mb=0)
+    inline = inline_statements(client)
+    headers = {"X-API-KEY": KEY_1}
+    path = f"{CAMPAIGN}?{paging}{query}"
+    assert (await client.get(path, headers=headers)).status == 200  # counts the total
+    inline.clear()
+    response = await client.get(path, headers=headers)
+    assert response.status == 200 and await response.json()
+    events = [sql for sql in inline if re.search(r"ORDER BY ev\.timestamp, ev\.id LIMIT", sql)]
+    assert bool(events) == on_the_loop
+
+
+async def test_a_short_filtered_campaign_event_array_is_still_sent_whole(make_client: Any) -> None:
+    """Read on a pooled thread, a filtered array under the inline size is still one body
+    (a length, no stream: no stream slot taken), as an unfiltered one is."""
+    client = await make_client(answer_memory_mb=0)
+    inline = inline_statements(client)
+    response = await client.get(f"{CAMPAIGN}?filter%5Btype%5D=click", headers={"X-API-KEY": KEY_1})
+    assert response.status == 200 and await response.json()
+    assert "Content-Length" in response.headers and "Transfer-Encoding" not in response.headers
+    assert not any("LIMIT" in sql for sql in inline)
+
+
+@pytest.mark.parametrize(
     ("path", "on_the_loop"),
     [
         (f"{API}/campaigns?per_page={SUMMARY_RECORDS_INLINE}", True),

@@ -87,6 +87,9 @@ def campaign_listing(
         order,
         tuple(params),
         guard,
+        # The events are walked in the campaign's index by time; a filter may pass over
+        # most of them (a campaign's few reports) to find a page: never on the event loop.
+        heavy=bool(types or without_captcha or kept_events(automation)),
         export=EVENT_ROW,
         lines=EVENT_LINE,
         export_from=export_from,

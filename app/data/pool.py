@@ -289,14 +289,22 @@ class ReadPool:
     ) -> AsyncIterator[Records | Stream]:
         """Every record of a listing: Records when short, else a Stream from one snapshot.
 
+        Whether it is short is read on the event loop, or on a thread for a heavy listing.
+
         The stream holds its pooled connection (and snapshot) until the block ends,
         whether it was read to the end or abandoned. A stream first enters
         ``stream_slot`` (the caller's own limit, which may refuse), then waits for one of
         the pool's stream slots.
         """
-        small = None
-        if not listing.heavy:
-            small = self.run_inline(lambda conn: read_small(conn, listing, INLINE_ROWS))
+
+        def small_read(conn: sqlite3.Connection) -> Records | None:
+            return read_small(conn, listing, INLINE_ROWS)
+
+        if listing.heavy:  # a few records may still lie far apart: looked for on a thread
+            async with self.acquire() as conn:
+                small = await run_in_thread(conn, small_read)
+        else:
+            small = self.run_inline(small_read)
         if small is not None:
             yield small
             return
