@@ -27,6 +27,7 @@ _DIGITS = re.compile(r"[0-9]{1,19}")
 # tab), but NUL, which no stored text holds; the OpenAPI document's list item pattern
 # (LIST_ITEM in app/web/openapi.py) states this rule, with the rest of the grammar.
 NUL_MESSAGE = "The NUL character (U+0000) is not allowed in values."
+EMPTY_MESSAGE = "Empty values are not allowed."
 # One element of a comma list and what ends it: a "quoted" value ("" for a quote) or a
 # bare one without quotes, spaces around either, then a comma or the end.
 _ELEMENT = re.compile(r'\s*(?:"((?:[^"]|"")*)"|([^,"]*))\s*(,|\Z)')
@@ -102,9 +103,12 @@ class StrictBool(fields.Boolean):
 
 
 class CommaList(fields.Field):
-    """Comma-separated values, trimmed; double quotes protect a comma inside a value.
+    """Comma-separated values; a bare one is trimmed, a double-quoted one is taken exactly
+    (a comma, spaces around it, or nothing: the empty value).
 
     The raw input is a list of strings (the parameter may be repeated; values merge).
+    A list of ``choices`` is of fixed words without spaces: its values are trimmed, quoted
+    or not, and none is empty.
     """
 
     def __init__(self, *, choices: tuple[str, ...] | None = None, **kwargs: Any) -> None:
@@ -119,7 +123,9 @@ class CommaList(fields.Field):
         if len(values) > MAX_LIST_VALUES:
             raise ValidationError(f"At most {MAX_LIST_VALUES} values are allowed.")
         if self.choices is not None:
-            values = [v.lower() for v in values]
+            values = [v.strip().lower() for v in values]
+            if "" in values:
+                raise ValidationError(EMPTY_MESSAGE)
             bad = sorted({v for v in values if v not in self.choices})
             if bad:
                 allowed = ", ".join(self.choices)
@@ -128,9 +134,11 @@ class CommaList(fields.Field):
 
 
 def _split(text: Any) -> list[str]:
-    """Split one comma list, honouring double quotes; refuse empty elements.
+    """Split one comma list, honouring double quotes; refuse empty bare elements.
 
-    Each element is trimmed, a quoted one around its quotes too: ``"a, b" ,c`` is two.
+    Spaces around an element are trimmed, around its quotes too: ``"a, b" ,c`` is two.
+    Inside the quotes nothing is, so that a filter names a stored value with spaces at
+    its ends (`` Sales``) or the empty one (``""``), as a department may be.
     """
     if not isinstance(text, str):
         raise ValidationError("Not a string.")
@@ -143,10 +151,12 @@ def _split(text: Any) -> list[str]:
         if element is None:
             raise ValidationError('Double quotes must enclose a whole value, as in "Smith, Jr.".')
         quoted, bare, comma = element.groups()
-        value = bare if quoted is None else quoted.replace('""', '"')
-        if not value.strip():
-            raise ValidationError("Empty values are not allowed.")
-        elements.append(value.strip())
+        if quoted is not None:
+            elements.append(quoted.replace('""', '"'))
+        elif bare.strip():
+            elements.append(bare.strip())
+        else:
+            raise ValidationError(f'{EMPTY_MESSAGE} The empty value itself is written "".')
         if not comma:
             return elements
         at = element.end()

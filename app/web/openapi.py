@@ -51,10 +51,11 @@ or `per_page` is given. Paginated answers carry `X-Total-Count`, `X-Page`, `X-Pe
 past the last is `[]` with the same headers.
 
 **Filters.** List filters are comma lists (double quotes around a value holding a comma, \
-at most 100 values, repeated parameters merge), matched whole and case-insensitively; \
-values of one filter are OR-ed, different filters AND-ed. A value may hold any character \
-a stored text may, a tab or a line break too; NUL (U+0000) is 400. Dates are \
-`YYYY-MM-DD`, bounds inclusive. Unknown or repeated scalar parameters are 400.
+taken exactly: spaces inside are kept and `""` is the empty value; bare values are \
+trimmed; at most 100 values, repeated parameters merge), matched whole and \
+case-insensitively; values of one filter are OR-ed, different filters AND-ed. A value may \
+hold any character a stored text may, a tab or a line break too; NUL (U+0000) is 400. \
+Dates are `YYYY-MM-DD`, bounds inclusive. Unknown or repeated scalar parameters are 400.
 
 **Rate limit.** A token bucket per key: burst {burst}, refilled at {rate} per second on \
 this server (defaults {default_burst} and {default_rate}). Authenticated answers carry \
@@ -208,15 +209,13 @@ def _refs(*names: str) -> dict[str, str]:
 VARY_ORIGIN = {"Vary": "VaryOrigin"}
 
 
-# One element of a comma list (contract.md 3) as a client writes it, bare or "quoted" ("" for
-# a quote), without NUL, and not blank: it holds something that is neither space nor control
-# (values are trimmed; a stricter "not blank" than the server's). Wholly a lookahead: Swagger
-# UI fills a new item from the pattern, and starts it empty; validators read the same rule.
+# One element of a comma list (contract.md 3) as a client writes it, without NUL: bare and
+# not blank, holding something that is neither space nor control (bare values are trimmed; a
+# stricter "not blank" than the server's), or "quoted" ("" for a quote), taken exactly, so
+# it may be blank or empty. Wholly a lookahead: Swagger UI fills a new item from the
+# pattern, and starts it empty; validators read the same rule.
 _SOLID = r'[^\s",\u0000-\u001F\u007F-\u009F]'
-_BARE, _QUOTED = (
-    rf'[^",\u0000]*{_SOLID}[^",\u0000]*',
-    rf'"(?:[^"\u0000]|"")*{_SOLID}(?:[^"\u0000]|"")*"',
-)
+_BARE, _QUOTED = rf'[^",\u0000]*{_SOLID}[^",\u0000]*', r'"(?:[^"\u0000]|"")*"'
 LIST_ITEM = {"pattern": rf"^(?=(?:{_BARE}|{_QUOTED})$)"}
 HERE = Path(__file__).parent
 OPERATIONS = json.loads((HERE / "operations.json").read_text(encoding="utf-8"))

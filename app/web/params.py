@@ -177,8 +177,8 @@ def _list_filter(name: str, what: str) -> CommaList:
         data_key=f"filter[{name}]",
         metadata={
             "description": f"Comma list of {what}; whole values, any letter case; double "
-            "quotes around a value holding a comma; at most 100 values; any character "
-            "but NUL (U+0000)."
+            "quotes around a value holding a comma or spaces at its ends (taken exactly: "
+            '"" is the empty value); at most 100 values; any character but NUL (U+0000).'
         },
     )
 
