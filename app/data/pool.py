@@ -335,10 +335,12 @@ class ReadPool:
         try:
             yield conn
         finally:
-            if conn.in_transaction:
-                await conn.rollback()
-            self._idle.put_nowait(conn)
-            self._borrowed -= 1
+            try:
+                if conn.in_transaction:
+                    await conn.rollback()
+                self._idle.put_nowait(conn)
+            finally:  # a connection that cannot roll back is not lent again, nor waited for
+                self._borrowed -= 1
 
     async def close_connections(self) -> None:
         """Close every connection to the file."""
@@ -351,13 +353,19 @@ class ReadPool:
         self._inline.close()
 
     async def close(self) -> None:
-        """Stop watching (and reopening) and close every connection (the app's cleanup)."""
+        """Stop watching (and reopening) and close every connection (the app's cleanup).
+
+        A borrowed connection is closed once returned: at a shutdown, aiohttp cancels a
+        request still running and goes on to this cleanup without waiting for it, and a
+        stream cut short ends its snapshot on its connection (closed under it, the
+        request would end in a 500 instead of the warning that it was cut short).
+        """
         for task in (self._watcher, self._reopening):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        await self.close_connections()
+        await self._let_go()
 
 
 def file_identity(path: Path, missing: bool = False) -> tuple[int, int] | None:
