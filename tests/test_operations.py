@@ -3,6 +3,8 @@
 Pins contract.md 8 (Operations): one access-log line per request with method, path,
 status, duration, company and request id and never the key, text or JSON format;
 SIGTERM and SIGINT let in-flight requests finish and exit 0 (a real server process);
+SIGHUP to one process is logged and ends nothing, and with workers it starts new ones
+while the old ones finish their answers;
 ``--help`` lists every REPORTING_* variable with its default; flags win over the
 environment; a bad setting is refused clearly.
 """
@@ -16,6 +18,7 @@ import io
 import json
 import logging
 import logging.handlers
+import os
 import re
 import shutil
 import signal
@@ -41,7 +44,17 @@ from app.web.logs import JsonFormatter, setup_logging
 
 from .support.clients import ProblemTestServer
 from .support.factories import API, KEY_1, make_sample_db, sample
-from .support.servers import GUARD_SECONDS, VARIABLES, Launcher, clean_env, run_python
+from .support.servers import (
+    GUARD_SECONDS,
+    VARIABLES,
+    Launcher,
+    clean_env,
+    fetch,
+    listening_sockets,
+    run_python,
+    stop,
+    worker_pids,
+)
 
 CAMPAIGN = f"{API}/campaigns/1/events"
 ACCESS_FIELDS = {"method", "path", "status", "duration_ms", "company", "request_id"}
@@ -348,6 +361,76 @@ async def test_the_cleanup_does_not_wait_for_a_connection_that_cannot_roll_back(
         async with pool.acquire() as conn:
             await conn.close()
     await asyncio.wait_for(pool.close(), 5)
+
+
+@pytest.mark.system
+def test_sighup_to_one_process_is_logged_and_it_serves_on(
+    big_template: tuple[Path, int], tmp_path: Path, launcher: Launcher
+) -> None:
+    """One process has nothing to reload: SIGHUP (a reload, a closed terminal) ends no
+    request; Python's default would end the process at once, mid-answer."""
+    template, expected = big_template
+    app = launcher.serve(Path(shutil.copy(template, tmp_path / "db.sqlite3")))
+    conn = http.client.HTTPConnection("127.0.0.1", urlsplit(app.base).port, timeout=30)
+    conn.request("GET", CAMPAIGN, headers={"X-API-KEY": KEY_1})
+    response = conn.getresponse()  # the answer has begun; the rest waits for this client
+    app.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + GUARD_SECONDS
+    while "INFO app.server SIGHUP ignored" not in app.output_text()[1]:
+        assert time.monotonic() < deadline and app.proc.poll() is None, app.output_text()
+        time.sleep(0.05)
+    assert response.status == 200 and len(json.loads(response.read())) == expected
+    conn.request("GET", "/healthz")  # the same connection, still kept alive
+    assert conn.getresponse().status == 200
+    conn.close()
+    assert app.proc.poll() is None
+    app.proc.send_signal(signal.SIGTERM)
+    assert app.proc.wait(timeout=GUARD_SECONDS) == 0
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("to_workers", [False, True], ids=["arbiter", "every-process"])
+def test_sighup_replaces_the_workers_and_lets_their_requests_finish(
+    to_workers: bool,
+    big_template: tuple[Path, int],
+    tmp_path: Path,
+    launcher: Launcher,
+    redis_url: str,
+) -> None:
+    """SIGHUP to the arbiter (a reload), or to every process (a closed terminal): new
+    workers start, and an old one ends only once the answer it was sending is complete."""
+    template, expected = big_template
+    db = Path(shutil.copy(template, tmp_path / "db.sqlite3"))
+    app = launcher.serve(db, "--workers", "2", "--redis-url", redis_url)
+    port = urlsplit(app.base).port or 0
+    deadline = time.monotonic() + GUARD_SECONDS
+    while len(old := set(worker_pids(app))) != 2 or listening_sockets(port) != 2:
+        assert time.monotonic() < deadline and app.proc.poll() is None, app.output_text()
+        time.sleep(0.05)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/healthz", headers={"X-Request-ID": "ready"})
+    assert conn.getresponse().read()  # kept alive: the same worker serves the stream
+    ready_line = re.compile(r"\[(\d+)\] INFO app\.access .*request_id=ready")
+    while not (serving := ready_line.search(app.output_text()[1])):
+        assert time.monotonic() < deadline, app.output_text()
+        time.sleep(0.05)
+    conn.request("GET", CAMPAIGN, headers={"X-API-KEY": KEY_1})
+    response = conn.getresponse()  # begun; the rest waits for this client
+    for pid in [app.proc.pid, *(old if to_workers else [])]:
+        os.kill(pid, signal.SIGHUP)
+    while f"[{serving[1]}] INFO app.server shutting down" not in app.output_text()[1]:
+        assert time.monotonic() < deadline and int(serving[1]) in worker_pids(app), (
+            app.output_text()
+        )
+        time.sleep(0.05)
+    assert response.status == 200 and len(json.loads(response.read())) == expected
+    conn.close()
+    while (new := set(worker_pids(app))) & old or len(new) != 2 or listening_sockets(port) != 2:
+        assert time.monotonic() < deadline and app.proc.poll() is None, app.output_text()
+        time.sleep(0.05)
+    assert fetch(f"{app.base}/healthz")[0] == 200
+    assert stop(app.proc) == 0
+    assert f"Worker exiting (pid: {serving[1]})" in app.output_text()[1]
 
 
 @pytest.mark.system

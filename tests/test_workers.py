@@ -30,9 +30,11 @@ from .support.servers import (
     RedisServer,
     clean_env,
     fetch,
+    listening_sockets,
     require_redis_server,
     run_python,
     stop,
+    worker_pids,
 )
 
 pytestmark = pytest.mark.system
@@ -43,18 +45,6 @@ SLOW = ("--rate-burst", "20", "--rate-per-second", "0.001", "--auth-failures-per
 
 def shared_flags(url: str, workers: int = 2) -> tuple[str, ...]:
     return ("--workers", str(workers), "--redis-url", url, *SLOW)
-
-
-def worker_pids(app: AppProcess) -> list[int]:
-    """The arbiter's child processes: its workers."""
-    pid = app.proc.pid
-    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-
-
-def listening_sockets(port: int) -> int:
-    """How many sockets listen on ``port`` (each SO_REUSEPORT worker has its own)."""
-    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
-    return sum(r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "0A" for r in rows)
 
 
 def serve_workers(launcher: Launcher, db: Path, *flags: str) -> AppProcess:

@@ -6,6 +6,10 @@ new connections over the workers instead of one worker accepting most of them. E
 worker builds the application itself and serves it through ``make_runner``, the same
 runner a single process uses: parser errors stay problem+json and the access log is
 the same. SIGTERM and SIGINT let requests in flight finish, then everything exits 0.
+SIGHUP is gunicorn's reload: new workers start, the old ones stop as on SIGTERM. A worker
+keeps the arbiter's handler for it (aiohttp's worker sets none), which only queues it in
+the worker's unread copy of the arbiter's queue: a SIGHUP to every process (a closed
+terminal) ends no worker mid-request.
 """
 
 from __future__ import annotations

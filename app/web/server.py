@@ -34,6 +34,7 @@ from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
 LINGER_SECONDS = 1.0  # how long an unread request body is read and dropped before the close
+HUP_IGNORED = "SIGHUP ignored: one process reloads nothing (restart it to change settings)"
 CEIL_THRESHOLD = 5.0  # aiohttp rounds up the deadline of a longer wait (helpers.ceil_timeout)
 
 _PARSER_DETAILS = {
@@ -128,6 +129,8 @@ async def serve(
 ) -> None:
     """Serve until SIGINT or SIGTERM, then let in-flight requests finish and clean up.
 
+    SIGHUP, which asks gunicorn's arbiter to start new workers, is only logged here: one
+    process has nothing to reload, and Python's default would end it mid-request.
     ``on_started`` runs once the socket is bound (a banner printed earlier could lie).
     """
     runner = make_runner(app)
@@ -137,6 +140,7 @@ async def serve(
     quiet_resource_errors(loop)
     for signum in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(signum, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, log.info, HUP_IGNORED)
     try:
         await web.TCPSite(runner, host, port).start()
         log.info("listening on %s", base_url(host, port))

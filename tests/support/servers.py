@@ -238,3 +238,15 @@ class RedisServer:
         if self.proc is not None:
             stop(self.proc)
             self.proc = None
+
+
+def worker_pids(app: AppProcess) -> list[int]:
+    """The arbiter's child processes: its workers."""
+    pid = app.proc.pid
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def listening_sockets(port: int) -> int:
+    """How many sockets listen on ``port`` (each SO_REUSEPORT worker has its own)."""
+    rows = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    return sum(r.split()[1].endswith(f":{port:04X}") and r.split()[3] == "0A" for r in rows)
