@@ -18,6 +18,7 @@ import signal
 import sqlite3
 import ssl
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ from app.tools.webhook_sender import (
 from app.tools.webhooks import main
 
 from .support.factories import API, KEYS, query
-from .support.servers import ROOT, clean_env
+from .support.servers import GUARD_SECONDS, ROOT, clean_env
 from .support.stores import EACH_STORE, Store, database_copy
 
 LOCAL = networks_of("127.0.0.1")
@@ -650,6 +651,12 @@ async def test_a_second_sender_is_refused_and_sigterm_stops_cleanly(
     )
     _, err = await second.communicate()
     assert second.returncode == 1 and b"another webhook sender is running" in err
+    first.send_signal(signal.SIGHUP)  # logged; it sends on (it ended mid-send)
+    new_events(sample_db, tmp_path, range(1004, 1005))  # a fail: the third message
+    deadline = time.monotonic() + GUARD_SECONDS
+    while len(receiver.got) < 3 and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    assert len(receiver.got) == 3 and first.returncode is None
     first.send_signal(signal.SIGTERM)
     assert await first.wait() == 0
 

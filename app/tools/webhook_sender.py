@@ -55,6 +55,7 @@ from .cli import ToolError
 from .keytool import existing
 
 LOG = logging.getLogger("reporting.webhooks")
+HUP_IGNORED = "SIGHUP ignored: the sender reloads nothing (restart it to change settings)"
 # The Standard Webhooks schedule: the delays before attempts 1 to 10 (seconds).
 SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0)
 TIMEOUT = 15.0
@@ -516,16 +517,20 @@ def retry_after(value: str | None) -> float:
 
 
 async def run_sender(db: str | None, url: str | None, settings: Settings) -> None:
-    """Open the store (under its lock) and send until SIGTERM or SIGINT (or caught up)."""
+    """Open the store (under its lock) and send until SIGTERM or SIGINT (or caught up).
+
+    SIGHUP (a closed terminal, a reload by a service manager) is logged and sending goes
+    on, as the server's one process does: Python's default ended the sender mid-send."""
     store: Store = await PgStore.open(url) if url else SqliteStore(str(db))
     sender = Sender(store, settings)
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, sender.stopping.set)
+    loop.add_signal_handler(signal.SIGHUP, LOG.info, HUP_IGNORED)
     try:
         await sender.run()
     finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
+        for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             loop.remove_signal_handler(signum)
         await store.close()
 
