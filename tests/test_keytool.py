@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import datetime as dt
 import hashlib
+import json
 import re
 import sqlite3
 import time
@@ -22,6 +23,7 @@ from aiohttp.test_utils import TestClient
 from app.data.api_keys import CACHE_SECONDS
 from app.data.fields import MAX_SAFE_ID
 from app.tools.keytool import build_parser, main
+from app.tools.loader import LoadError, load_files
 
 from .support.factories import API, assert_problem, dump_tables, query, sample
 from .support.stores import EACH_STORE, Store, fetch_all
@@ -204,6 +206,26 @@ def test_a_label_is_one_line_of_at_most_500_characters(
     assert len(err.strip().splitlines()) == 1 and out == ""
     assert sample_db.read_bytes() == before
     new_key(capsys, sample_db, "create", "--company", "1", "--label", "é" * 500)
+
+
+@pytest.mark.parametrize("label", ["two\nlines", "a\ttab", "x" * 501, "   "])
+def test_a_loaded_key_takes_the_same_labels(
+    sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], label: str
+) -> None:
+    """A label the tool refuses is refused by the loader too: the list shows each key on
+    one line, and rotate (which keeps the label) would refuse a key it could not make."""
+    fixture = tmp_path / "keys.json"
+    key = {"company_id": 1, "label": label, "key": "rk_loaded_with_its_label_0001"}
+    fixture.write_text(json.dumps({"api_keys": [key]}))
+    before = sample_db.read_bytes()
+    with pytest.raises(LoadError) as caught:
+        load_files(sample_db, [fixture])
+    assert "api_keys[0].label" in str(caught.value)
+    assert sample_db.read_bytes() == before
+    fixture.write_text(json.dumps({"api_keys": [key | {"label": " SIEM export "}]}))
+    load_files(sample_db, [fixture])
+    key_id = key_id_of(sample_db, key["key"])
+    new_key(capsys, sample_db, "rotate", str(key_id))
 
 
 @pytest.mark.parametrize("argv", [["list"], ["revoke", "1"], ["rotate", "1"]])

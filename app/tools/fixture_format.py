@@ -65,8 +65,9 @@ class Text(fields.Field):
 
 
 class Label(Text):
-    """A company's or a partner's name: one line of printable characters, not blank, as the
-    importer's ``--company-name`` (the dashboard and the tools show each on one line)."""
+    """A company's or a partner's name, or a key's label: one line of printable characters,
+    not blank, as the importer's ``--company-name`` and the key tool's ``--label`` (the
+    dashboard and the tools show each on one line)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> str:
         text = super()._deserialize(value, attr, data, **kwargs)
@@ -228,7 +229,7 @@ class ApiKeyRecord(Record):
 
     company_id = Id(load_default=None)
     partner_id = Id(load_default=None)
-    label = Text(required=True)
+    label = Label(required=True)
     key = Text(16, 200, required=True)
     scope = Scopes(load_default=None)
     record_checks = ("one_owner",)

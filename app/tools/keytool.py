@@ -109,7 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
     made = partner_commands.add_parser("create", help="make a partner; prints its id")
     made.add_argument("--name", required=True, help="the partner's name (not blank)")
     add = partner_commands.add_parser(
-        "add-company", help=f"let a partner's keys read a company ({REFUSED_WITHIN} otherwise)"
+        "add-company",
+        help=f"let a partner's keys read a company (within {CACHE_SECONDS:g} seconds)",
     )
     add.add_argument("partner_id", type=record_id, metavar="PARTNER_ID", help="the partner's id")
     add.add_argument("company_id", type=record_id, metavar="COMPANY_ID", help="the company's id")
