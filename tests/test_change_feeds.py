@@ -190,12 +190,14 @@ FEEDS = {"i": INSCRIPTIONS, "e": EMPLOYEE_FEED}
 class FeedCollector(Collector):
     """The event feed's collector, on a change feed."""
 
-    def __init__(self, client: Any, path: str) -> None:
+    def __init__(self, client: Any, path: str, filters: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(client)
         self.path = path
+        self.filters = filters
 
     async def poll(self, limit: int) -> list[dict[str, Any]]:
-        params = [("limit", str(limit))] + ([("cursor", self.cursor)] if self.cursor else [])
+        params = [*self.filters, ("limit", str(limit))]
+        params += [("cursor", self.cursor)] if self.cursor else []
         response = await self.client.get(
             self.path, params=params, headers={"X-API-KEY": KEYS[self.company]}
         )
@@ -205,6 +207,32 @@ class FeedCollector(Collector):
         assert response.headers["Link"].endswith('; rel="next"')
         self.received += body
         return body
+
+
+async def test_an_employee_who_comes_to_match_brings_no_inscription_read_past(
+    tmp_path: Path, make_client: MakeClient, new_world: NewWorld
+) -> None:
+    """A person filter on the inscriptions' feed (documented): a change to an employee
+    moves none of their inscriptions, so a collector that read past them does not get
+    them when the employee comes to match; the employees' feed brings the employee."""
+    ops = (("filter[department]", "ops"),)
+
+    def inscriptions_of(*employees: int) -> list[int]:
+        return sorted(n for n, (e, _) in ENROLLED.items() if e in employees)
+
+    with new_world(tmp_path) as world:
+        people = People(world)
+        client = await make_client(**world.settings())
+        feeds = [FeedCollector(client, path, ops) for path in (INSCRIPTIONS, EMPLOYEE_FEED)]
+        for employee in (12, 11):
+            people.load([("department", employee, "Ops")])
+            for feed in feeds:
+                await feed.catch_up(limit=3)
+        inscriptions, employees = ([r["id"] for r in f.received] for f in feeds)
+        assert inscriptions == inscriptions_of(12) and employees == [12, 11]
+        anew = FeedCollector(client, INSCRIPTIONS, ops)
+        await anew.catch_up(limit=3)
+        assert sorted(r["id"] for r in anew.received) == inscriptions_of(11, 12)
 
 
 @SYNC
