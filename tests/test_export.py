@@ -120,6 +120,39 @@ def test_both_stores_export_the_same_bytes(
     assert (tmp_path / "pg.json").read_bytes() == from_sqlite
 
 
+def test_a_derived_completion_date_before_the_start_loads_back(
+    tmp_path: Path, sample_db: Path, pg_database: str
+) -> None:
+    """A load derives a completion date from the section results, which may precede the
+    start date; a given date may not, so the export leaves the derived one out."""
+    early = {
+        "id": 901,
+        "employee_id": 900,
+        "course_id": 90,
+        "start_date": "2025-03-05",
+        "due_date": None,
+        "status": "completed",
+    }  # its one result: 2025-03-02
+    result = {"inscription_id": 901, "section_id": 901, "completed_at": "2025-03-02",
+              "result": None, "status": None}  # fmt: skip
+    data = {**AWKWARD, "inscriptions": [*AWKWARD["inscriptions"], early],
+            "section_results": [*AWKWARD["section_results"], result]}  # fmt: skip
+    fixture = tmp_path / "early.json"
+    fixture.write_text(json.dumps(data), encoding="utf-8")
+    for store in (["--db", str(sample_db)], ["--database-url", pg_database]):
+        run("load_fixtures.py", str(fixture), *store, "--no-progress")
+    assert query(sample_db, "SELECT completed_at FROM inscriptions WHERE id = 901") == [
+        ("2025-03-02",)
+    ]
+    run("export_fixtures.py", str(tmp_path / "sqlite.json"), "--db", str(sample_db))
+    run("export_fixtures.py", str(tmp_path / "pg.json"), "--database-url", pg_database)
+    assert (tmp_path / "pg.json").read_bytes() == (tmp_path / "sqlite.json").read_bytes()
+    copy = tmp_path / "copy.sqlite3"
+    run("load_fixtures.py", str(tmp_path / "sqlite.json"), "--db", str(copy), "--no-progress")
+    dates = "SELECT id, completed_at FROM inscriptions ORDER BY id"
+    assert query(copy, dates) == query(sample_db, dates)
+
+
 def test_one_company_only(tmp_path: Path, sample_db: Path) -> None:
     document = export(sample_db, tmp_path / "two.json", "--company", "2")
     assert [c["id"] for c in document["companies"]] == [2]

@@ -267,6 +267,29 @@ def test_impossible_sizes_are_refused(tmp_path: Path) -> None:
     assert "too few campaigns" in done.stderr
 
 
+@pytest.mark.system
+@pytest.mark.parametrize(
+    ("flags", "cause"),
+    [
+        (["--sections", "728087"], "--sections is at most 728,086: dates end in the year 9999"),
+        (["--employees", str(2**53)], "employees would take ids past 9,007,199,254,740,991"),
+        (["--events-per-campaign", str(2**53)], "campaign_events would take ids past"),
+    ],
+    ids=["sections past the calendar", "employees", "events"],
+)
+def test_sizes_past_the_dates_or_the_ids_are_refused_at_once(
+    flags: list[str], cause: str, tmp_path: Path
+) -> None:
+    """Refused in one line before anything is written (a traceback, or rows written until
+    the disk was full, before)."""
+    path = tmp_path / "no.sqlite3"
+    done = run_script("--db", str(path), *FLAGS, *flags, *SEED_3)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr.startswith(f"generation refused, database unchanged: {cause}"), done.stderr
+    assert done.stderr.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_targets_cover_every_event_and_more(tiny_db: Path) -> None:
     """contract.md 10: a campaign goes to a sample of its company; events come from them."""
     untargeted = query(

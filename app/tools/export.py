@@ -27,7 +27,7 @@ import asyncpg
 
 from ..config import OneLineParser
 from ..data.pg.sql import numbered
-from ..data.schema import read_snapshot
+from ..data.schema import DERIVED_COMPLETION, read_snapshot
 from .cli import ToolError, add_store_arguments, command, plural, record_id
 from .fixture_format import TABLES
 from .staging import EVENT_COLUMNS
@@ -77,6 +77,10 @@ RECORDS: dict[str, tuple[tuple[str, ...], str]] = {
         "inscription_id, section_id",
     ),
 }
+# A field left out of a record where the load would derive the very value stored (it must
+# be the record's last): a derived completion date may precede the start date, which a
+# given one may not, so written out it would not load back.
+DERIVED = {"inscriptions": ("completed_at", f"completed_at IS ({DERIVED_COMPLETION})")}
 # The flag each store holds as 0 or 1, as JSON's boolean.
 FLAG = {
     "sqlite": "json(CASE with_captcha WHEN 1 THEN 'true' ELSE 'false' END)",
@@ -85,20 +89,32 @@ FLAG = {
 
 
 def select(table: str, store: str, company: int | None) -> str:
-    """The query giving one table's records as JSON text, in order (``?``: the company)."""
+    """The query giving one table's records as JSON text, in order (``?``: the company),
+    and whether the load would derive its :data:`DERIVED` field."""
     fields, order = RECORDS[table]
     value = {f: FLAG[store] if f == "with_captcha" else f for f in fields}
     where = "" if company is None else f" WHERE {OWNER[table]}"
+    derived = DERIVED[table][1] if table in DERIVED else "FALSE"
     if store == "sqlite":
         pairs = ", ".join(f"'{f}', {v}" for f, v in value.items())
-        return f"SELECT json_object({pairs}) FROM {table}{where} ORDER BY {order}"
+        return f"SELECT json_object({pairs}), {derived} FROM {table}{where} ORDER BY {order}"
     # row_to_json writes SQLite's compact text ({"id":1,...}) in the fields' order, where
     # json_build_object puts spaces around each colon; jsonb would reorder the keys.
     columns = ", ".join(f"{v} AS {f}" for f, v in value.items())
+    derived = derived.replace(" IS (", " IS NOT DISTINCT FROM (")
     return (
-        f"SELECT row_to_json(r)::text FROM (SELECT {columns} FROM {table}{where}) r"
-        f" ORDER BY {order}"
+        f"SELECT (SELECT row_to_json(r)::text FROM (SELECT {columns}) r), {derived}"
+        f" FROM {table}{where} ORDER BY {order}"
     )
+
+
+def record(table: str, row: Sequence[Any]) -> str:
+    """A row of :func:`select` as its record: without the field the load derives."""
+    text, derived = str(row[0]), row[1]
+    if not derived:
+        return text
+    field = json.dumps(DERIVED[table][0])
+    return text[: text.rindex(f",{field}:")] + "}"
 
 
 class FixtureFile:
@@ -165,7 +181,7 @@ def export_fixture(
                     params = () if company is None else (company,)
                     rows = conn.execute(select(table, "sqlite", company), params)
                     while batch := rows.fetchmany(CHUNK):
-                        fixture.add(r[0] for r in batch)
+                        fixture.add(record(table, r) for r in batch)
         return fixture.counts
     finally:
         conn.close()
@@ -187,7 +203,7 @@ async def export_pg(url: str, out: str | Path, company: int | None = None) -> di
                     sql = numbered(select(table, "postgresql", company))
                     cursor = await conn.cursor(sql, *params)
                     while batch := await cursor.fetch(CHUNK):
-                        fixture.add(r[0] for r in batch)
+                        fixture.add(record(table, r) for r in batch)
             return fixture.counts
     finally:
         await conn.close()

@@ -71,6 +71,9 @@ SENT_TO = (0.4, 0.8)  # a campaign goes to 40% to 80% of its company's employees
 # after sending (automated), and of clicks that come as a burst of four in 2 s (suspected).
 SCANNED, BURSTS = 0.03, 0.01
 CHUNK = 20_000  # rows per executemany call
+DAYS = 2 * 365 + 100  # the dates the data takes, and 4 more per section (see write)
+# The most sections a course can have: each may take 4 days, and dates end in the year 9999.
+MAX_SECTIONS = ((dt.date.max - BASE).days + 1 - DAYS) // 4
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,9 @@ def plan(sizes: Sizes, origin: Origin = Origin()) -> list[Company]:
         raise GenerateError("every company needs an employee: --employees >= --companies")
     if sizes.inscriptions and sizes.courses < sizes.companies:
         raise GenerateError("inscriptions need a course in every company: --courses >= --companies")
+    if sizes.sections > MAX_SECTIONS:
+        raise GenerateError(f"--sections is at most {MAX_SECTIONS:,}: dates end in the year 9999")
+    refuse_unsafe_sizes(sizes, origin)
     first_campaigns = split(sizes.campaigns, sizes.companies)[0]
     if (sizes.big_campaign and first_campaigns < 1) or (sizes.mid_campaign and first_campaigns < 2):
         raise GenerateError("company 1 has too few campaigns for --big-campaign/--mid-campaign")
@@ -192,6 +198,27 @@ def plan(sizes: Sizes, origin: Origin = Origin()) -> list[Company]:
             )
         )
     return companies
+
+
+def refuse_unsafe_sizes(sizes: Sizes, origin: Origin) -> None:
+    """Refuse, before writing, sizes whose ids would pass 2^53-1: :func:`refuse_unsafe_ids`
+    would refuse them only once every row was written (or the disk was full)."""
+    events = sizes.campaigns * sizes.events_per_campaign + sizes.big_campaign + sizes.mid_campaign
+    last = {
+        "companies": origin.companies + sizes.companies,
+        "employees": origin.employees + sizes.employees,
+        "campaigns": origin.campaigns + sizes.campaigns,
+        "campaign_events": events,
+        "courses": origin.courses + sizes.courses,
+        "course_sections": origin.course_sections + sizes.courses * sizes.sections,
+        "inscriptions": origin.inscriptions + sizes.inscriptions,
+    }
+    for table, largest in last.items():
+        if largest > MAX_SAFE_ID:
+            raise GenerateError(
+                f"{table} would take ids past {MAX_SAFE_ID:,}, the largest a client reads"
+                " exactly: generate fewer, or into a database whose ids leave room"
+            )
 
 
 def slug(text: str) -> str:
@@ -315,7 +342,7 @@ class Plan:
 
 def write(conn: sqlite3.Connection, plan: Plan, tick: Callable[[str, int], None]) -> dict[str, int]:
     """Insert every table in dependency order, each from its own random stream."""
-    counts, days = {}, dates(2 * 365 + 100 + 4 * plan.sizes.sections)
+    counts, days = {}, dates(DAYS + 4 * plan.sizes.sections)
     for table, columns, make in _STREAMS:
         marks = ", ".join("?" * len(columns.split(",")))
         sql = f"INSERT INTO {table} ({columns}) VALUES ({marks})"
