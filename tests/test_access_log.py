@@ -3,11 +3,13 @@
 One access line per request, whatever the client sends: control characters and spaces
 in a logged field are escaped (text and JSON formats), so ``%0D%0A`` in a path cannot
 forge a line or a field. A client that leaves in the middle of a streamed answer is one
-access line with status 499, never a 500 with a traceback.
+access line with status 499 on either store, never a 500 with a traceback nor a 503 that
+takes the leaving for a database outage.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import shutil
@@ -20,6 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from app.tools.loader import load_files
+from app.tools.pg_loader import load_pg
 from app.web.logs import TextFormatter, escape_controls
 
 from .support.factories import API, KEY_1, make_sample_db, sample
@@ -102,15 +105,12 @@ def kernel_send_buffer_max() -> int:
         return 4 * 1024 * 1024
 
 
-@pytest.fixture(scope="module")
-def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample plus events enough that campaign 1's array outgrows the kernel's buffers.
+def big_events() -> dict[str, list[dict[str, object]]]:
+    """Fixture data: events enough that campaign 1's array outgrows the kernel's buffers.
 
     Each event is over 150 bytes of JSON: 1.5 times the send buffer's maximum, so the server
     is still writing when the client leaves, whatever the machine.
     """
-    directory = tmp_path_factory.mktemp("leaving")
-    db = make_sample_db(directory)
     people = [e["id"] for e in sample()["employees"] if e["company_id"] == 1]
     count = 3 * kernel_send_buffer_max() // 2 // 150
     events = [
@@ -119,12 +119,20 @@ def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
          "with_captcha": True}
         for i in range(count)
     ]  # fmt: skip
-    (directory / "more.json").write_text(json.dumps({"campaign_events": events}))
+    return {"campaign_events": events}
+
+
+@pytest.fixture(scope="module")
+def big_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The sample plus big_events()."""
+    directory = tmp_path_factory.mktemp("leaving")
+    db = make_sample_db(directory)
+    (directory / "more.json").write_text(json.dumps(big_events()))
     load_files(db, [directory / "more.json"])
     return db
 
 
-def leave_mid_stream(app: AppProcess, request_id: str) -> None:
+def leave_mid_stream(app: AppProcess, request_id: str, query: str = "") -> None:
     """Ask for the big array, read its first bytes, then reset the connection."""
     where = urlsplit(app.base)
     sock = socket.socket()
@@ -132,7 +140,7 @@ def leave_mid_stream(app: AppProcess, request_id: str) -> None:
     sock.settimeout(GUARD)
     try:
         sock.connect((where.hostname, where.port))
-        head = f"GET {API}/campaigns/1/events HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n"
+        head = f"GET {API}/campaigns/1/events{query} HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n"
         sock.sendall(
             f"{head}X-Request-ID: {request_id}\r\nAccept-Encoding: identity\r\n\r\n".encode()
         )
@@ -156,3 +164,22 @@ def test_a_client_leaving_mid_stream_is_499_without_a_trace(
     assert "Traceback" not in err and " ERROR " not in err, err[-3000:]
     status, _, body = fetch(f"{app.base}/api/companies/v1/campaigns/1/events", {"X-API-KEY": KEY_1})
     assert status == 200 and body.endswith(b"]")  # still serving
+
+
+@pytest.mark.system
+def test_a_client_leaving_a_postgresql_stream_is_499_too(
+    launcher: Launcher, pg_database: str, tmp_path: Path
+) -> None:
+    """Not 503 with "the database does not answer": the client's leaving is no outage."""
+    (tmp_path / "more.json").write_text(json.dumps(big_events()))
+    asyncio.run(load_pg(pg_database, [tmp_path / "more.json"]))
+    app = launcher.serve(tmp_path / "unused.sqlite3", "--database-url", pg_database)
+    leave_mid_stream(app, "leaver", "?format=csv")
+    lines = access_lines(app, "request_id=leaver")
+    (line,) = [line for line in lines if "request_id=leaver" in line]
+    assert " status=499 " in line
+    err = app.output_text()[1]
+    assert "does not answer" not in err and "Traceback" not in err, err[-3000:]
+    url = f"{app.base}/api/companies/v1/campaigns/1/events?format=csv"
+    status, _, body = fetch(url, {"X-API-KEY": KEY_1})
+    assert status == 200 and body.endswith(b"\r\n")  # still serving

@@ -27,7 +27,7 @@ from ..data.listings import Listing, Paging
 from ..keys import ANSWERS, CALLER, COUNTS, DATA_VERSION, POOL, RECENT_PAGES, SHARES, STREAMS
 from .bodies import array_response, finish
 from .cursor import CursorPage
-from .errors import TooManyRequests
+from .errors import TooManyRequests, client_closed_response, client_gone
 from .formats import CSV, RECORD, Body, Format, Offer, accept_header, join_lines
 from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
@@ -228,14 +228,24 @@ async def respond_window(
 async def respond_all(
     request: web.Request, listing: Listing, offer: Offer, variant: str = ""
 ) -> web.StreamResponse:
-    """The whole listing: read whole when short, else streamed from one snapshot."""
+    """The whole listing: read whole when short, else streamed from one snapshot.
+
+    A client that leaves mid-stream is answered 499 here, outside the store's snapshot:
+    inside it, the PostgreSQL store would take the closed socket's OSError for an outage
+    (503, "the database does not answer").
+    """
     ready = await prelude(request, listing, offer, variant)
     if ready.not_modified is not None:
         return ready.not_modified
     slot = request.app[STREAMS].hold(ready.company_id)
     async with request.app[POOL].whole(ready.listing, ready.body.encode, slot) as result:
         headers = await ready.headers(result.token)
-        return await array_response(request, ready.body, result, headers, ready.respond)
+        try:
+            return await array_response(request, ready.body, result, headers, ready.respond)
+        except ConnectionError:
+            if not client_gone(request):
+                raise
+    return client_closed_response()
 
 
 async def respond_record(
