@@ -2,10 +2,11 @@
 
 Debian's chromium, driven by Playwright, opens /dashboard/ of a real server process over the
 sample data (its partner key too) plus people and campaigns whose names are markup, hold a
-comma or a double quote, or run 500 characters without a space. Each view's tables are compared,
-cell by cell, with the API's answers fetched here over HTTP; the endpoints a server may
-not have yet (/stats/..., /key, filter[automation]) must then show "not available". After
-each test: no console error and no Content-Security-Policy violation; no dialog ever.
+comma, a double quote or a right-to-left override, or run 500 characters without a space.
+Each view's tables are compared, cell by cell, with the API's answers fetched here over
+HTTP; the endpoints a server may not have yet (/stats/..., /key, filter[automation]) must
+then show "not available". After each test: no console error and no Content-Security-Policy
+violation; no dialog ever.
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ HOSTILE["campaign_targets"] = [
     {"campaign_id": 9001, "employee_id": 9003},
     {"campaign_id": LONG_CAMPAIGN, "employee_id": LONG_PERSON},
 ]
+# A person whose first name and department hold a right-to-left override (U+202E), in a team
+# whose name is markup: neither may reverse or reorder the values shown after it.
+RTL_PERSON = 9005
+RTL_TEAM = '"><svg onload=alert(3)>'
+HOSTILE["employees"].append(
+    {"id": RTL_PERSON, "company_id": 1, "first_name": "\u202eAnna", "last_name": "Berg",
+     "email": "rtl@northwind.example", "department": "\u202eOps", "country": "Chile"}
+)  # fmt: skip
+HOSTILE["teams"] = [{"id": 9001, "company_id": 1, "name": RTL_TEAM}]
+HOSTILE["team_members"] = [{"team_id": 9001, "employee_id": RTL_PERSON}]
 WIDE_DEPARTMENTS = 40  # company 2: 40 departments × 13 months of sends = 520 heatmap rows
 WIDE_COURSES = 55  # company 2: more courses than one page of the coverage table
 
@@ -556,6 +567,31 @@ def test_markup_in_names_is_shown_as_text(session: Session) -> None:
     assert session.page.get_by_role("heading", name=name, exact=True).count() == 1
     assert session.page.get_by_text("<b>Operations</b>", exact=False).count() == 1
     assert session.page.locator("#view img, #view script, #view b").count() == 0
+
+
+def test_a_right_to_left_override_stays_in_its_value(session: Session) -> None:
+    """Left to right, the person's heading and line show their values in order: an override
+    in the first name or the department reverses that value only."""
+    session.open(f"people/{RTL_PERSON}")
+    section = session.page.locator(f'section[aria-label="{chr(0x202E)}Anna Berg"]')
+    lefts = """(node, parts) => parts.map((part) => {
+      const walker = document.createTreeWalker(node, NodeFilter.SHOW_TEXT);
+      while (walker.nextNode()) {
+        const at = walker.currentNode.data.indexOf(part);
+        if (at < 0) continue;
+        const range = document.createRange();
+        range.setStart(walker.currentNode, at);
+        range.setEnd(walker.currentNode, at + part.length);
+        return range.getBoundingClientRect().left;
+      }
+    })"""
+    heading = section.get_by_role("heading").evaluate(lefts, ["Anna", "Berg"])
+    assert heading == sorted(heading), heading
+    line = section.locator("p").first
+    assert line.text_content() == f"rtl@northwind.example · \u202eOps · Chile · {RTL_TEAM}"
+    parts = line.evaluate(lefts, ["rtl@", "Ops", "Chile", "svg onload"])
+    assert parts == sorted(parts), parts
+    assert session.page.locator("#view svg, #view script, #view img").count() == 0
 
 
 def test_csv_button_downloads_the_listings_csv(session: Session, api: Api) -> None:

@@ -41,9 +41,22 @@ export function table(caption, columns, rows, emptyText = "Nothing to show for t
     el("table", {}, el("caption", {}, caption), el("thead", {}, head), el("tbody", {}, body)));
 }
 
+/**
+ * Values of an import side by side, each in its own <bdi>: right-to-left text or an
+ * override (U+202E) in one value cannot reorder or reverse the others.
+ */
+export function apart(separator, values) {
+  return values.flatMap((value, n) => [n ? separator : null, el("bdi", {}, value)]);
+}
+
 /** A section with a heading, its content and optional actions (buttons) beside the heading. */
 export function section(title, ...content) {
-  return el("section", { class: "card", "aria-label": title }, el("h2", {}, title), ...content);
+  return headed(title, title, ...content);
+}
+
+/** A section whose heading is nodes (`label`, its text, names the section). */
+export function headed(label, heading, ...content) {
+  return el("section", { class: "card", "aria-label": label }, el("h2", {}, heading), ...content);
 }
 
 export function notAvailable(what) {

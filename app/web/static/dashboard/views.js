@@ -4,7 +4,9 @@
 
 import { Refused, listValue } from "./api.js";
 import { PALETTE, funnel, heatColour, rateChart } from "./charts.js";
-import { date, el, filterForm, notAvailable, pager, percent, plain, section, table } from "./dom.js";
+import {
+  apart, date, el, filterForm, headed, notAvailable, pager, percent, plain, section, table,
+} from "./dom.js";
 
 const PER_PAGE = 50;
 const RATES = [["open_rate", "Open", PALETTE.open], ["click_rate", "Click", PALETTE.click],
@@ -15,7 +17,10 @@ const campaignLink = (ctx, c) => el("a", { href: ctx.href("campaigns", c.id) }, 
 // A person without a name (an import may give none) is shown by email, so links and
 // headings have text.
 const personName = (p) => `${p.first_name} ${p.last_name}`.trim() || p.email || `#${p.id}`;
-const personLink = (ctx, p) => el("a", { href: ctx.href("people", p.id) }, personName(p));
+// On the page the first and last name are isolated: an override in one does not reverse the other.
+const personText = (p) => (`${p.first_name} ${p.last_name}`.trim()
+  ? apart(" ", [p.first_name, p.last_name].filter(Boolean)) : personName(p));
+const personLink = (ctx, p) => el("a", { href: ctx.href("people", p.id) }, personText(p));
 
 /** An optional answer: null when it is refused with `status` (404: an endpoint not yet
  * on every server; 403: a scope the key lacks). */
@@ -184,9 +189,9 @@ async function person(ctx, id) {
     ctx.get(path, ctx.automation()), optional(ctx, `${path}/events`, params, 403)]);
   const { phishing, training } = p;
   return [
-    section(personName(p),
-      el("p", {}, `${p.email} · ${p.department} · ${p.country}`,
-        p.groups.length ? ` · ${p.groups.map((g) => g.name).join(", ")}` : ""),
+    headed(personName(p), personText(p),
+      el("p", {}, apart(" · ", [p.email, p.department, p.country]),
+        p.groups.length ? [" · ", apart(", ", p.groups.map((g) => g.name))] : null),
       el("div", { class: "blocks" },
         facts("Phishing", [["Campaigns", plain(phishing.campaigns)], ["Opened", plain(phishing.opened)],
           ["Clicked", plain(phishing.clicked)], ["Reported", plain(phishing.reported)],
