@@ -26,10 +26,21 @@ from app.main import create_app
 from app.tools.reclassify import reclassify, reclassify_pg
 
 from .support.clients import ProblemTestServer
-from .support.feeds import COMPANY_OF_CAMPAIGN, Collector, Event, NewWorld, World, world_maker
+from .support.feeds import (
+    COMPANY_OF_CAMPAIGN,
+    MAX_EVENT_ID,
+    SYNC,
+    Collector,
+    Event,
+    Matcher,
+    NewWorld,
+    World,
+    check_receipts,
+    world_maker,
+    writes,
+)
 from .support.stores import on_both_stores, run_apart
 from .support.verdicts import decide
-from .test_feed_sync import MAX_EVENT_ID, SYNC, Matcher, check_receipts, writes
 
 store_kind = on_both_stores()
 
