@@ -27,7 +27,14 @@ import redis
 
 from app.config import Config
 from app.web.ratelimit import Limits, MemoryLimits, Verdict
-from app.web.sharedlimit import PREFIX, RETRY_SECONDS, WARN_SECONDS, SharedLimits, connect
+from app.web.sharedlimit import (
+    PREFIX,
+    RETRY_SECONDS,
+    WARN_SECONDS,
+    SharedLimits,
+    connect,
+    refusal_at_start,
+)
 
 from .support.clients import MakeClient
 from .support.clock import FakeClock
@@ -146,6 +153,26 @@ async def test_state_is_namespaced_and_expires_when_full(
         assert 0 < store.pttl(f"{PREFIX}auth:{THERE}") <= 6000  # 10 a minute
         await asyncio.sleep(0.15)
         assert store.keys() == [f"{PREFIX}auth:{THERE}".encode()]
+
+
+async def test_an_instant_set_on_a_clock_ahead_waits_no_longer_than_an_empty_bucket(
+    make_limits: MakeLimits, redis_url: str
+) -> None:
+    """Redis's clock stepped back an hour (or a failover to a host whose clock lags) left
+    the key and the gate refused for that hour, while Retry-After said 1."""
+    limits = make_limits("redis", rate_burst=2, rate_per_second=20, auth_failures_per_minute=1200)
+    with redis.Redis.from_url(redis_url) as store:
+        seconds, micros = store.time()
+        hour_ahead = (seconds + 3600) * 1_000_000 + micros
+        store.set(f"{PREFIX}key:1", hour_ahead, px=3_600_000)
+        store.set(f"{PREFIX}auth:{THERE}", hour_ahead, px=3_600_000)
+    refused, gated = await limits.admit(HERE, 1), await limits.admit(THERE, 2)
+    assert refused.bucket is not None and not refused.bucket.allowed
+    assert gated.gate is not None and gated.gate.retry_after == 1
+    await asyncio.sleep(0.06)  # more than one token's 50 ms, of the key and of the gate
+    again, opened = await limits.admit(HERE, 1), await limits.admit(THERE, 2)
+    assert again.bucket is not None and again.bucket.allowed
+    assert opened.bucket is not None and opened.bucket.allowed
 
 
 @pytest.mark.parametrize("together", [1, 8], ids=["alone", "pipelined"])
@@ -444,3 +471,39 @@ def test_a_redis_not_answering_yet_lets_the_server_start(
     require_redis_server()
     app = launcher.serve(sample_db, "--redis-url", f"redis://127.0.0.1:{free_port()}/0")
     assert app.proc.poll() is None
+
+
+WITHOUT_SCRIPTING = ("--rename-command", "EVALSHA", "")  # a hardening some operators apply
+
+
+async def test_a_redis_without_scripting_stops_the_start(tmp_path: Path) -> None:
+    """It takes the probe key's write but can never run a limit: served unlimited for good."""
+    require_redis_server()
+    server = RedisServer(tmp_path, options=WITHOUT_SCRIPTING).start()
+    try:
+        line = await refusal_at_start(server.url)
+    finally:
+        server.stop()
+    assert line is not None and "lacks a command the limits need" in line, line
+
+
+async def test_a_redis_that_takes_writes_but_not_the_script_is_not_usable(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The probe and /readyz ask for the script too: a write alone said the limits held
+    again (``ok``, ``enforced again``) while every request was served unlimited."""
+    require_redis_server()
+    server = RedisServer(tmp_path, options=WITHOUT_SCRIPTING).start()
+    client = connect(server.url)
+    limits = SharedLimits(client, settings(server.url), probe_seconds=PROBE)
+    caplog.set_level(logging.INFO, logger="app.ratelimit")
+    try:
+        assert await limits.admit(HERE, 1) == Verdict()
+        for _ in range(5):  # the probe asks again and again, and the script is refused
+            await asyncio.sleep(2 * PROBE)
+            assert await limits.state() == "degraded"
+        assert "enforced again" not in caplog.text
+    finally:
+        await limits.close()
+        await client.aclose()
+        server.stop()

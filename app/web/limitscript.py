@@ -2,10 +2,11 @@
 
 Each bucket is one Redis key holding its theoretical arrival time (GCRA): the instant,
 in whole microseconds on Redis's clock (rounded down), at which the bucket will be full
-again. A missing key is a full bucket, and every key expires when its bucket is full
-again. For each request the script looks at the address's failure gate and, while it is
-open, spends a token of the key's bucket (or, after a failed authentication, of the gate
-itself).
+again. A missing key is a full bucket, an instant further ahead than an empty bucket's
+an empty bucket (Redis's clock stepped back), and every key expires when its bucket is
+full again. For each request the script looks at the address's failure gate and, while
+it is open, spends a token of the key's bucket (or, after a failed authentication, of
+the gate itself).
 
 The requests that reach the limits during one turn of a worker's event loop go to Redis
 together, in one EVALSHA: each request still makes one round trip, and the script runs
@@ -35,14 +36,20 @@ local now = tonumber(clock[1]) * 1000000 + tonumber(clock[2])
 local gate_interval, gate_longest = tonumber(ARGV[1]), tonumber(ARGV[2])
 local key_interval, key_longest = tonumber(ARGV[3]), tonumber(ARGV[4])
 
-local function wait_of(key)
+local function wait_of(key, longest)
   local tat = tonumber(redis.call('GET', key))
   if tat == nil or tat <= now then return 0 end
+  if tat - now > longest then
+    -- set on a clock ahead of this one (Redis's clock stepped back, a failover to a host
+    -- whose clock lags): no bucket is emptier than empty, so it refills from empty now
+    tat = math.floor(now + longest)
+    redis.call('SET', key, string.format('%.0f', tat), 'PX', math.ceil(longest / 1000))
+  end
   return tat - now
 end
 
 local function spend(key, interval, longest)
-  local wait = wait_of(key)
+  local wait = wait_of(key, longest)
   if wait + interval > longest then return false, wait end
   wait = wait + interval
   -- whole microseconds, rounded down: rounding to the nearest added up to half a
@@ -55,7 +62,7 @@ end
 local replies, k = {}, 1
 for i = 5, #ARGV do
   local kind, gate = ARGV[i], KEYS[k]
-  local outcome, wait = 0, wait_of(gate)
+  local outcome, wait = 0, wait_of(gate, gate_longest)
   if wait + gate_interval <= gate_longest then
     local spent = true
     if kind == 'f' then

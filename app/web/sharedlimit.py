@@ -9,9 +9,10 @@ While Redis does not answer, or answers but refuses to write (a read-only replic
 full memory), requests are served unlimited (fail open): a warning at most once a minute
 and ``/readyz`` says ``degraded``. A request finds that out once, by waiting for Redis's
 timeout; from then on requests do not ask Redis at all, and a background probe writes a
-key of its own every second until Redis takes it (a write, as every limit is: a ping
-alone would call a read-only replica usable), so a Redis that hangs costs one wait, not
-one a second.
+key of its own and runs the script every second until Redis does both (a write, as every
+limit is: a ping alone would call a read-only replica usable; the script, since a Redis that
+takes writes but not the script, its scripting renamed away or the user's commands changed,
+enforces nothing), so a Redis that hangs costs one wait, not one a second.
 """
 
 from __future__ import annotations
@@ -115,7 +116,7 @@ class SharedLimits:
         if self._probe is not None:
             return "degraded"
         try:
-            await self._writes()
+            await self._usable()
         except (RedisError, OSError) as exc:
             self._silent(exc)
             return "degraded"
@@ -146,16 +147,17 @@ class SharedLimits:
         if self._probe is None:
             self._probe = asyncio.get_running_loop().create_task(self._ask_until_answered())
 
-    async def _writes(self) -> None:
-        """Raise unless Redis takes a write now (the key lapses by itself)."""
+    async def _usable(self) -> None:
+        """Raise unless Redis takes a write now and runs the script (the key lapses by itself)."""
         await self._client.set(PROBE_KEY, b"1", px=int(self._probe_seconds * 2000) + 1000)
+        await self._batch.run(CHECK, PROBE_KEY)  # reads only: the probe key is a full gate
 
     async def _ask_until_answered(self) -> None:
-        """Ask Redis every ``probe_seconds`` until it takes a write, then let requests use it."""
+        """Ask Redis every ``probe_seconds`` until it is usable, then let requests use it."""
         while True:
             await asyncio.sleep(self._probe_seconds)
             try:
-                await self._writes()
+                await self._usable()
             except (RedisError, OSError) as exc:
                 self._warn(exc)
                 continue
@@ -227,6 +229,8 @@ async def refusal_at_start(url: str) -> str | None:
     except ResponseError as exc:
         if "DB index" in str(exc):
             return f"Redis at {describe(url)} has no such database: {exc}"
+        if "unknown command" in str(exc):  # scripting renamed away (``rename-command``)
+            return f"Redis at {describe(url)} lacks a command the limits need: {exc}"
     except (RedisError, OSError):
         pass  # an outage: failing open is the documented answer to it
     finally:

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass
 from email.message import Message
 from pathlib import Path
@@ -199,9 +200,12 @@ class RedisServer:
     ``stop`` then ``start`` again brings it back on the same port, empty (a restart).
     """
 
-    def __init__(self, directory: Path, port: int | None = None) -> None:
+    def __init__(
+        self, directory: Path, port: int | None = None, options: Sequence[str] = ()
+    ) -> None:
         self.directory = directory
         self.port = port or free_port()
+        self.options = list(options)  # more of redis-server's flags
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -214,6 +218,7 @@ class RedisServer:
         ProcessGuard.check()
         command = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
         command += ["--save", "", "--appendonly", "no", "--dir", str(self.directory)]
+        command += self.options
         with open(self.directory / "redis.log", "ab") as log:
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + GUARD_SECONDS
