@@ -182,6 +182,17 @@ async def test_a_connect_is_404_not_a_refused_body(client: TestClient) -> None:
         assert_raw_problem(status, headers, body)
 
 
+@pytest.mark.parametrize("path", [INSCRIPTIONS, b"/nope"])
+async def test_an_expectation_not_met_is_a_problem(client: TestClient, path: bytes) -> None:
+    """aiohttp refuses an Expect other than 100-continue before any middleware runs: the
+    417 is in the one error shape too, with the request id, and closes."""
+    status, headers, body = await raw_request(
+        client, b"GET " + path + b" HTTP/1.1" + KEY + b"\r\nExpect: bogus"
+    )
+    assert (status, headers["connection"]) == (417, "close")
+    assert_raw_problem(status, headers, body)
+
+
 @pytest.mark.parametrize("head", RAW.values(), ids=RAW.keys())
 async def test_parser_errors_are_problems(client: TestClient, head: bytes) -> None:
     """Even a request aiohttp cannot parse is answered in the one error shape."""

@@ -12,6 +12,7 @@ fails at once, loudly, instead of silently dropping a protection.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import aiohttp
@@ -25,6 +26,7 @@ MAX_REQUEST_LINE = 16_384  # bytes of method, path and query; longer is 414
 MAX_HEADER_FIELD = 8_190  # bytes of one header's name and value (aiohttp's default); 431
 MAX_HEADER_BYTES = 32_768  # bytes of a request's line and headers together; 431 beyond
 _HEAD_END = b"\r\n\r\n"
+AppHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
 _TOO_MANY_HEADERS = "Too many headers"  # the start of aiohttp's message for that case
 _TLS_ON_PLAIN = "Received HTTPS traffic"  # its message for a TLS hello, which no method starts
 
@@ -184,10 +186,14 @@ class HandlerAppRunner(web.AppRunner):
 
     handler_class: ClassVar[type[RequestHandler]] = GuardedRequestHandler
 
+    def wrap_handler(self, handler: AppHandler) -> AppHandler:
+        """The application's request handler as the connections call it (here unchanged)."""
+        return handler
+
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
         return HandlerServer(
-            server.request_handler,
+            self.wrap_handler(server.request_handler),
             handler_class=self.handler_class,
             request_factory=server.request_factory,
             handler_cancellation=server.handler_cancellation,

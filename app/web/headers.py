@@ -31,7 +31,7 @@ X_REQUEST_ID = istr("X-Request-ID")
 X_CONTENT_TYPE_OPTIONS = istr("X-Content-Type-Options")
 
 
-def assign_request_id(request: web.Request) -> str:
+def assign_request_id(request: web.BaseRequest) -> str:
     """Echo the client's X-Request-ID when it is sane, otherwise make one.
 
     Two header lines are not one sane id, even when they agree: HTTP reads them as one

@@ -22,14 +22,15 @@ from ..keys import CONFIG, REQUEST_ID
 from .aiohttp_shim import (
     MAX_HEADER_FIELD,
     MAX_REQUEST_LINE,
+    AppHandler,
     GuardedRequestHandler,
     HandlerAppRunner,
     parser_error_status,
 )
 from .connections import HEADERS_TOO_LARGE, ConnectionGuard, quiet_resource_errors
 from .dashboard import PAGE_HEADERS
-from .errors import PROBLEM_TYPE, problem_body
-from .headers import set_standard_headers
+from .errors import PROBLEM_TYPE, problem_body, problem_response
+from .headers import assign_request_id, set_standard_headers
 from .logs import AccessLogger
 
 log = logging.getLogger("app.server")
@@ -79,6 +80,28 @@ class ProblemRequestHandler(GuardedRequestHandler):
         return response
 
 
+EXPECTATION_DETAIL = "The only expectation this server meets is 100-continue."
+
+
+def problem_expectations(handler: AppHandler) -> AppHandler:
+    """``handler`` answering an ``Expect`` it cannot meet with a 417 in problem+json.
+
+    aiohttp checks ``Expect`` before any middleware runs and refuses every value but
+    100-continue in plain text, without a request id: this renders that refusal in the
+    one error shape, and closes, since a body may follow unread.
+    """
+
+    async def handle(request: web.BaseRequest) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except web.HTTPExpectationFailed:
+            response = problem_response(417, EXPECTATION_DETAIL, assign_request_id(request))
+            response.force_close()
+            return response
+
+    return handle
+
+
 def shutdown_wait(total: float) -> float:
     """Each of aiohttp's two shutdown waits, so that both end within ``total`` seconds.
 
@@ -112,6 +135,9 @@ class ProblemAppRunner(HandlerAppRunner):
         # it cancels it: half of the configured time each keeps the whole within it.
         kwargs.setdefault("shutdown_timeout", shutdown_wait(config.shutdown_timeout))
         super().__init__(app, **kwargs)
+
+    def wrap_handler(self, handler: AppHandler) -> AppHandler:
+        return problem_expectations(handler)
 
 
 def make_runner(app: web.Application) -> web.AppRunner:
