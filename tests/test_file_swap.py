@@ -16,15 +16,28 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from app.data.pool import ReadPool
+from app.data.schema import SCHEMA_VERSION, DatabaseError
 from app.data.store import Unavailable
-from app.tools.loader import load_files
+from app.tools.fixture_reader import Item
+from app.tools.loader import load_files, load_items
+from app.tools.staging import file_items
+from app.tools.swap import swap
 
-from .support.factories import API, KEY_1, make_sample_db, next_event_id, query
+from .support.factories import (
+    API,
+    EVENTS_INDEX_SINCE_VERSION_12,
+    KEY_1,
+    make_sample_db,
+    next_event_id,
+    older_copy,
+    query,
+)
 from .support.servers import (
     GUARD_SECONDS,
     UNLIMITED,
@@ -217,3 +230,32 @@ def test_two_workers_let_go_of_a_swapped_file(sample_db: Path, tmp_path: Path) -
     finally:
         redis.stop()
     assert_intact(sample_db, {new_load, next_load}, old_load)
+
+
+def test_a_load_that_opened_the_file_before_a_swap_writes_nothing(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """A load stages its files before it takes the write lock: a file swapped in
+    meanwhile is not the one it opened, and its write would go to the old, unlinked
+    file, reported done and lost. It is refused, and the swapped-in file served as is."""
+    event_id = next_event_id()
+    replacement = new_file(tmp_path / "new", event_id)
+    staged = file_items(one_event(tmp_path, event_id + 1))
+
+    def swapped_while_staging() -> Iterator[Item]:
+        swap(replacement, sample_db)
+        yield from staged
+
+    with pytest.raises(DatabaseError, match="replaced"):
+        load_items(sample_db, [("late", swapped_while_staging())])
+    assert_intact(sample_db, {event_id}, event_id + 1)
+
+
+def test_the_swap_tool_upgrades_a_file_of_an_older_schema(sample_db: Path, tmp_path: Path) -> None:
+    """A backup from before an upgrade is upgraded as it is swapped in, as the server
+    upgrades its file at start: servers do not open a file of another version."""
+    old = older_copy(sample_db, tmp_path / "backup.sqlite3", EVENTS_INDEX_SINCE_VERSION_12, 12)
+    done = run_python("scripts/swap_database.py", str(old), "--db", str(sample_db))
+    assert done.returncode == 0, done.stderr
+    assert query(sample_db, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(sample_db, "PRAGMA integrity_check") == [("ok",)]

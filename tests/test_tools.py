@@ -26,6 +26,7 @@ import pytest
 from app.data.schema import (
     SCHEMA_VERSION,
     DatabaseError,
+    Writer,
     check_readable,
     connect_writer,
     write_transaction,
@@ -502,9 +503,9 @@ def test_reclassify_agrees_with_the_count_of_events_that_kept_their_verdicts(
     assert one.endswith("; 1 event kept its verdict with other reasons")
 
 
-class StoppedAtCommit(sqlite3.Connection):
-    """A connection that gets a stop (SIGINT or SIGTERM) as its write's COMMIT returns:
-    the moment a Ctrl-C comes too late to undo the write."""
+class StoppedAtCommit(Writer):
+    """A writer's connection that gets a stop (SIGINT or SIGTERM) as its write's COMMIT
+    returns: the moment a Ctrl-C comes too late to undo the write."""
 
     stop = signal.SIGINT
     writing = False
@@ -535,7 +536,7 @@ def test_a_stop_after_the_commit_does_not_say_nothing_was_written(
     connect = sqlite3.connect
     monkeypatch.setattr(StoppedAtCommit, "stop", stop)
     monkeypatch.setattr(
-        sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=StoppedAtCommit)
+        sqlite3, "connect", lambda *a, **k: connect(*a, **{**k, "factory": StoppedAtCommit})
     )
     code = loader.main([str(fixture), "--db", str(sample_db), "--no-progress"])
     monkeypatch.undo()
@@ -559,7 +560,7 @@ def test_a_stop_held_at_a_commit_stops_the_next_write(
     fixture.write_text(json.dumps({"teams": [{"id": 9000, "company_id": 1, "name": "new"}]}))
     connect = sqlite3.connect
     monkeypatch.setattr(
-        sqlite3, "connect", lambda *a, **k: connect(*a, **k, factory=StoppedAtCommit)
+        sqlite3, "connect", lambda *a, **k: connect(*a, **{**k, "factory": StoppedAtCommit})
     )
     code = loader.main([str(fixture), "--db", str(old), "--no-progress"])
     monkeypatch.undo()

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import sqlite3
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -41,7 +40,7 @@ from .listings import (
     read_small,
     read_window,
 )
-from .schema import DatabaseError, check_readable, data_token
+from .schema import DatabaseError, check_readable, data_token, file_identity
 from .store import Unavailable
 
 T = TypeVar("T")
@@ -366,20 +365,6 @@ class ReadPool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await self._let_go()
-
-
-def file_identity(path: Path, missing: bool = False) -> tuple[int, int] | None:
-    """The file's device and inode: what changes when another file is renamed over it.
-
-    With ``missing``, None for a file that does not exist instead of an error.
-    """
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        if missing:
-            return None
-        raise
-    return st.st_dev, st.st_ino
 
 
 def companions(path: Path) -> tuple[Path, Path]:

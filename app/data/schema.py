@@ -582,13 +582,56 @@ def into_new_file(path: str | Path) -> Iterator[Path]:
             file.unlink(missing_ok=True)
 
 
-def connect_writer(path: str | Path, *, tables_in_write: bool = False) -> sqlite3.Connection:
+class Writer(sqlite3.Connection):
+    """A writing connection that remembers which file it opened (device and inode).
+
+    A writer may read for minutes before it writes (a load stages its files first). Had
+    another file been renamed over the path meanwhile (``reporting-swap``, a restore), its
+    write would go to the old, unlinked file: reported done, and lost. Its write
+    transactions are refused instead (see ``write_transaction``)."""
+
+    path = Path()
+    opened: tuple[int, int] | None = None  # None: writes wherever it was opened
+
+    def check_in_place(self) -> None:
+        """Raise unless the file opened is still the one at the path."""
+        if self.opened is not None and file_identity(self.path, True) != self.opened:
+            raise DatabaseError(
+                f"{self.path} was replaced or removed since this tool opened it: nothing"
+                " was written; run it again"
+            )
+
+
+def file_identity(path: str | Path, missing: bool = False) -> tuple[int, int] | None:
+    """The file's device and inode: what changes when another file is renamed over it.
+
+    With ``missing``, None for a file that does not exist instead of an error.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if missing:
+            return None
+        raise
+    return st.st_dev, st.st_ino
+
+
+def connect_writer(
+    path: str | Path, *, tables_in_write: bool = False, follows_swaps: bool = False
+) -> sqlite3.Connection:
     """Open a writing connection and make sure the schema exists (WAL mode).
 
     ``tables_in_write``: a file without the tables (new or empty) is left so; the caller
     makes them in its write transaction (``ensure_schema(conn, in_write=True)``). An older
-    schema is upgraded here all the same, in a transaction of its own."""
-    conn = sqlite3.connect(path, isolation_level=None)
+    schema is upgraded here all the same, in a transaction of its own. ``follows_swaps``:
+    the caller notices a replaced file itself (the webhook sender), so its writes are not
+    refused (see ``Writer``)."""
+    before = file_identity(path, True)  # a file swapped in just after is refused, not missed
+    conn = sqlite3.connect(path, isolation_level=None, factory=Writer)
+    assert isinstance(conn, Writer)
+    conn.path = Path(path)
+    if not follows_swaps:
+        conn.opened = before or file_identity(path, True)
     configure(conn)
     # Switching to WAL needs the file to itself, so ask only when it is not WAL yet:
     # two writers opening a WAL file at once must both get in (they then take turns).
@@ -756,6 +799,8 @@ def _transaction(conn: sqlite3.Connection, begin: str) -> Iterator[sqlite3.Conne
     commit_hooks.beginning()
     conn.execute(begin)
     try:
+        if begin == "BEGIN IMMEDIATE" and isinstance(conn, Writer):
+            conn.check_in_place()  # holding the write lock: no swap can come after this
         yield conn
         if begin == "BEGIN IMMEDIATE":
             commit_hooks.committing()

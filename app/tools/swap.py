@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import OneLineParser
-from ..data.pool import companions, file_identity
-from ..data.schema import check_readable, write_transaction
+from ..data.pool import companions
+from ..data.schema import check_readable, file_identity, upgrade_if_older, write_transaction
 from .cli import ToolError, command
 
 LOCK_WAIT_MS = 30_000  # how long the swap waits for a load in progress to finish
@@ -42,6 +42,9 @@ COMPANION_ENDS = ("-wal", "-shm", "-journal")  # the files SQLite keeps beside a
 def swap(new: Path, db: Path) -> str:
     """Rename ``new`` over ``db`` as the module says; the new file's data token.
 
+    A file of an older schema version (a backup from before an upgrade) is upgraded
+    first, as the server upgrades its file before it serves: servers refuse to reopen one.
+
     A symbolic link is refused on either side: renamed, the link itself would move (and
     point elsewhere from its new folder), and a link to the served file would replace it
     with a link to itself."""
@@ -52,6 +55,7 @@ def swap(new: Path, db: Path) -> str:
             raise ToolError(f"{path} is a database's companion file: name the database itself")
     if db.exists() and new.exists() and new.samefile(db):
         raise ToolError(f"{new} is the served file itself")
+    upgrade_if_older(new)
     token = check_readable(new)
     _fold_wal(new)
     if os.stat(new).st_dev != os.stat(db.resolve().parent).st_dev:

@@ -48,8 +48,8 @@ from aiohttp.resolver import DefaultResolver
 
 from ..data.feed import FEED_MARK, FeedFilters, feed_listing, feed_mark, feed_mark_key
 from ..data.pg import sql as pg_sql
-from ..data.pool import file_identity, opened_companions, remove_companions
-from ..data.schema import connect_writer, write_transaction
+from ..data.pool import opened_companions, remove_companions
+from ..data.schema import connect_writer, file_identity, write_transaction
 from ..data.webhooks import CHANGED, utc_text
 from .cli import ToolError
 from .keytool import existing
@@ -196,7 +196,7 @@ class SqliteStore:
 
     def _connect(self) -> None:
         identity = file_identity(self.path)
-        self.conn = connect_writer(self.path)  # makes the -wal and -shm
+        self.conn = connect_writer(self.path, follows_swaps=True)  # makes the -wal and -shm
         self._identity = identity
         self._companions = opened_companions(self.path)
         self.opened += 1
