@@ -27,6 +27,7 @@ from ..data import schema
 from ..data.api_keys import KeyRefused
 from ..data.automation import RulesError
 from ..data.fields import MAX_ID
+from ..data.pg.store import failure
 from ..data.schema import CommitHooks, DatabaseError
 from . import start
 from .start import STOPS
@@ -67,7 +68,7 @@ def describe(exc: BaseException) -> list[str]:
     if isinstance(exc, sqlite3.Error):
         return [f"database: {cause_of(exc)}"]
     if isinstance(exc, asyncpg.PostgresError | asyncpg.InterfaceError):
-        return [f"database: {' '.join(str(exc).split())}"]
+        return [f"database: {failure(exc)}"]
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return [f"{exc.strerror or exc}{where}"]

@@ -5,7 +5,8 @@ the ownership check, the count and the records all come from one snapshot: no an
 mixes two loads. Long arrays stream from a server-side cursor inside that transaction.
 The server never writes, so it works against a read-only role or a hot standby.
 Loads are heard of by ``LISTEN`` (the loader notifies at commit), with a read of the
-token at least every second as the fallback.
+token at least every second as the fallback; a listening connection lost to an outage
+is opened again once the database answers.
 
 Every read takes a pooled connection and runs its statements within the read timeout;
 a database that is stopped, unreachable or frozen raises :class:`Unavailable` (a 503
@@ -62,7 +63,25 @@ UNAVAILABLE = (
     asyncpg.OperatorInterventionError,
     asyncpg.InsufficientResourcesError,
     asyncpg.InvalidCatalogNameError,
+    asyncpg.InsufficientPrivilegeError,  # a role without SELECT on a table: no answer either
 )
+# The tables the role may not read, if any (the documented role reads them all).
+UNREADABLE = (
+    "SELECT string_agg(relname, ', ' ORDER BY relname) FROM pg_class"
+    " WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')"
+    " AND NOT has_table_privilege(oid, 'SELECT')"
+)
+
+
+def failure(exc: BaseException) -> str:
+    """Why a statement failed, on one line. A connection lost inside a transaction fails
+    its end too (asyncpg's ``cannot call Transaction.__aexit__()``): that must not hide
+    why it was lost."""
+    while isinstance(exc, asyncpg.InterfaceError) and "__aexit__" in str(exc):
+        if exc.__context__ is None:
+            break
+        exc = exc.__context__
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 class PgVersion:
@@ -109,10 +128,14 @@ class PgStore:
         token: str,
         size: int,
         timeout: float,
+        url: str = "",
     ) -> None:
         self._pool = pool
         self._listener = listener
         self._timeout = timeout
+        self._url = url  # empty: never listen again (a hot standby cannot)
+        self._relisten_task: asyncio.Task[None] | None = None
+        self._relistened = 0.0
         # Streams may hold all connections but one: short reads always find one.
         self._stream_slots = asyncio.Semaphore(max(1, size - 1))
         self.version = PgVersion(token)
@@ -144,13 +167,39 @@ class PgStore:
         except BaseException:
             await pool.close()
             raise
-        store = cls(pool, listener, token, size, timeout)
+        store = cls(pool, listener, token, size, timeout, url)
         try:
             await listener.add_listener(CHANNEL, store._heard)
         except asyncpg.PostgresError as exc:  # a hot standby cannot LISTEN
             log.info("no notifications (%s): the data token is read every second", exc)
             await listener.close()
+            store._url = ""
         return store
+
+    def _relisten(self) -> None:
+        """Open the lost listening connection again, in the background, once a second at most.
+
+        Until it listens, :meth:`known_token` says None and answers are read afresh.
+        """
+        busy = self._relisten_task is not None and not self._relisten_task.done()
+        if not self._url or busy or time.monotonic() - self._relistened < POLL_SECONDS:
+            return
+        self._relistened = time.monotonic()
+        self._relisten_task = asyncio.create_task(self._listen_again())
+
+    async def _listen_again(self) -> None:
+        try:
+            listener = await asyncpg.connect(self._url, timeout=self._timeout)
+        except (*UNAVAILABLE, asyncpg.PostgresError):
+            return  # still down: the next request tries again
+        try:
+            await listener.add_listener(CHANNEL, self._heard)
+            # Loads missed while deaf: the token now, then every one heard from here on.
+            self.version.update(str(await listener.fetchval(TOKEN, timeout=self._timeout)))
+        except (*UNAVAILABLE, asyncpg.PostgresError):
+            listener.terminate()
+            return
+        self._listener = listener
 
     def _heard(self, conn: Any, pid: int, channel: str, payload: str) -> None:
         self.version.update(payload)
@@ -162,7 +211,7 @@ class PgStore:
             async with self._pool.acquire(timeout=self._timeout) as conn:
                 yield conn
         except UNAVAILABLE as exc:
-            raise Unavailable(f"PostgreSQL: {str(exc) or type(exc).__name__}") from None
+            raise Unavailable(f"PostgreSQL: {failure(exc)}") from None
 
     @asynccontextmanager
     async def _snapshot(self, guard: Guard | None) -> AsyncIterator[tuple[asyncpg.Connection, str]]:
@@ -186,15 +235,21 @@ class PgStore:
     async def known_token(self) -> str | None:
         """The token the notifications keep (sent at each load's commit); None while the
         store hears none (a hot standby, a lost listening connection)."""
-        return None if self._listener.is_closed() else self.version.token
+        if self._listener.is_closed():
+            self._relisten()
+            return None
+        return self.version.token
 
     async def ready(self) -> None:
         """Raise DatabaseError unless the database answers with our schema."""
         try:
             async with self._connection() as conn:
                 await check_schema(conn)
+                unreadable = await conn.fetchval(UNREADABLE)
         except asyncpg.PostgresError as exc:  # a role that may not read: not ready either
             raise DatabaseError(str(exc)) from None
+        if unreadable:
+            raise DatabaseError(f"the role may not read the tables {unreadable}")
 
     async def find_caller(self, key_hash: str) -> ActiveKey | None:
         async with self._connection() as conn:
@@ -288,6 +343,10 @@ class PgStore:
             yield PgStream(token, encode(texts, True), cursor, encode)
 
     async def close(self) -> None:
+        if self._relisten_task is not None:
+            self._relisten_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._relisten_task
         with contextlib.suppress(Exception):
             if not self._listener.is_closed():
                 await self._listener.close()
