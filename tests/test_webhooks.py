@@ -38,6 +38,7 @@ from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 from app.tools.swap import swap
 from app.tools.webhook_sender import (
+    GuardedResolver,
     PgStore,
     Sender,
     Settings,
@@ -607,6 +608,35 @@ async def test_inner_addresses_are_refused_unless_allowed(
     errors = query(sample_db, "SELECT error FROM webhook_deliveries WHERE webhook_id = ?",
                    int(webhook_id))  # fmt: skip
     assert len(errors) == 3 and "may not reach" in errors[0][0]
+
+
+async def test_a_name_of_inner_addresses_is_refused_saying_why(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """localhost resolves to loopback only: nothing is sent, and the log says why."""
+    webhook_id, _ = subscribe(sample_db, receiver.url.replace("127.0.0.1", "localhost"))
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    await run_sender(str(sample_db), None, Settings((0.0,), (), receiver.ca_file, once=True))
+    assert receiver.got == []
+    [(error,)] = query(sample_db, "SELECT error FROM webhook_deliveries WHERE webhook_id = ?",
+                       int(webhook_id))  # fmt: skip
+    assert "localhost resolves only to addresses webhooks may not reach" in error
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["[64:ff9b::a9fe:a9fe]", "[64:ff9b::7f00:1]", "[2002:a00:1::1]", "[::7f00:1]",
+     "[::ffff:169.254.169.254]", "[fec0::1]", "2130706433", "017700000001", "127.1"],
+)  # fmt: skip
+async def test_an_address_on_the_way_to_an_inner_one_is_refused(host: str) -> None:
+    """NAT64, 6to4, IPv4-compatible and -mapped addresses lead to the IPv4 address they
+    carry; site-local ones are internal; the socket reads the old numeric spellings as
+    127.0.0.1 (the tool refuses them; a row written otherwise may have one). Allowing
+    127.0.0.1 allows none of them."""
+    resolver = GuardedResolver(LOCAL)
+    assert resolver.refuses(f"https://{host}/hook")
+    assert not resolver.refuses("https://[64:ff9b::808:808]/hook")  # a public one
+    await resolver.close()
 
 
 def sender_command(db: Path, hook: Receiver, *extra: str) -> list[str]:

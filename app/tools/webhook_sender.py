@@ -335,26 +335,54 @@ class GuardedResolver(AbstractResolver):
     ) -> list[ResolveResult]:
         found = await self._inner.resolve(host, port, family)
         kept = [r for r in found if self.permitted(ipaddress.ip_address(r["host"]))]
-        if not kept:
-            raise OSError(f"{host} resolves only to addresses webhooks may not reach")
+        if not kept:  # (None, why): aiohttp's error shows the strerror, not the message
+            raise OSError(None, f"{host} resolves only to addresses webhooks may not reach")
         return kept
 
     def refuses(self, url: str) -> bool:
         """Whether a URL names an address it may not reach (aiohttp connects to an
-        address given in the URL without resolving it)."""
+        address given in the URL without resolving it). Digits and dots that are no
+        address (``2130706433``, ``127.1``) are refused: older aiohttp releases connect to
+        them unresolved, and the socket reads them as 127.0.0.1."""
+        host = yarl.URL(url).host or ""
         try:
-            address = ipaddress.ip_address(yarl.URL(url).host or "")
+            address = ipaddress.ip_address(host)
         except ValueError:
-            return False  # a name: resolve() decides
+            return host.replace(".", "").isdigit()  # else a name: resolve() decides
         return not self.permitted(address)
 
     def permitted(self, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
         if any(address in network for network in self._allowed):
             return True
-        return address.is_global and not address.is_multicast
+        inner = carried_ipv4(address)  # allowing 127.0.0.1 allows no IPv6 way to it
+        return public(address) and (inner is None or public(inner))
 
     async def close(self) -> None:
         await self._inner.close()
+
+
+def public(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address (not loopback, private, link-local, site-local, ...)."""
+    site_local = isinstance(address, ipaddress.IPv6Address) and address.is_site_local
+    return address.is_global and not address.is_multicast and not site_local
+
+
+# IPv6 prefixes whose last 32 bits are an IPv4 address the packets go to: NAT64's
+# well-known prefix (a NAT64 gateway reaches the internal network too) and the
+# deprecated IPv4-compatible addresses. 6to4 and IPv4-mapped have ipaddress properties.
+CARRIERS = (ipaddress.IPv6Network("64:ff9b::/96"), ipaddress.IPv6Network("::/96"))
+
+
+def carried_ipv4(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one leads to, if any: it must be public too
+    (``64:ff9b::a9fe:a9fe`` is the metadata service through a NAT64 gateway)."""
+    if isinstance(address, ipaddress.IPv4Address):
+        return None
+    if any(address in network for network in CARRIERS):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return address.ipv4_mapped or address.sixtofour
 
 
 @dataclass(frozen=True)
