@@ -271,6 +271,21 @@ def test_the_answers_kept_stay_within_their_bytes() -> None:
     assert answers.get("c", "t") is not None
 
 
+@pytest.mark.parametrize("store_kind", ["sqlite"])  # the memory is the process's, either way
+async def test_the_answers_kept_hold_their_headers_within_the_budget(
+    make_client: MakeClient,
+) -> None:
+    """A page's Link repeats its query string: a long one makes headers far larger than
+    the body, and the bytes of the answers kept (headers too) stay within the budget."""
+    client = await make_client(answer_memory_mb=1)
+    for n in range(250):  # each answer: a body of 2 bytes and a Link of about 6 KB
+        filters = f"filter%5Bdepartment%5D={'a' * 3000}{n}"
+        assert (await get(client, f"{INSCRIPTIONS}?{filters}&per_page=1")).status == 200
+    kept = client.server.app[ANSWERS].values()
+    held = sum(len(k.body or b"") + sum(len(n) + len(v) for n, v in k.headers) for k in kept)
+    assert kept and held <= 1024 * 1024
+
+
 @pytest.mark.writes
 @pytest.mark.parametrize("store_kind", ["sqlite"])  # PostgreSQL: as its notification arrives
 async def test_a_known_answer_holds_every_load_committed_before_the_request(

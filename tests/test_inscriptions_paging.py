@@ -180,3 +180,13 @@ def test_a_pages_headers_are_built_once_for_its_total() -> None:
     assert grown["X-Total-Count"] == "105" and 'page=11>; rel="last"' in grown["Link"]
     with pytest.raises(TypeError):
         first["X-Page"] = "3"  # type: ignore[index]
+
+
+def test_a_long_urls_page_headers_are_not_remembered() -> None:
+    """A Link repeats the query string up to four times: the headers of a long one are
+    built for each request, so the cache's entries stay small whatever clients send."""
+    path, query = "/api/companies/v1/victimsapi", "filter%5Bdepartment%5D=" + "a" * 3000
+    assert page_headers(path, query, Paging(2, 1), 9) is not page_headers(
+        path, query, Paging(2, 1), 9
+    )
+    assert page_headers(path, query, Paging(2, 1), 9) == page_headers(path, query, Paging(2, 1), 9)

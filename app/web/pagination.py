@@ -28,8 +28,20 @@ def link_target(text: str) -> str:
     return quote(text, safe=_SAFE + "%", errors="surrogateescape")
 
 
-@functools.lru_cache(maxsize=1024)
+# A page's headers are remembered when its path and query string are short: a Link
+# repeats them up to four times, percent-encoded, so long ones would make each entry of
+# the cache hundreds of KiB.
+KEPT_URL_LENGTH = 512
+
+
 def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> Mapping[str, str]:
+    """The page's headers (see _page_headers), remembered when its URL is short."""
+    if len(path) + len(raw_query) <= KEPT_URL_LENGTH:
+        return _kept_page_headers(path, raw_query, paging, total)
+    return _page_headers(path, raw_query, paging, total)
+
+
+def _page_headers(path: str, raw_query: str, paging: Paging, total: int) -> Mapping[str, str]:
     """X-Total-Count, X-Page, X-Per-Page, X-Total-Pages and a Link header.
 
     Links are relative references (path and query) that keep every other parameter of
@@ -56,6 +68,9 @@ def page_headers(path: str, raw_query: str, paging: Paging, total: int) -> Mappi
             "Link": links,
         }
     )
+
+
+_kept_page_headers = functools.lru_cache(maxsize=1024)(_page_headers)
 
 
 def cursor_headers(path: str, raw_query: str, cursor: str) -> dict[str, str]:

@@ -58,6 +58,10 @@ class TokenCache(Generic[K, V]):
     def __len__(self) -> int:
         return len(self._values)
 
+    def values(self) -> list[V]:
+        """The values kept, oldest first: what the cache holds, for tests to weigh."""
+        return [value for _, value in self._values.values()]
+
     def get(self, key: K, token: str) -> V | None:
         """The value kept for ``key`` at data token ``token``, if there is one."""
         found = self._values.get(key)
@@ -80,7 +84,7 @@ class TokenCache(Generic[K, V]):
         return 0 if self._size is None else self._size(value)
 
 
-# A whole answer of at most KEPT_BODY_BYTES is kept with its ETag (see
+# A whole answer of at most KEPT_BODY_BYTES (body and headers) is kept with its ETag (see
 # known_answer_middleware), within the process's budget (REPORTING_ANSWER_MEMORY_MB).
 KEPT_BODY_BYTES = 64 * 1024
 
@@ -96,7 +100,9 @@ class Known:
     fmt: Format | None = None
 
     def size(self) -> int:
-        return len(self.body or b"")
+        """The bytes it holds: its headers count too (a page's Link repeats the query
+        string up to four times, and may be far longer than a small body)."""
+        return len(self.body or b"") + sum(len(k) + len(v) for k, v in self.headers)
 
     def response(self, request: web.Request) -> web.Response:
         """The view's 200 again (gzip as this request accepts)."""
@@ -309,9 +315,10 @@ class Prelude:
         """The records read whole as the answer, kept with its ETag when it is small."""
         body = self.body.whole(texts)
         answers = self.request.app[ANSWERS]
-        if self.tag_key is not None and len(body) <= answers.largest:
+        if self.tag_key is not None:
             known = Known(self.etag, body, tuple(headers.items()), self.body.format)
-            answers.put(self.tag_key, self.token, known)
+            if known.size() <= answers.largest:
+                answers.put(self.tag_key, self.token, known)
         return finish(self.request, web.Response(body=body, headers=headers), self.body.format)
 
     async def headers(self, token: str) -> dict[str, str]:
