@@ -816,3 +816,29 @@ async def test_the_tools_and_the_senders_writes_give_their_listings_new_etags_an
     await asyncio.to_thread(main, [*on, "disable", webhook_id])
     disabled = await again(paths[0], hooks.headers["ETag"])
     assert disabled.status == 200 and (await disabled.json())[0]["status"] == "disabled"
+
+
+@EACH_STORE
+async def test_each_subscription_keeps_its_newest_attempts(
+    store: Store, tmp_path: Path, receiver: Receiver, make_client: Any
+) -> None:
+    """Past ``kept`` attempts the oldest go as the sender logs: the API then shows the
+    newest ``kept``, newest first, the ones kept as they were."""
+    on = ["--database-url", store.url] if store.url else ["--db", str(store.sqlite_path)]
+    webhook_id, _ = await asyncio.to_thread(subscribe_on, on, receiver.url)
+    settings = Settings(SHORT, LOCAL, receiver.ca_file, once=True, kept=3)
+    db, url = (None, store.url) if store.url else (str(store.sqlite_path), None)
+    client = await make_client()
+    path, key = f"{API}/webhooks/{webhook_id}/deliveries", {"X-API-KEY": KEYS[1]}
+    await store.load([events_file(tmp_path, range(1001, 1003))])  # a fail and a report
+    receiver.answers = [500]
+    await run_sender(db, url, settings)
+    before = await (await client.get(path, headers=key)).json()
+    assert [(a["event_id"], a["attempt"]) for a in before] == [(1002, 1), (1001, 2), (1001, 1)]
+    await store.load([events_file(tmp_path, range(1003, 1006))])  # a fail, a report
+    await run_sender(db, url, settings)
+    answer = await client.get(path, headers=key)
+    after = await answer.json()
+    assert [(a["event_id"], a["attempt"]) for a in after] == [(1005, 1), (1004, 1), (1002, 1)]
+    assert after[2] == before[0] and answer.headers["X-Total-Count"] == "3"
+    assert len(receiver.got) == 5

@@ -61,6 +61,9 @@ SCHEDULE = (0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0,
 TIMEOUT = 15.0
 SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")  # a delay as the docs write one
 BATCH = 100  # events read at a time per subscription
+# The delivery attempts kept per subscription, the newest: the log is for looking into
+# recent failures (a message that spends the whole schedule is 10 attempts), not an archive.
+KEPT = 1000
 
 _COLUMNS = (
     "SELECT id, company_id, url, event_types, secret, old_secret, old_secret_until,"
@@ -75,6 +78,12 @@ LOGGED = (
     "INSERT INTO webhook_deliveries (webhook_id, message_id, event_id, attempt,"
     " attempted_at, status, response_status, error) SELECT ?, ?, ?, ?, ?, ?, ?, ?"
     f" WHERE EXISTS (SELECT 1 FROM webhooks WHERE {_SAME})"
+)
+# After each logged attempt, the subscription's attempts older than its newest ``?`` go
+# (one row, once the log is full: a walk of the (webhook_id, id) index).
+PRUNED = (
+    "DELETE FROM webhook_deliveries WHERE webhook_id = ? AND id <= (SELECT id FROM"
+    " webhook_deliveries WHERE webhook_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?)"
 )
 MOVED = (
     "UPDATE webhooks SET position_seq = ?, position_id = ?, last_success_at = ?,"
@@ -157,7 +166,9 @@ class Store(Protocol):
     async def hooks(self) -> list[Hook]: ...
     async def current(self, hook: Hook) -> Hook | None: ...
     async def events(self, hook: Hook) -> list[Event]: ...
-    async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None: ...
+    async def log(
+        self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None, kept: int
+    ) -> None: ...
     async def set_status(self, hook: Hook, status: str) -> bool: ...
     async def close(self) -> None: ...
 
@@ -236,12 +247,17 @@ class SqliteStore:
         rows = conn.execute(listing.select_keyed(), (*listing.select_params, BATCH)).fetchall()
         return [(bytes(r[0]), r[1], r[2], feed_mark(conn, r[1]) or "") for r in rows]
 
-    async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
+    async def log(
+        self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None, kept: int
+    ) -> None:
+        """The attempt, in the transaction that moves the position (or counts the failure)
+        and drops what it pushed out of the subscription's newest ``kept``."""
         if (conn := self._file_of(hook)) is None:
             return
         now = utc_text(dt.datetime.now(dt.UTC))
         with write_transaction(conn):
             conn.execute(LOGGED, _log_params(hook, attempt, now))
+            conn.execute(PRUNED, (hook.id, hook.id, kept))
             if moved:
                 conn.execute(MOVED, (*moved, now, *hook.same))
             else:
@@ -301,10 +317,13 @@ class PgStore:
             ]
         return [(bytes(r[0]), r[1], r[2], mark or "") for r, mark in zip(rows, marks, strict=True)]
 
-    async def log(self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None) -> None:
+    async def log(
+        self, hook: Hook, attempt: Attempt, moved: tuple[int, int] | None, kept: int
+    ) -> None:
         now = utc_text(dt.datetime.now(dt.UTC))
         async with self.turn, self.conn.transaction():
             await self.conn.execute(pg_sql.numbered(LOGGED), *_log_params(hook, attempt, now))
+            await self.conn.execute(pg_sql.numbered(PRUNED), hook.id, hook.id, kept)
             if moved:
                 await self.conn.execute(pg_sql.numbered(MOVED), *moved, now, *hook.same)
             else:
@@ -393,6 +412,7 @@ class Settings:
     poll: float = 1.0
     once: bool = False  # stop once every subscription has caught up
     timeout: float = TIMEOUT  # each attempt's
+    kept: int = KEPT  # delivery attempts kept per subscription
 
 
 class Sender:
@@ -472,7 +492,7 @@ class Sender:
             status, error, wait = await self.post(http, hook, message_id, body)
             ok = status is not None and 200 <= status < 300
             attempt = Attempt(message_id, event_id, number, ok, status, error)
-            await self.store.log(hook, attempt, (seq, event_id) if ok else None)
+            await self.store.log(hook, attempt, (seq, event_id) if ok else None, self.settings.kept)
             if ok:
                 return True
             if status == 410:
