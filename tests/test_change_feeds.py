@@ -11,14 +11,13 @@ after it was read once more. Writes go through the real loaders, reads through t
 
 from __future__ import annotations
 
-import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, note, settings
+from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
 from app.config import Config
@@ -27,6 +26,7 @@ from app.main import create_app
 from .support.clients import MakeClient, ProblemTestServer
 from .support.factories import API, KEYS
 from .support.feeds import EMPLOYEES, Collector, NewWorld, World, world_maker
+from .support.feeds import SYNC as FEED_SYNC
 from .support.stores import on_both_stores
 
 store_kind = on_both_stores()
@@ -176,14 +176,7 @@ steps = st.lists(
     min_size=1,
     max_size=12,
 )
-SYNC = settings(
-    max_examples=5,
-    deadline=None,
-    phases=(Phase.explicit, Phase.reuse, Phase.generate),
-    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=bool(os.environ.get("CI")),
-    database=None if os.environ.get("CI") else settings.default.database,
-)
+SYNC = settings(FEED_SYNC, max_examples=5)
 FEEDS = {"i": INSCRIPTIONS, "e": EMPLOYEE_FEED}
 
 

@@ -35,7 +35,8 @@ from .support.feeds import (
     Matcher,
     NewWorld,
     World,
-    check_receipts,
+    catch_up_checked,
+    poll_checked,
     world_maker,
     writes,
 )
@@ -153,18 +154,7 @@ async def test_a_collector_ends_with_the_final_verdicts(
                 elif kind == "reclassify":
                     model.reclassify(arg)
                 elif kind == "poll":
-                    body = await collector.poll(arg)
-                    now = world.visible(1, matches)
-                    for record in body:
-                        assert now.get(record["id"]) == record, "not the state of this moment"
-                        versions.append(world.versions[record["id"]])
-            before = len(collector.received)
-            await collector.catch_up(limit=7)
-            now = world.visible(1, matches)
-            for record in collector.received[before:]:
-                assert now.get(record["id"]) == record
-                versions.append(world.versions[record["id"]])
-            note(f"received: {[r['id'] for r in collector.received]} {versions}")
-            check_receipts(world, collector, versions, matches)
+                    await poll_checked(collector, world, matches, versions, arg)
+            await catch_up_checked(collector, world, matches, versions)
         finally:
             await client.close()

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, note
+from hypothesis import given
 from hypothesis import strategies as st
 
 from app.config import Config
@@ -41,9 +41,10 @@ from .support.feeds import (
     Matcher,
     NewWorld,
     World,
-    check_receipts,
+    catch_up_checked,
     company_of_id,
     make_event,
+    poll_checked,
     world_maker,
     writes,
 )
@@ -106,19 +107,8 @@ async def test_a_collector_ends_with_exactly_the_final_set(
                 elif kind == "repeat" and loads:
                     world.load(loads[arg % len(loads)])
                 elif kind == "poll":
-                    body = await collector.poll(arg)
-                    now = world.visible(1, matches)
-                    for record in body:
-                        assert now.get(record["id"]) == record, "not the state of this moment"
-                        versions.append(world.versions[record["id"]])
-            note(f"received: {[r['id'] for r in collector.received]}")
-            before = len(collector.received)
-            await collector.catch_up(limit=7)
-            now = world.visible(1, matches)
-            for record in collector.received[before:]:
-                assert now.get(record["id"]) == record
-                versions.append(world.versions[record["id"]])
-            check_receipts(world, collector, versions, matches)
+                    await poll_checked(collector, world, matches, versions, arg)
+            await catch_up_checked(collector, world, matches, versions)
         finally:
             await client.close()
 

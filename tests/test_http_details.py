@@ -94,6 +94,26 @@ async def test_a_carriage_return_in_a_value_is_no_refusal(client: TestClient) ->
     assert await response.json() == []
 
 
+def activity(people: list[dict[str, Any]], course: int) -> dict[str, Any]:
+    """For each person: an inscription in ``course``, campaign 1 sent, and a click."""
+    return {
+        "inscriptions": [
+            {"id": 9000 + p["id"], "employee_id": p["id"], "course_id": course}
+            | {"start_date": "2025-04-14", "due_date": None, "status": "not_started"}
+            for p in people
+        ],
+        "campaign_targets": [
+            {"campaign_id": 1, "employee_id": p["id"], "sent_at": "2025-02-11T09:00:00Z"}
+            for p in people
+        ],
+        "campaign_events": [
+            {"id": 90000 + p["id"], "campaign_id": 1, "employee_id": p["id"], "type": "click"}
+            | {"timestamp": "2025-02-12T09:00:00Z", "with_captcha": False}
+            for p in people
+        ],
+    }
+
+
 def awkward_people() -> dict[str, Any]:
     """Two people of company 1 whose department and country hold a line break and a tab,
     with an inscription and a click each: a value of each person filter's kind."""
@@ -108,20 +128,7 @@ def awkward_people() -> dict[str, Any]:
         "teams": [{"id": 9001, "company_id": 1, "name": "Night\r\nShift"}],
         "team_members": [{"team_id": 9001, "employee_id": 9001}],
         "courses": [{"id": 9001, "company_id": 1, "title": "Bell\x07Course"}],
-        "inscriptions": [
-            {"id": 9000 + p["id"], "employee_id": p["id"], "course_id": 9001}
-            | {"start_date": "2025-04-14", "due_date": None, "status": "not_started"}
-            for p in people
-        ],
-        "campaign_targets": [
-            {"campaign_id": 1, "employee_id": p["id"], "sent_at": "2025-02-11T09:00:00Z"}
-            for p in people
-        ],
-        "campaign_events": [
-            {"id": 90000 + p["id"], "campaign_id": 1, "employee_id": p["id"], "type": "click"}
-            | {"timestamp": "2025-02-12T09:00:00Z", "with_captcha": False}
-            for p in people
-        ],
+        **activity(people, 9001),
     }
 
 
@@ -220,20 +227,7 @@ def padded_people() -> dict[str, Any]:
     return {
         "employees": people,
         "courses": [{"id": 9101, "company_id": 1, "title": "Padded Course"}],
-        "inscriptions": [
-            {"id": 9000 + p["id"], "employee_id": p["id"], "course_id": 9101}
-            | {"start_date": "2025-04-14", "due_date": None, "status": "not_started"}
-            for p in people
-        ],
-        "campaign_targets": [
-            {"campaign_id": 1, "employee_id": p["id"], "sent_at": "2025-02-11T09:00:00Z"}
-            for p in people
-        ],
-        "campaign_events": [
-            {"id": 90000 + p["id"], "campaign_id": 1, "employee_id": p["id"], "type": "click"}
-            | {"timestamp": "2025-02-12T09:00:00Z", "with_captcha": False}
-            for p in people
-        ],
+        **activity(people, 9101),
     }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import signal
+from functools import partial
 from types import FrameType
 
 STOPS = (signal.SIGINT, signal.SIGTERM)
@@ -40,33 +41,11 @@ def run(tool: str) -> int:
 
 
 # The console scripts (pyproject.toml); scripts/*.py call run() the same way.
-def load() -> int:
-    return run("loader")
-
-
-def keys() -> int:
-    return run("keytool")
-
-
-def generate() -> int:
-    return run("generator")
-
-
-def import_gophish() -> int:
-    return run("gophish")
-
-
-def swap() -> int:
-    return run("swap")
-
-
-def export() -> int:
-    return run("export")
-
-
-def reclassify() -> int:
-    return run("reclassify")
-
-
-def webhooks() -> int:
-    return run("webhooks")
+load = partial(run, "loader")
+keys = partial(run, "keytool")
+generate = partial(run, "generator")
+import_gophish = partial(run, "gophish")
+swap = partial(run, "swap")
+export = partial(run, "export")
+reclassify = partial(run, "reclassify")
+webhooks = partial(run, "webhooks")

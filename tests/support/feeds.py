@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, note, settings
 from hypothesis import strategies as st
 
 from app.tools.loader import load_files
@@ -272,3 +272,28 @@ def check_receipts(
     for event_id, record in final.items():
         assert last[event_id] == world.versions[event_id], f"event {event_id} not in latest state"
         assert got[event_id] == record
+
+
+async def poll_checked(
+    collector: Collector, world: World, matches: Matcher, versions: list[int], limit: int
+) -> None:
+    """One poll: each record is the state of this moment; its version is noted."""
+    body = await collector.poll(limit)
+    now = world.visible(1, matches)
+    for record in body:
+        assert now.get(record["id"]) == record, "not the state of this moment"
+        versions.append(world.versions[record["id"]])
+
+
+async def catch_up_checked(
+    collector: Collector, world: World, matches: Matcher, versions: list[int]
+) -> None:
+    """Follow the feed to its end, then :func:`check_receipts`."""
+    before = len(collector.received)
+    await collector.catch_up(limit=7)
+    now = world.visible(1, matches)
+    for record in collector.received[before:]:
+        assert now.get(record["id"]) == record
+        versions.append(world.versions[record["id"]])
+    note(f"received: {[r['id'] for r in collector.received]} {versions}")
+    check_receipts(world, collector, versions, matches)
