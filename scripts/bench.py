@@ -1,4 +1,4 @@
-"""The benchmark of issue 6: ``bench.py --db PATH`` or ``bench.py --smoke``.
+"""The service's benchmark: ``bench.py --db PATH`` or ``bench.py --smoke``.
 
 Starts the real server on 127.0.0.1 (rate limit raised, access log on as users run it),
 first as one process, then as two workers sharing their rate limits through a real
@@ -133,7 +133,7 @@ def report_scenarios() -> list[Scenario]:
     """The reports of contract.md 11 and 12: each page (or report) against its floor.
 
     The floor is the same statement SQLite runs for the page, aggregates included; the
-    target is 0.7 of its rate (issue 13). The heavy ones (a page of campaigns or courses,
+    target is 0.7 of its rate. The heavy ones (a page of campaigns or courses,
     one campaign) run one at a time, as (c) and (d) do: more connections would only
     queue on 2 cores. ``overdue`` counts before today's UTC date, so the floors take
     today's date as the server does. Each report that counts events runs once more

@@ -1,11 +1,11 @@
-"""The load scenario of the benchmark (issue 12 item 2): the data set, from JSON, into a new
-database with ``scripts/load_fixtures.py``, as a user would run it.
+"""The load scenario of the benchmark: the data set, from JSON, into a new database with
+``scripts/load_fixtures.py``, as a user would run it.
 
 The benchmark's database is written out as a fixture (``app.tools.export``), then
 loaded into a new file by a separate process whose wall time and peak RSS are taken. In the
 same run: the time ijson alone takes to parse the file (the floor of any streaming load),
 and the peak RSS of loading the small sample file, so that memory growth with the file's
-size shows. The issue's target is 50,000 rows/s; the memory target is growth no larger
+size shows. The target is 50,000 rows/s; the memory target is growth no larger
 than the two page caches the loader configures (``CACHE_MIB`` + ``TEMP_CACHE_MIB``) plus 40 MB.
 """
 

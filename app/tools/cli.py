@@ -139,7 +139,7 @@ def ctrl_c_interrupts() -> Iterator[None]:
     An ignored or blocked SIGINT survives exec: a shell starts ``tool &`` with it
     ignored when job control is off, and a parent may spawn us from a thread that blocks
     it. Python then installs no handler of its own, so Ctrl-C was lost and the tool ran
-    to the end and exited 0 (issue 21 item 8). Every write is one transaction, so an
+    to the end and exited 0. Every write is one transaction, so an
     interrupt is always safe. The caller's handler and mask come back afterwards (the
     tests call the tools in-process); only the main thread may set a handler.
     """
