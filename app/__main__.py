@@ -11,6 +11,7 @@ import contextlib
 import functools
 import json
 import logging
+import os
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import asyncpg
 
-from .config import Config, base_url, load_config, masked_url
+from .config import Config, base_url, load_config, masked_url, unknown_settings
 from .data.pg import schema as pg_schema
 from .data.pg.store import check_schema
 from .data.schema import DatabaseError, check_integrity, check_readable, upgrade_if_older
@@ -92,6 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGINT or SIGTERM; in-flight requests finish first."""
     config = load_config(argv)
     setup_logging(config.log_level, config.log_format)
+    for warning in unknown_settings(os.environ):
+        log.warning(warning)
     if config.redis_url:
         from .web.sharedlimit import refusal_at_start  # redis's client: only when asked for
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import functools
 import ipaddress
 import os
@@ -454,6 +455,28 @@ def _number(text: str) -> float:
 
 
 _TYPES: dict[str, Any] = {"str": str, "int": _integer, "float": _number}
+
+
+# The writers' own variables (reclassify and the loaders' verdicts, the webhook sender):
+# with the server's (each Config field's "env"), every REPORTING_* name the service reads.
+WRITER_SETTINGS = (
+    "REPORTING_BOT_FAST_SECONDS", "REPORTING_BOT_NETWORKS", "REPORTING_WEBHOOK_ALLOW_ADDRESSES",
+    "REPORTING_WEBHOOK_RETRY_SCHEDULE", "REPORTING_WEBHOOK_CA_FILE",
+)  # fmt: skip
+
+
+def unknown_settings(environ: Mapping[str, str]) -> list[str]:
+    """A warning for each REPORTING_* variable nothing reads, naming the closest known one:
+    a misspelt setting would otherwise be ignored without a word (a proxy list never
+    trusted, a timeout never set)."""
+    known = [item.metadata["env"] for item in fields(Config)] + list(WRITER_SETTINGS)
+    warnings = []
+    for name in sorted(environ):
+        if name.startswith("REPORTING_") and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            warnings.append(f"{name} is not a setting of this service and is ignored{hint}")
+    return warnings
 
 
 def load_config(

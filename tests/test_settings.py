@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from app.config import Config, OneLineParser, base_url, build_parser, load_config, masked_url
+from app.config import (
+    Config,
+    OneLineParser,
+    base_url,
+    build_parser,
+    load_config,
+    masked_url,
+    unknown_settings,
+)
 from app.tools import keytool
 from app.tools.cli import add_store_arguments
 from app.web import server
@@ -370,3 +378,41 @@ def test_the_server_refuses_them_before_it_starts(
     [line] = result.stderr.strip().splitlines()
     assert names in line and PASSWORD not in line and "Traceback" not in result.stderr
     assert "Serving" not in result.stdout
+
+
+def test_a_variable_nothing_reads_is_named_with_the_closest_setting() -> None:
+    environ = {
+        "REPORTING_ORIGINS": "https://app.example",  # misspelt: REPORTING_CORS_ORIGINS
+        "REPORTING_PORT": "8090",
+        "REPORTING_BOT_NETWORKS": "10.0.0.0/8",  # a writer's: known to the server too
+        "PORT": "1",  # not ours
+    }
+    [warning] = unknown_settings(environ)
+    assert warning.startswith("REPORTING_ORIGINS is not a setting")
+    assert "did you mean REPORTING_CORS_ORIGINS?" in warning
+
+
+def test_every_variable_the_code_reads_is_a_known_setting() -> None:
+    """A setting added to the code but not to the list would be warned about when used."""
+    read = set()
+    for path in (ROOT / "app").rglob("*.py"):
+        read |= set(re.findall(r"REPORTING_[A-Z_]*[A-Z]", path.read_text()))
+    assert read and unknown_settings(dict.fromkeys(read, "")) == []
+
+
+@pytest.mark.system
+def test_the_server_and_a_tool_warn_of_a_misspelt_variable(sample_db: Path, tmp_path: Path) -> None:
+    """The server warns before anything else can stop its start (here a missing file)."""
+    missing = str(tmp_path / "missing.sqlite3")
+    env = clean_env(REPORTING_TRUSTED_PROXY="10.0.0.1")
+    base = ["-m", "app", "--db", missing, "--bootstrap", "false", "--port", str(free_port())]
+    served = run_python(*base, env=env)
+    assert served.returncode == 2
+    assert "REPORTING_TRUSTED_PROXY is not a setting" in served.stderr
+    assert "did you mean REPORTING_TRUSTED_PROXIES?" in served.stderr
+    listed = run_python("scripts/manage_keys.py", "--db", str(sample_db), "list", env=env)
+    assert listed.returncode == 0, listed.stderr
+    [warning] = listed.stderr.strip().splitlines()
+    assert warning.startswith("warning: REPORTING_TRUSTED_PROXY is not a setting")
+    quiet = run_python("scripts/manage_keys.py", "--db", str(sample_db), "list")
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncpg
 
-from ..config import database_url
+from ..config import database_url, unknown_settings
 from ..data import schema
 from ..data.api_keys import KeyRefused
 from ..data.automation import RulesError
@@ -172,6 +172,8 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     What the tool prints is written once it is done (every tool reports after its write),
     so a stdout that fails then is not taken for a refusal of a write that was made.
     """
+    for warning in unknown_settings(os.environ):
+        print(f"warning: {warning}", file=sys.stderr)
     report = io.StringIO()
     try:
         with ctrl_c_interrupts():
