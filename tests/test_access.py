@@ -24,7 +24,8 @@ from app.main import create_app
 from app.tools.keytool import main
 from app.web.access import ROUTE_SCOPES
 
-from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER, Day, assert_problem
+from .support.factories import API, KEY_1, KEY_2, KEY_PARTNER, Day, assert_problem, sample
+from .support.loads import write_fixture
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()
@@ -390,3 +391,125 @@ async def test_a_company_added_to_a_partner_is_in_its_rollup_with_a_new_etag(
 def test_the_last_12_months_start_a_calendar_year_before() -> None:
     assert year_before(date(2026, 3, 1)) == date(2025, 3, 1)
     assert year_before(date(2028, 2, 29)) == date(2027, 2, 28)
+
+
+# A second partner over company 2, a company without campaigns or inscriptions (3), and
+# one (4) whose campaigns are on both sides of the 12 months, one without targets, with
+# an event-only target and inscriptions without a due date; company 5, not the partner's,
+# has the same kinds of rows so that any of its rows counted elsewhere would show.
+PARTNER_KEY_2 = "rk_test_partner_two_0123456789abcdefghij"
+LAUNCHES = {
+    1000: "2024-08-31T23:59:59Z",
+    1001: "2024-09-01T00:00:00Z",
+    1002: "2025-08-30T10:00:00Z",
+}
+EVENTS = [(1000, 1000, "click"), (1001, 1000, "click"), (1001, 1000, "click")]
+EVENTS += [(1001, 1001, "fail"), (1001, 1002, "report"), (1001, 1004, "click")]
+EVENTS += [(1001, 1004, "open"), (1003, 1005, "click"), (1003, 1006, "fail")]
+INSCRIBED = [(1000, "2025-08-31", "in_progress"), (1001, "2025-09-01", "not_started")]
+INSCRIBED += [(1002, None, "in_progress"), (1003, "2025-01-01", "completed")]
+INSCRIBED += [(1005, "2025-01-01", "not_started")]
+
+
+def person(employee: int, company: int) -> dict[str, Any]:
+    return {"id": employee, "company_id": company, "first_name": "A", "last_name": "B",
+            "email": f"p{employee}@example.com", "department": "D", "country": "C"}  # fmt: skip
+
+
+EXTRA: dict[str, Any] = {
+    "companies": [{"id": n, "name": f"Company {n}"} for n in (3, 4, 5)],
+    "partners": [{"id": 2, "name": "Second MSP"}],
+    "partner_companies": [{"partner_id": 2, "company_id": n} for n in (4, 2, 3)],
+    "api_keys": [{"partner_id": 2, "label": "p2", "key": PARTNER_KEY_2}],
+    "employees": [person(e, 4 if e < 1005 else 5) for e in range(1000, 1010)] + [person(1100, 3)],
+    "campaigns": [
+        *({"id": c, "company_id": 4, "title": "T", "launch_date": d} for c, d in LAUNCHES.items()),
+        {"id": 1003, "company_id": 5, "title": "T", "launch_date": "2025-08-30T10:00:00Z"},
+    ],
+    "campaign_targets": [
+        {"campaign_id": c, "employee_id": e}
+        for c, last in ((1000, 1005), (1001, 1004), (1003, 1010))
+        for e in range(last - 5 if c == 1003 else 1000, last)
+    ],
+    "campaign_events": [
+        {
+            "id": 5000 + i,
+            "campaign_id": c,
+            "employee_id": e,
+            "type": t,
+            "timestamp": "2025-08-31T10:00:00Z",
+            "with_captcha": i % 2 == 0,
+        }
+        for i, (c, e, t) in enumerate(EVENTS)
+    ],
+    "courses": [{"id": 1000 + n, "company_id": 4 + n, "title": "T"} for n in (0, 1)],
+    "inscriptions": [
+        {
+            "id": e,
+            "employee_id": e,
+            "course_id": 1000 if e < 1005 else 1001,
+            "start_date": "2025-01-01",
+            "due_date": due,
+            "status": status,
+        }
+        for e, due, status in INSCRIBED
+    ],
+}
+
+
+def oracle(companies: list[int], today: date) -> list[dict[str, Any]]:
+    """The rollup's lines computed from the raw rows of the files loaded."""
+    rows = {t: sample()[t] + EXTRA.get(t, []) for t in sample()}
+    since = f"{year_before(today).isoformat()}T00:00:00Z"
+    company_of = {e["id"]: e["company_id"] for e in rows["employees"]}
+    events = rows["campaign_events"]
+    sends = {(t["campaign_id"], t["employee_id"]) for t in rows["campaign_targets"]}
+    sends |= {(e["campaign_id"], e["employee_id"]) for e in events}  # implied by events
+    lines = []
+    for company in sorted(companies):
+        campaigns = [c for c in rows["campaigns"] if c["company_id"] == company]
+        recent = {c["id"] for c in campaigns if c["launch_date"] >= since}
+        targets = sum(1 for c, _ in sends if c in recent)
+        people = {
+            kind: len({(e["campaign_id"], e["employee_id"]) for e in events
+                       if e["type"] == kind and e["campaign_id"] in recent})
+            for kind in ("click", "fail", "report")
+        }  # fmt: skip
+        mine = [i for i in rows["inscriptions"] if company_of[i["employee_id"]] == company]
+        done = sum(1 for i in mine if i["status"] == "completed")
+        late = [i for i in mine if i["status"] != "completed" and i["due_date"] is not None]
+        late = [i for i in late if i["due_date"] < today.isoformat()]
+        lines.append({
+            "id": company,
+            "name": next(c["name"] for c in rows["companies"] if c["id"] == company),
+            "employees": sum(1 for c in company_of.values() if c == company),
+            "campaigns": len(campaigns),
+            "last_launch_date": max((c["launch_date"] for c in campaigns), default=None),
+            "sends": targets,
+            "click_rate": rate(people["click"], targets),
+            "fail_rate": rate(people["fail"], targets),
+            "report_rate": rate(people["report"], targets),
+            "inscriptions": len(mine),
+            "completion_rate": rate(done, len(mine)),
+            "overdue": len(late),
+        })  # fmt: skip
+    return lines
+
+
+@pytest.mark.writes
+async def test_the_rollup_is_its_raw_rows_page_by_page(
+    dated: tuple[TestClient, Day], store: Store, tmp_path: Any
+) -> None:
+    """Every page of each partner's rollup against the raw rows, on the day a campaign
+    launches exactly at the 12 months' first instant (and another a second before)."""
+    client, clock = dated
+    await store.load([write_fixture(tmp_path / "extra.json", EXTRA)])
+    clock.day = date(2025, 9, 1)
+    for key, companies in ((KEY_PARTNER, [1, 2]), (PARTNER_KEY_2, [2, 3, 4])):
+        lines: list[Any] = []
+        for page in (1, 2, 3):
+            url = f"{ROLLUP}?per_page=1&page={page}"
+            async with await get(client, url, key) as response:
+                assert response.headers["X-Total-Count"] == str(len(companies))
+                lines += await response.json()
+        assert lines == oracle(companies, clock.day)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import date
 from typing import Any
 
 import asyncpg
@@ -19,11 +20,12 @@ from aiohttp.test_utils import TestClient
 from app.data import events
 from app.data.csv_lines import KEPT_TEXTS
 from app.data.listings import Listing, Paging, RecordNotFound, read_page, read_small
+from app.data.partners import year_before
 from app.data.pg import sql
 from app.data.pg.sql import numbered
 
 from .support.clients import MakeClient
-from .support.factories import API, KEY_2, get, sample
+from .support.factories import API, KEY_2, KEY_PARTNER, Day, get, sample
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()
@@ -147,6 +149,24 @@ async def test_answers_that_join_people_show_no_other_company_people_even_so(
     assert {e["victim"]["id"] for e in feed}.isdisjoint(people_1)
     report = await json_of(client, "/campaigns/1")
     assert report["by_department"] == []
+
+
+async def test_the_partner_rollup_counts_no_other_company_people_even_so(
+    store: Store, dated: tuple[TestClient, Day]
+) -> None:
+    """The same move: company 2's line of the rollup counts the sends and the people of
+    company 2's campaign reports, none of campaign 1's (company 1's people)."""
+    await without_rules(store, ["UPDATE campaigns SET company_id = 2 WHERE id = 1"])
+    client, clock = dated
+    clock.day = date(2025, 9, 1)  # campaign 1 (2025-02-11) is of the last 12 months
+    since = f"{year_before(clock.day).isoformat()}T00:00:00Z"
+    partner = {"X-API-KEY": KEY_PARTNER}
+    async with client.get("/api/partners/v1/companies", headers=partner) as response:
+        line = next(row for row in await response.json() if row["id"] == 2)
+    async with client.get(f"{API}/campaigns", headers={**partner, "X-Company-ID": "2"}) as r:
+        recent = [c for c in await r.json() if c["launch_date"] >= since]
+    assert 1 in {c["id"] for c in recent}
+    assert line["sends"] == sum(c["targets"] for c in recent)
 
 
 async def test_both_stores_carry_the_same_rules(store: Store) -> None:

@@ -14,11 +14,13 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 
 from .aggregates import COUNT_NAMES, Fields, json_pairs, rate
+from .campaigns import OWN_PEOPLE
 from .listings import Listing, Record, placeholders
 
 # Company ``co``'s campaigns of the last 12 months (launched at or after ``?``): targets,
 # and the people who opened, clicked, reported and failed, each summed over the campaigns'
-# funnels (the writers' summaries, each campaign's people counted as its report counts them).
+# funnels (the writers' summaries, each campaign's people counted as its report counts them:
+# none while its sends are not of its own company's people, OWN_PEOPLE).
 # Sums as integers: PostgreSQL's sum of bigints is numeric (and would divide exactly).
 _SUMS = ", ".join(
     f"CAST(coalesce(sum(x.{name}), 0) AS BIGINT) AS {name}"
@@ -26,7 +28,7 @@ _SUMS = ", ".join(
 )
 RECENT = f"""SELECT {_SUMS} FROM campaigns c JOIN campaign_funnels x
     ON x.campaign_id = c.id AND x.filters = 'include'
-    WHERE c.company_id = co.id AND c.launch_date >= ?"""
+    WHERE c.company_id = co.id AND c.launch_date >= ? AND {OWN_PEOPLE}"""
 # Company ``co``'s inscriptions: how many, completed, and overdue on the date ``?``.
 TRAINING = """SELECT count(*) AS inscriptions,
     count(CASE WHEN i.status = 'completed' THEN 1 END) AS completed,
