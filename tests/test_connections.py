@@ -139,6 +139,19 @@ def test_headers_that_never_finish_are_cut_off(launcher: Launcher, sample_db: Pa
 
 
 @pytest.mark.system  # starts a server process
+def test_a_pipelined_request_unfinished_behind_another_is_cut_off(
+    launcher: Launcher, sample_db: Path
+) -> None:
+    """A request's start sent with the one before it is timed too, not kept alive."""
+    app = launcher.serve(sample_db, "--header-timeout", "0.3", "--keepalive-timeout", "600")
+    with connect(app) as sock:
+        sock.sendall(HEALTHZ + b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        answered = closed_by_server(sock)
+    assert answered.startswith(b"HTTP/1.1 200 ") and answered.count(b"HTTP/1.1 ") == 1
+    assert "request headers unfinished after 0.3 s" in logged(app, lambda e: "unfinished" in e)
+
+
+@pytest.mark.system  # starts a server process
 def test_the_header_timeout_is_not_an_idle_timeout(launcher: Launcher, sample_db: Path) -> None:
     """A kept-alive connection may wait between requests longer than the header timeout."""
     app = launcher.serve(sample_db, "--header-timeout", "0.3", "--keepalive-timeout", "600")
@@ -182,6 +195,37 @@ def test_connections_are_bounded_per_address_and_in_total(
     assert ask(app, source="127.0.0.1") == 200  # closed connections are forgotten
     err = logged(app, lambda e: "limit of 5 open connections total" in e)
     assert err.count("limit of 3 open connections per address") <= 2  # 20 refusals
+
+
+def answers_held(app: AppProcess, count: int, source: str) -> list[int]:
+    """The status of a request on each of ``count`` connections from ``source``, all held
+    open together (0: reset before an answer arrived)."""
+    statuses = []
+    with ExitStack() as stack:
+        for _ in range(count):
+            sock = stack.enter_context(connect(app, source))
+            head = b""
+            try:
+                sock.sendall(HEALTHZ)
+                while b"\r\n\r\n" not in head and (chunk := sock.recv(65536)):
+                    head += chunk
+            except ConnectionResetError:
+                pass
+            statuses.append(parse(head)[0] if head else 0)
+    return statuses
+
+
+@pytest.mark.system  # starts a server process and its workers
+def test_a_trusted_proxy_on_a_dual_stack_socket_counts_towards_the_total_only(
+    launcher: Launcher, sample_db: Path, redis_url: str
+) -> None:
+    """The workers' socket on ``::`` takes IPv4 too: a proxy at 127.0.0.1 arrives as
+    ``::ffff:127.0.0.1``, and is exempt all the same from the per-address bound."""
+    workers = ("--host", "::", "--workers", "2", "--redis-url", redis_url)
+    flags = ("--trusted-proxies", "127.0.0.1", "--max-connections-per-address", "1")
+    app = launcher.serve(sample_db, *workers, *flags)
+    assert answers_held(app, 4, "127.0.0.1") == [200] * 4
+    assert answers_held(app, 4, "127.0.0.2").count(200) <= 2  # one a worker for the others
 
 
 @pytest.mark.system  # starts a server process

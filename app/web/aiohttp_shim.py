@@ -129,12 +129,12 @@ class GuardedRequestHandler(RequestHandler):
         super().data_received(data)
         if self._waiting_for_request():
             if self._header_timer is None:  # started by the request's first bytes only
-                self._header_timer = asyncio.get_running_loop().call_later(
-                    self._guard.header_timeout, self._headers_late
-                )
+                self._start_header_timer()
         else:
             self._stop_header_timer()
             self._head_bytes, self._head_tail = 0, b""
+            if not data.endswith(_HEAD_END):  # the next request began behind this one
+                self._start_header_timer()
 
     def _head_too_large(self, data: bytes) -> bool:
         """Count ``data`` up to the blank line that ends the headers; True past the cap."""
@@ -160,9 +160,19 @@ class GuardedRequestHandler(RequestHandler):
 
     def _headers_late(self) -> None:
         self._header_timer = None
-        if self._guard is not None and self._waiting_for_request():
+        if self._guard is None:
+            return
+        if self._waiting_for_request():
             self._guard.headers_late(self._peer)
             self.force_close()
+        else:  # the late request waits behind one still answered: ask again after it
+            self._start_header_timer()
+
+    def _start_header_timer(self) -> None:
+        assert self._guard is not None
+        self._header_timer = asyncio.get_running_loop().call_later(
+            self._guard.header_timeout, self._headers_late
+        )
 
     def _stop_header_timer(self) -> None:
         if self._header_timer is not None:

@@ -30,6 +30,13 @@ def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     return address
 
 
+def is_trusted(address: str, trusted: Sequence[Network]) -> bool:
+    """Whether ``address`` is one of our proxies; an IPv4 proxy reaching a dual-stack
+    socket shows as IPv4-mapped IPv6 (``::ffff:10.0.0.1``) and is trusted all the same."""
+    parsed = _parse_ip(address)
+    return parsed is not None and any(parsed in net for net in trusted)
+
+
 @functools.lru_cache(maxsize=4096)  # parsing IPv6 costs about 10 µs; clients come back
 def address_key(address: str) -> str:
     """The budget an address spends: itself, or its /64 for IPv6 (one subscriber's block).
@@ -71,8 +78,7 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequenc
         return "unknown"
     if not forwarded_for or not trusted:
         return peer  # the common case, without parsing anything
-    peer_ip = _parse_ip(peer)
-    if peer_ip is None or not any(peer_ip in net for net in trusted):
+    if not is_trusted(peer, trusted):
         return peer
     last = peer
     for entry in reversed(forwarded_for.split(",")):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import ipaddress
 import json
 import logging
 import resource
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..config import Config, Network
-from .clients import address_key
+from .clients import address_key, is_trusted
 from .dashboard import PAGE_HEADERS
 from .errors import PROBLEM_TYPE, problem_body
 from .headers import SERVER_NAME
@@ -87,7 +86,7 @@ class ConnectionGuard:
 
     def admit(self, peer: str | None) -> Admission:
         """Count a new connection from ``peer``, or refuse it with a 503 to send."""
-        key = None if peer is None or self._is_exempt(peer) else address_key(peer)
+        key = None if peer is None or is_trusted(peer, self._exempt) else address_key(peer)
         if self.open >= self.max_total:
             return self._refuse("The server has too many open connections.", peer, "total")
         if key is not None and self._per_address.get(key, 0) >= self.max_per_address:
@@ -122,13 +121,6 @@ class ConnectionGuard:
             "refused a request from %s: request line and headers over %d bytes", peer, limit
         )
         return raw_problem(431, "Request Header Fields Too Large", HEADERS_TOO_LARGE)
-
-    def _is_exempt(self, peer: str) -> bool:
-        try:
-            address = ipaddress.ip_address(peer)
-        except ValueError:
-            return False
-        return any(address in network for network in self._exempt)
 
     def _refuse(self, detail: str, peer: str | None, limit: str) -> Admission:
         limits = {"total": self.max_total, "per address": self.max_per_address}
