@@ -8,7 +8,8 @@ most 5 s, checked on a real server with the real key tool); they link only to wh
 clone has (pages and anchors), name only files a clone has, say what `make clean`
 deletes, and quote no test counts that go stale. The README is a front door: at most 200
 lines, opening with its contents list. The configuration table is the server's settings,
-the fixture example loads, and the benchmark writes its table only between the
+the fixture example loads, the PostgreSQL reading role still reads every table once an
+upgrade has made some again, and the benchmark writes its table only between the
 performance page's markers.
 """
 
@@ -38,6 +39,8 @@ from pgcluster import cluster
 
 from app.config import Config
 from app.data.api_keys import CACHE_SECONDS
+from app.data.pg.schema import rebuild_stats_summaries
+from app.tools import loader
 from app.tools.keytool import build_parser
 from app.tools.loader import load_files
 
@@ -453,3 +456,57 @@ async def ask_for_passwords(superuser: str) -> None:
         await conn.execute("SELECT pg_reload_conf()")
     finally:
         await conn.close()
+
+
+@pytest.mark.system
+def test_the_reading_role_reads_the_tables_an_upgrade_makes() -> None:
+    """The operations page's reading role, made as written once the owner's first load made
+    the tables, may still read every table after the owner makes some again, as an
+    upgrade does (the stats' tables: the upgrade to version 14)."""
+    [grants] = blocks(section("Running on PostgreSQL"), "sql")
+    require_postgresql()
+    with cluster() as superuser:
+        where = urlsplit(superuser)
+        url = f"postgresql://{{}}@{where.hostname}:{where.port}/reporting"
+        asyncio.run(make_owner(superuser))
+        sample_file = str(ROOT / "fixtures" / "sample.json")
+        loaded = loader.main(
+            [sample_file, "--database-url", url.format("reporting"), "--no-progress"]
+        )
+        assert loaded == 0
+        unreadable = asyncio.run(
+            upgrade_as_owner(url.format(where.username), url.format("reporting"), grants)
+        )
+    assert unreadable == []
+
+
+async def make_owner(superuser: str) -> None:
+    """The page's setup: the role `reporting` and its database."""
+    admin = await asyncpg.connect(superuser)
+    try:
+        await admin.execute("CREATE ROLE reporting LOGIN")
+        await admin.execute("CREATE DATABASE reporting OWNER reporting")
+    finally:
+        await admin.close()
+
+
+async def upgrade_as_owner(superuser: str, owner: str, grants: str) -> list[str]:
+    """Run the page's grants as the superuser, then rebuild the stats' tables as their
+    owner; the tables the reading role may not read."""
+    admin = await asyncpg.connect(superuser)
+    try:
+        await admin.execute(grants)
+        conn = await asyncpg.connect(owner)
+        try:
+            async with conn.transaction():
+                await rebuild_stats_summaries(conn)
+        finally:
+            await conn.close()
+        rows = await admin.fetch(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')"
+            " AND NOT has_table_privilege('reporting_reader', c.oid, 'SELECT')"
+        )
+    finally:
+        await admin.close()
+    return sorted(row["relname"] for row in rows)
