@@ -213,3 +213,41 @@ async def test_every_accept_encoding_line_counts(client: TestClient) -> None:
 
 def test_coding_weights() -> None:
     assert coding_weights(" GZip ; q=0.5 , br;level=3, *;q=0") == {"gzip": 0.5, "br": 1.0, "*": 0.0}
+
+
+# ---- If-Match: compared strongly, and every ETag here is weak -------------------------
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"{API}/campaigns",  # a page
+        f"{API}/campaigns/1",  # a record
+        f"{CAMPAIGN}?format=csv",  # a whole array, as a file
+        f"{API}/events?limit=5",  # the feed
+        f"{API}/key",  # no ETag at all
+    ],
+)
+async def test_if_match_holds_only_as_a_star(client: TestClient, path: str) -> None:
+    """RFC 9110 13.1.1: If-Match is evaluated, before If-None-Match (13.2.2): even the
+    answer's own tag fails it (weak), and the 412 comes before any 304."""
+    first = await get(client, path)
+    tag = first.headers.get("ETag", 'W/"x"')
+    for tags in (tag, tag.removeprefix("W/"), f'"other", {tag}'):
+        refused = await get(client, path, **{"If-Match": tags, "If-None-Match": tag})
+        body = await assert_problem(refused, 412)
+        assert "If-Match: *" in body["detail"]
+        assert "RateLimit-Remaining" in refused.headers
+    star = await get(client, path, **{"If-Match": "*"})
+    assert star.status == 200 and await star.read() == await first.read()
+    if "ETag" in first.headers:
+        both = await get(client, path, **{"If-Match": "*", "If-None-Match": tag})
+        assert both.status == 304
+
+
+async def test_if_match_leaves_a_missing_record_404(client: TestClient) -> None:
+    """A free id (or another company's) is 404 whatever If-Match says (13.2.1)."""
+    for path in (f"{API}/campaigns/99999", f"{API}/victimsapi/99999/events"):
+        await assert_problem(await get(client, path, **{"If-Match": '"x"'}), 404)
+    unacceptable = await get(client, f"{API}/campaigns", **{"If-Match": '"x"', "Accept": "a/b"})
+    await assert_problem(unacceptable, 406)

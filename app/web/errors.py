@@ -76,6 +76,10 @@ class Forbidden(ApiError):
     status = 403
 
 
+class PreconditionFailed(ApiError):
+    status = 412
+
+
 class TooManyRequests(ApiError):
     status = 429
 

@@ -180,6 +180,12 @@ PROBLEMS = {
         "Neither `format` nor `Accept` allows a format this resource answers in.",
         RATE_HEADERS,
     ),
+    "412": (
+        "PreconditionFailed",
+        "If-Match named entity tags: it compares them strongly, and every ETag here is"
+        " weak, so only `If-Match: *` holds.",
+        RATE_HEADERS,
+    ),
     "429": (
         "TooManyRequests",
         "Too many requests (RateLimit-* when the key is valid).",
@@ -197,7 +203,7 @@ PROBLEMS = {
     ),
 }
 ANY_REQUEST = ("414", "431", "500", "503")  # whatever the operation
-CODES = ("400", "401", "406", "429", *ANY_REQUEST)  # 403 and 404: describe_access
+CODES = ("400", "401", "406", "412", "429", *ANY_REQUEST)  # 403 and 404: describe_access
 
 
 def _refs(*names: str) -> dict[str, str]:

@@ -27,7 +27,7 @@ from ..data.listings import Listing, Paging
 from ..keys import ANSWERS, CALLER, COUNTS, DATA_VERSION, POOL, RECENT_PAGES, SHARES, STREAMS
 from .bodies import array_response, finish
 from .cursor import CursorPage
-from .errors import TooManyRequests, client_closed_response, client_gone
+from .errors import PreconditionFailed, TooManyRequests, client_closed_response, client_gone
 from .formats import CSV, RECORD, Body, Format, Offer, accept_header, join_lines
 from .pagination import PAGING_NAMES, cursor_headers, page_headers
 
@@ -341,6 +341,10 @@ async def prelude(request: web.Request, listing: Listing, offer: Offer, variant:
     """
     body = offer.negotiate(request)
     ready = Prelude(request, listing, body, variant, await refresh_version(request.app))
+    if if_match_fails(request):
+        if listing.guard is not None:  # a free or foreign id is 404, If-Match or not
+            await request.app[POOL].check_guard(listing.guard)
+        raise PreconditionFailed(IF_MATCH_DETAIL)
     if etag_matches(request, ready.etag):
         if listing.guard is not None:  # a record of the company's own: else nothing to read
             await request.app[POOL].check_guard(listing.guard)
@@ -360,10 +364,11 @@ async def known_answer_middleware(request: web.Request, handler: Handler) -> web
     the same 200 from memory when that was read whole and small.
 
     Only answers the company was given are known (never a 404's), and only those that
-    depend on nothing else (no date), so each is the one the view would give.
+    depend on nothing else (no date), so each is the one the view would give. If-Match,
+    which comes before If-None-Match, is left to the view.
     """
     caller = request.get(CALLER)
-    if caller is not None and request.method == hdrs.METH_GET:
+    if caller is not None and request.method == hdrs.METH_GET and not if_match(request):
         app = request.app
         token = await refresh_version(app)
         known = app[ANSWERS].get(tag_key(request, caller.company_id), token)
@@ -415,6 +420,24 @@ def make_etag(token: str, company_id: int, request: web.Request, variant: str) -
         f"{token}|{company_id}|{request.rel_url.raw_path_qs}|{variant}".encode(), digest_size=12
     ).hexdigest()
     return f'W/"{digest}"'
+
+
+IF_MATCH_DETAIL = (
+    "If-Match compares entity tags strongly and this service's are weak: only"
+    " If-Match: * holds (RFC 9110 13.1.1)."
+)
+
+
+def if_match(request: web.Request) -> str:
+    """The If-Match list, every line of it ('' when none)."""
+    return ",".join(request.headers.getall(hdrs.IF_MATCH, ())).strip()
+
+
+def if_match_fails(request: web.Request) -> bool:
+    """Whether If-Match is false (RFC 9110 13.1.1): it compares strongly, and every ETag
+    here is weak, so no list of tags holds; ``*`` holds for any answer there is."""
+    header = if_match(request)
+    return bool(header) and header != "*"
 
 
 def etag_matches(request: web.Request, etag: str) -> bool:

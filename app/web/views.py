@@ -26,7 +26,7 @@ from ..data.schema import DatabaseError
 from ..keys import API_KEY, CALLER, LIMITS, PARSERS, POOL, TODAY
 from .access import require_partner
 from .cursor import CursorSigner, cursor_page
-from .errors import report_unavailable
+from .errors import PreconditionFailed, report_unavailable
 from .formats import JSON, Offer, listing_offer, negotiate
 from .openapi import documented, documented_object
 from .params import (
@@ -49,6 +49,8 @@ from .params import (
     stats_filters,
 )
 from .responder import (
+    IF_MATCH_DETAIL,
+    if_match_fails,
     refresh_version,
     respond_all,
     respond_page,
@@ -249,6 +251,8 @@ async def key_introspection(request: web.Request) -> web.Response:
     """GET /api/companies/v1/key: the calling key's facts, RFC 7662's names; never the key."""
     request.app[PARSERS].parse(KEY_QUERY, request)
     negotiate(request, (JSON,))
+    if if_match_fails(request):
+        raise PreconditionFailed(IF_MATCH_DETAIL)
     key = request[API_KEY]
     owner = (
         {"company_id": key.company_id} if key.partner_id is None else {"partner_id": key.partner_id}

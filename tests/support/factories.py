@@ -42,6 +42,7 @@ TITLES = {
     404: "Not Found",
     405: "Method Not Allowed",
     406: "Not Acceptable",
+    412: "Precondition Failed",
     414: "Request-URI Too Long",  # Python's phrase; the parser's limits (issue 11)
     403: "Forbidden",
     429: "Too Many Requests",
