@@ -347,6 +347,8 @@ def check_database_url(url: str) -> None:
     """Refuse a PostgreSQL URL the driver would fail on with a traceback when it first
     connects (a port that is no number, an unclosed [, an sslmode libpq does not know).
     The message prints the URL without its password."""
+    if not url.isprintable():  # a control character, or a byte that is no UTF-8 (a surrogate)
+        raise ValueError("the database URL holds a character that is not printable")
     where, parts = _split(url, POSTGRESQL_SCHEMES, "database URL")
     _check_hosts(parts.netloc, where)
     for mode in parse_qs(parts.query).get("sslmode", []):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from app.config import build_parser, load_config
-from app.tools import generator, keytool, loader
+from app.tools import export, generator, gophish, keytool, loader, reclassify, swap, webhooks
 
 from .support.servers import GUARD_SECONDS, Launcher
 
@@ -58,12 +58,17 @@ def all_help(parser: argparse.ArgumentParser) -> str:
     return "\n".join(texts)
 
 
-PARSERS = {
-    "server": lambda: build_parser({}),
+TOOLS = {
     "loader": loader.build_parser,
     "keytool": keytool.build_parser,
     "generator": generator.build_parser,
+    "import-gophish": gophish.build_parser,
+    "reclassify": reclassify.build_parser,
+    "swap": swap.build_parser,
+    "export": export.build_parser,
+    "webhooks": webhooks.build_parser,
 }
+PARSERS = {"server": lambda: build_parser({}), **TOOLS}
 
 
 @pytest.mark.parametrize("name", PARSERS)
@@ -73,6 +78,28 @@ def test_help_is_plain_text(name: str) -> None:
         assert markup not in text, (name, markup)
     assert not re.search(r"^\s*\.\. ", text, re.MULTILINE), name  # a directive
     assert not re.search(r"\bissue\b", text, re.IGNORECASE), name
+
+
+def every_parser(parser: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parser and its subcommands' parsers, nested ones too."""
+    found = [parser]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found += every_parser(sub)
+    return found
+
+
+@pytest.mark.parametrize("name", TOOLS)
+def test_every_tool_argument_has_help_and_no_empty_default(name: str) -> None:
+    """The webhook tool's ``--company`` and ids had none; the generator's help said
+    ``(default: None)`` of each required size and ``(default: False)`` of each switch."""
+    for parser in every_parser(TOOLS[name]()):
+        for action in parser._actions:
+            if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+                assert action.help and action.help.strip(), (parser.prog, action.dest)
+        text = parser.format_help()
+        assert "(default: None)" not in text and "(default: False)" not in text, parser.prog
 
 
 def test_bootstrap_help_names_its_values() -> None:

@@ -493,3 +493,22 @@ async def test_a_company_the_partner_reads_already_changes_nothing(
             f"Partner {partner} already reads company {company}; nothing changed.\n",
         )
         assert await stored(store) == before
+
+
+@EACH_STORE
+@pytest.mark.parametrize("name", ["two\nlines", "a\ttab", "\x1b[31mred", "x" * 501])
+async def test_a_partner_name_is_one_line_of_at_most_500_characters(
+    store: Store, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """As a fixture's partner name must be (docs/data.md): the list shows it on one line,
+    and an export of a partner the tool made loads back."""
+    before = await stored(store)
+    code, said = await run_on(store, capsys, "partner", "create", "--name", name)
+    assert code == 1 and said == (
+        "error: a partner's name is one line of at most 500 printable characters\n"
+    )
+    assert await stored(store) == before
+    assert await run_on(store, capsys, "partner", "create", "--name", " é" * 250) == (
+        0,
+        "Created partner 2.\n",
+    )

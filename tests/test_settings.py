@@ -85,6 +85,7 @@ BAD = [
     (["--database-url", f"postgresql://u:{PASSWORD}@h/db?sslmode=bogus"], {}, "'bogus'"),
     (["--database-url", f"postgresql://u:{PASSWORD}@h/db?sslmode=REQUIRE"], {}, "'REQUIRE'"),
     (["--database-url", f"mysql://u:{PASSWORD}@h/db"], {}, "postgresql://"),
+    (["--database-url", f"postgresql://u:{PASSWORD}@h/d\udcffb"], {}, "not printable"),
     ([], {"REPORTING_DATABASE_URL": f"postgres://u:{PASSWORD}@h:x/db"}, "port 'x'"),
     # the Redis URL
     (["--redis-url", "redis://127.0.0.1:notaport/0"], {}, "port 'notaport'"),
@@ -416,3 +417,21 @@ def test_the_server_and_a_tool_warn_of_a_misspelt_variable(sample_db: Path, tmp_
     assert warning.startswith("warning: REPORTING_TRUSTED_PROXY is not a setting")
     quiet = run_python("scripts/manage_keys.py", "--db", str(sample_db), "list")
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+@pytest.mark.parametrize("given", ["flag", "variable"])
+@pytest.mark.parametrize("url", [f"postgresql://u:{PASSWORD}@h/d\udcffb", "postgresql://h/d\x1bb"])
+def test_a_tool_refuses_a_url_of_characters_that_are_not_printable(
+    url: str, given: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A byte of no UTF-8 in the URL (a surrogate in Python's argv) ended the tools in the
+    driver's traceback; a control character would be echoed to the terminal."""
+    parser = store_parser(monkeypatch, None if given == "flag" else url)
+    with pytest.raises(SystemExit) as exited:
+        parser.parse_args(["--database-url", url] if given == "flag" else [])
+    assert exited.value.code == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(
+        "tool: error: argument --database-url: the database URL holds a character that is not"
+        " printable"
+    )

@@ -8,6 +8,8 @@ a failed write changes nothing. scripts/ holds thin wrappers over those mains.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
 import select
@@ -31,7 +33,8 @@ from app.data.schema import (
     connect_writer,
     write_transaction,
 )
-from app.tools import generator, keytool, loader, reclassify
+from app.data.stats_summary import HOUR_HISTOGRAMS
+from app.tools import export, generator, keytool, loader, reclassify, webhooks
 from app.tools.cli import run_tool
 
 from .support.factories import (
@@ -41,8 +44,10 @@ from .support.factories import (
     older_copy,
     query,
     sample,
+    version_6_copy,
 )
 from .support.servers import GUARD_SECONDS, ROOT, clean_env, run_python, start_python, stop
+from .support.stores import fetch_all, fresh_database
 
 SAMPLE = str(ROOT / "fixtures" / "sample.json")
 SIZES = ["--companies", "2", "--employees", "40", "--campaigns", "4"]
@@ -97,7 +102,8 @@ TOO_LARGE = str(2**63)  # past the largest id a database holds
             ["scripts/webhooks.py", "create", "--company", "1", "--url", url, "--events",
              "click", "--label", "x"]
             for url in ("https://[::1", "https://a.example:99999/", "https://a.example:x/",
-                        "https://a.example/a b")
+                        "https://a.example/a b", "https://a.example/a\x01b",
+                        "https://a.example/\udcff")  # a byte of no UTF-8: was a traceback
         ),
         *(
             ["scripts/webhooks.py", "create", "--company", "1", "--url", "https://a.example/",
@@ -580,3 +586,101 @@ def test_a_tool_run_as_a_module_runs(module: str) -> None:
     done = run_python("-m", f"app.tools.{module}", "--help")
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: "), done.stdout
+
+
+class StoppedMidQuery(Writer):
+    """A writer's connection that gets a stop while the stats' median query is open: the
+    summaries' clean-up then fails on the table that query holds."""
+
+    stop = signal.SIGINT
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:  # type: ignore[override]
+        cursor = super().execute(sql, *args)
+        if sql == HOUR_HISTOGRAMS:
+            signal.raise_signal(self.stop)
+        return cursor
+
+
+@pytest.mark.parametrize(
+    ("stop", "code", "why"),
+    [(signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "stopped by SIGTERM")],
+    ids=["int", "term"],
+)
+def test_a_stop_mid_query_is_not_taken_for_a_locked_table(
+    sample_db: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    stop: int,
+    code: int,
+    why: str,
+) -> None:
+    """A Ctrl-C while a write's query was open ended the tool with ``database: database
+    table is locked`` and exit 1: dropping the scratch tables failed, and that error hid
+    the stop. It is the stop that is told, and nothing is written."""
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "3600")  # verdicts move: the query has rows
+    before = dump_tables(sample_db)
+    connect = sqlite3.connect
+    monkeypatch.setattr(StoppedMidQuery, "stop", stop)
+    monkeypatch.setattr(
+        sqlite3, "connect", lambda *a, **k: connect(*a, **{**k, "factory": StoppedMidQuery})
+    )
+    code_seen = reclassify.main(["--db", str(sample_db)])
+    monkeypatch.undo()
+    out, err = capsys.readouterr()
+    assert (code_seen, out, err) == (code, "", f"reclassify refused, database unchanged: {why}\n")
+    assert dump_tables(sample_db) == before
+
+
+@pytest.mark.parametrize(
+    ("main", "argv", "prefix"),
+    [
+        (reclassify.main, [], "reclassify refused, database unchanged"),
+        (export.main, ["{tmp}/out.json"], "export refused, nothing written"),
+        (webhooks.main, ["run", "--once"], "error"),
+    ],
+    ids=["reclassify", "export", "webhook-sender"],
+)
+def test_a_postgresql_database_without_the_schema_is_one_line_and_left_so(
+    main: Callable[[Sequence[str]], int],
+    argv: list[str],
+    prefix: str,
+    pg_url: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """As a SQLite file without tables is: reclassify made the whole schema there and
+    exited 0, and the export and the sender ended on ``relation ... does not exist``."""
+    with contextlib.contextmanager(fresh_database)(pg_url, "template0") as url:
+        given = [word.replace("{tmp}", str(tmp_path)) for word in argv]
+        code = main(["--database-url", url, *given])
+        out, err = capsys.readouterr()
+        assert (code, out) == (1, "")
+        assert err == f"{prefix}: the PostgreSQL database has no schema (load fixtures first)\n"
+        tables = "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        assert asyncio.run(fetch_all(url, tables)) == []
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_export_reads_its_own_schema_version_only(
+    sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file of another program, of an older or of a newer schema version: one line that
+    says so, no file written (it was ``no such table: partners``, or an export of tables
+    this version does not know)."""
+    other = tmp_path / "other.sqlite3"
+    with contextlib.closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+    newer = older_copy(sample_db, tmp_path / "newer.sqlite3", [], SCHEMA_VERSION + 1)
+    older = version_6_copy(sample_db, tmp_path / "older.sqlite3")
+    for db, cause in (
+        (other, "holds no database of this service"),
+        (newer, f"has schema version {SCHEMA_VERSION + 1}"),
+        (older, "has schema version 6"),
+    ):
+        before = db.read_bytes()
+        code = export.main([str(tmp_path / "out.json"), "--db", str(db)])
+        out, err = capsys.readouterr()
+        assert (code, out) == (1, "")
+        assert one_line(err).startswith(f"export refused, nothing written: {db} {cause}")
+        assert db.read_bytes() == before
+        assert not (tmp_path / "out.json").exists()

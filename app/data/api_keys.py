@@ -219,11 +219,22 @@ def list_keys(conn: sqlite3.Connection) -> list[dict[str, Any]]:
     return [dict(zip(columns, row, strict=True)) for row in cursor]
 
 
+def checked_name(name: str) -> str:
+    """A new partner's trimmed name: one line of at most MAX_LABEL printable characters, as
+    a fixture's partner name must be (the key tool's list shows it on one line)."""
+    name = name.strip()
+    if not name:
+        raise KeyRefused("a partner needs a name")
+    if not one_line_label(name):
+        raise KeyRefused(
+            f"a partner's name is one line of at most {MAX_LABEL} printable characters"
+        )
+    return name
+
+
 def create_partner(conn: sqlite3.Connection, name: str) -> int:
     """Store a new partner (a provider reading several companies); its id."""
-    if not name.strip():
-        raise KeyRefused("a partner needs a name")
-    cursor = conn.execute("INSERT INTO partners (name) VALUES (?)", (name.strip(),))
+    cursor = conn.execute("INSERT INTO partners (name) VALUES (?)", (checked_name(name),))
     return safe_id("partner", int(cursor.lastrowid or 0))
 
 

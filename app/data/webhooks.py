@@ -71,9 +71,10 @@ class Subscription:
 
 
 def _https_host(url: str) -> str | None:
-    """The host of an https URL that can be read whole, else None (one with blanks, an
-    unclosed ``[``, or a port that is no number from 0 to 65535)."""
-    if any(c.isspace() for c in url):
+    """The host of an https URL that can be read whole, else None (one with blanks or
+    other characters that are not printable, such as a byte that is no UTF-8, an unclosed
+    ``[``, or a port that is no number from 0 to 65535)."""
+    if any(c.isspace() for c in url) or not url.isprintable():
         return None
     try:
         parts = urlsplit(url)

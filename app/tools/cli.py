@@ -185,12 +185,8 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         with contextlib.suppress(OSError):  # the exit code says what happened
             write_report(report.getvalue())
         raise
-    except Terminated:
-        print(f"{refused}: stopped by SIGTERM", file=sys.stderr)
-        return EXIT_TERMINATED
-    except KeyboardInterrupt:
-        print(f"{refused}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        return stopped(exc, refused)
     except (
         ToolError,
         KeyRefused,
@@ -200,6 +196,8 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         OSError,
         *PG_ERRORS,
     ) as exc:
+        if (behind := stop_behind(exc)) is not None:
+            return stopped(behind, refused)
         lines = describe(exc)
         if len(lines) == 1:
             print(f"{refused}: {lines[0]}", file=sys.stderr)
@@ -210,6 +208,27 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         print(f"done, but its report could not be written: {unwritten}", file=sys.stderr)
         return EXIT_REFUSED
     return done
+
+
+def stopped(stop: KeyboardInterrupt, refused: str) -> int:
+    """Say that the tool was stopped (the write rolled back); its exit code."""
+    if isinstance(stop, Terminated):
+        print(f"{refused}: stopped by SIGTERM", file=sys.stderr)
+        return EXIT_TERMINATED
+    print(f"{refused}: interrupted", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def stop_behind(exc: BaseException) -> KeyboardInterrupt | None:
+    """The stop an error came while handling, if any: a clean-up after a stop mid-query
+    (dropping a scratch table while the cut-short query still holds it) fails, and its
+    error ("database table is locked") must not hide the stop."""
+    cause = exc.__context__
+    while cause is not None:
+        if isinstance(cause, KeyboardInterrupt):
+            return cause
+        cause = cause.__context__
+    return None
 
 
 def unwritten_report(text: str) -> str | None:

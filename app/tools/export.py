@@ -27,7 +27,8 @@ import asyncpg
 
 from ..config import OneLineParser
 from ..data.pg.sql import numbered
-from ..data.schema import DERIVED_COMPLETION, read_snapshot
+from ..data.pg.store import check_schema
+from ..data.schema import DERIVED_COMPLETION, check_readable, read_snapshot
 from .cli import ToolError, add_store_arguments, command, plural, record_id
 from .fixture_format import TABLES
 from .staging import EVENT_COLUMNS
@@ -167,6 +168,7 @@ def export_fixture(
         raise ToolError(f"{out} is the database itself (or its WAL): write the fixture elsewhere")
     if Path(out).exists() and not Path(out).is_file():  # renamed over, a device would go
         raise ToolError(f"{out} is not a regular file: name a file to write the fixture to")
+    check_readable(db_path)  # a database of this schema version, not "no such table"
     conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
     try:
         with read_snapshot(conn):
@@ -192,6 +194,7 @@ async def export_pg(url: str, out: str | Path, company: int | None = None) -> di
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
+            await check_schema(conn)
             found = await conn.fetch("SELECT id FROM companies ORDER BY id")
             _chosen([r["id"] for r in found], company, "the database")
             with _written(out) as fixture:

@@ -611,7 +611,6 @@ def build_parser() -> argparse.ArgumentParser:
         description="Generate a synthetic dataset straight into a new database. Counts are"
         " totals across all companies, split evenly between them; each company's API key"
         " (derived from the seed) is printed at the end.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     add_store_arguments(parser, "SQLite file: new, or empty")
     sizes = (
@@ -624,19 +623,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for name, text in sizes:
         parser.add_argument(f"--{name}", type=int, required=True, help=text)
-    parser.add_argument("--sections", type=int, default=5, help="sections per course")
     parser.add_argument(
-        "--big-campaign", type=int, default=0, help="events of campaign 1 (company 1), if > 0"
+        "--sections", type=int, default=5, help="sections per course (default %(default)s)"
     )
     parser.add_argument(
-        "--mid-campaign", type=int, default=0, help="events of campaign 2 (company 1), if > 0"
+        "--big-campaign",
+        type=int,
+        default=0,
+        help="events of campaign 1 (company 1), if > 0 (default %(default)s)",
+    )
+    parser.add_argument(
+        "--mid-campaign",
+        type=int,
+        default=0,
+        help="events of campaign 2 (company 1), if > 0 (default %(default)s)",
     )
     parser.add_argument(
         "--scale",
         type=int,
         default=1,
         help="multiply the employees, the events (--big-campaign and --mid-campaign too) and"
-        " the inscriptions by this whole factor; campaigns, courses and sections stay",
+        " the inscriptions by this whole factor; campaigns, courses and sections stay"
+        " (default %(default)s)",
     )
     parser.add_argument("--seed", type=int, required=True, help="same seed, same data")
     parser.add_argument(

@@ -21,9 +21,10 @@ from ..data.automation import Rules, classify, rules_from_env
 from ..data.pg.automation import classify as classify_pg
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import ensure_schema as ensure_pg
+from ..data.pg.schema import schema_version
 from ..data.pg.stats_summary import refresh as refresh_stats_pg
 from ..data.pg.summaries import refresh as refresh_reports_pg
-from ..data.schema import bump_data_version, connect_writer, write_transaction
+from ..data.schema import DatabaseError, bump_data_version, connect_writer, write_transaction
 from ..data.stats_summary import Touched
 from ..data.stats_summary import refresh as refresh_stats
 from ..data.summaries import refresh as refresh_reports
@@ -65,6 +66,8 @@ async def reclassify_pg(url: str, company: int | None, rules: Rules) -> Moved:
     """:func:`reclassify` on PostgreSQL (loads take turns with it by the loaders' lock)."""
     conn = await asyncpg.connect(url)
     try:
+        if await schema_version(conn) is None:  # as on SQLite: no schema is made here
+            raise DatabaseError("the PostgreSQL database has no schema (load fixtures first)")
         await ensure_pg(conn, rules)
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")

@@ -48,6 +48,8 @@ from aiohttp.resolver import DefaultResolver
 
 from ..data.feed import FEED_MARK, FeedFilters, feed_listing, feed_mark, feed_mark_key
 from ..data.pg import sql as pg_sql
+from ..data.pg.schema import upgrade_if_older
+from ..data.pg.store import check_schema
 from ..data.pool import opened_companions, remove_companions
 from ..data.schema import connect_writer, file_identity, write_transaction
 from ..data.webhooks import CHANGED, utc_text
@@ -290,9 +292,16 @@ class PgStore:
     @classmethod
     async def open(cls, url: str) -> PgStore:
         conn = await asyncpg.connect(url)
-        if not await conn.fetchval("SELECT pg_try_advisory_lock(hashtext('reporting webhooks'))"):
+        try:
+            await upgrade_if_older(conn)  # as the SQLite store's writer does
+            await check_schema(conn)
+            if not await conn.fetchval(
+                "SELECT pg_try_advisory_lock(hashtext('reporting webhooks'))"
+            ):
+                raise ToolError("another webhook sender is running on this database")
+        except BaseException:
             await conn.close()
-            raise ToolError("another webhook sender is running on this database")
+            raise
         return cls(conn)
 
     async def hooks(self) -> list[Hook]:

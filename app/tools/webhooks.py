@@ -35,7 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_arguments(parser, "SQLite database file (must exist)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     create = commands.add_parser("create", help="subscribe an https URL (secret shown once)")
-    create.add_argument("--company", required=True, type=record_id, metavar="ID")
+    create.add_argument(
+        "--company", required=True, type=record_id, metavar="ID", help="whose events it sends"
+    )
     create.add_argument("--url", required=True, help="https://... (the receiver)")
     create.add_argument(
         "--events", required=True, help="comma list of event types: open, click, report, fail"
@@ -49,7 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("rotate-secret", "a new secret; the old one keeps signing beside it for 24 hours"),
     ):
         sub = commands.add_parser(name, help=what)
-        sub.add_argument("webhook_id", type=record_id, metavar="WEBHOOK_ID")
+        sub.add_argument(
+            "webhook_id", type=record_id, metavar="WEBHOOK_ID", help="its id, as list shows"
+        )
     send = commands.add_parser(
         "run",
         help="send every enabled subscription's new events until SIGTERM",

@@ -18,6 +18,7 @@ from ..api_keys import (
     KeyRefused,
     NewKey,
     checked_label,
+    checked_name,
     checked_scopes,
     generate_key,
     hash_key,
@@ -77,13 +78,12 @@ async def list_keys(conn: asyncpg.Connection) -> list[dict[str, Any]]:
 
 async def create_partner(conn: asyncpg.Connection, name: str) -> int:
     """Store a new partner; its id, the next after the largest (as SQLite chooses)."""
-    if not name.strip():
-        raise KeyRefused("a partner needs a name")
+    name = checked_name(name)
     await conn.execute("LOCK TABLE partners IN EXCLUSIVE MODE")
     new_id = await conn.fetchval(
         "INSERT INTO partners (id, name) SELECT coalesce(max(id), 0) + 1, $1 FROM partners"
         " RETURNING id",
-        name.strip(),
+        name,
     )
     return safe_id("partner", int(new_id))
 
