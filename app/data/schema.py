@@ -884,7 +884,8 @@ def check_readable(path: str | Path) -> str:
                 )
             if version != SCHEMA_VERSION:
                 raise DatabaseError(
-                    f"{file} has schema version {version}; this server reads {SCHEMA_VERSION}"
+                    f"{file} has schema version {version};"
+                    f" this version of the service reads {SCHEMA_VERSION}"
                 )
             token = data_token(conn)
         finally:

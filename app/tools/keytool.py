@@ -67,7 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_store_arguments(parser, "SQLite database file (must exist)")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     create = commands.add_parser(
-        "create", help="make a new key for a company (shown once)", description=SHOWN_ONCE
+        "create",
+        help="make a new key for a company or a partner (shown once)",
+        description="Make a new key; it is printed once, then only its hash is kept.",
     )
     owner = create.add_mutually_exclusive_group(required=True)
     owner.add_argument(
@@ -82,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--scope",
         metavar="SCOPES",
-        help=f"what the key may read, space-separated, among {', '.join(SCOPES)} "
+        help=f"what the key may read, separated by spaces or commas, among {', '.join(SCOPES)} "
         "(default: every scope)",
     )
     create.add_argument(
