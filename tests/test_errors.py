@@ -7,7 +7,6 @@ requests aiohttp's own HTTP parser refuses before any handler runs.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import re
@@ -17,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from .support.clients import MakeClient
+from .support.clients import MakeClient, raw_request
 from .support.factories import API, KEY_1, PROBLEM_KEYS, TITLES, assert_problem
 from .support.stores import Store, on_both_stores
 
@@ -122,21 +121,6 @@ async def test_insane_request_id_is_replaced(client: TestClient, given: str) -> 
 
 
 # ---- requests refused by the HTTP parser ---------------------------------------------
-
-
-async def raw_request(client: TestClient, head: bytes) -> tuple[int, dict[str, str], bytes]:
-    """Send bytes no well-behaved client would send; return status, headers and body."""
-    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
-    try:
-        writer.write(head + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
-        await writer.drain()
-        data = await reader.read()
-    finally:
-        writer.close()
-    head_part, _, body = data.partition(b"\r\n\r\n")
-    status_line, *lines = head_part.decode("latin-1").split("\r\n")
-    headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
-    return int(status_line.split()[1]), headers, body
 
 
 def assert_raw_problem(status: int, headers: dict[str, str], body: bytes) -> dict[str, Any]:

@@ -156,7 +156,9 @@ FEED_HEADERS = ("X-Next-Cursor", "Link")
 PROBLEMS = {
     "400": (
         "BadRequest",
-        "A path id or query parameter is invalid, or X-API-KEY was sent more than once.",
+        "A path id or query parameter is invalid; X-Company-ID is absent (a partner's "
+        "key), malformed or repeated; X-API-KEY was sent more than once; or the request "
+        "carries a body or is not HTTP.",
         RATE_HEADERS,
     ),
     "401": (
@@ -192,6 +194,12 @@ PROBLEMS = {
         (*RATE_HEADERS, "Retry-After"),
     ),
     "414": ("UriTooLong", "The request line (path and query) is over 16 KiB.", ()),
+    "417": (
+        "ExpectationFailed",
+        "An `Expect` header other than `100-continue` (checked before anything else; the "
+        "connection is then closed).",
+        (),
+    ),
     "431": ("HeadersTooLarge", "A header is over 8,190 bytes, or there are over 128.", ()),
     "500": ("InternalServerError", "Unexpected error; no internal detail is shown.", ()),
     "503": (
@@ -202,7 +210,7 @@ PROBLEMS = {
         ("Retry-After",),
     ),
 }
-ANY_REQUEST = ("414", "431", "500", "503")  # whatever the operation
+ANY_REQUEST = ("414", "417", "431", "500", "503")  # whatever the operation
 CODES = ("400", "401", "406", "412", "429", *ANY_REQUEST)  # 403 and 404: describe_access
 
 

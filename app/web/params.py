@@ -183,10 +183,10 @@ def _list_filter(name: str, what: str) -> CommaList:
     )
 
 
-def _date_filter(name: str, what: str) -> StrictDate:
-    return StrictDate(
-        data_key=f"filter[{name}]", metadata={"description": f"{what} (YYYY-MM-DD, inclusive)."}
-    )
+def _date_filter(name: str, what: str, rules: str = "") -> StrictDate:
+    """A date filter; ``rules``: the 400s its schema cannot state, in words."""
+    description = f"{what} (YYYY-MM-DD, inclusive).{rules}"
+    return StrictDate(data_key=f"filter[{name}]", metadata={"description": description})
 
 
 class PersonFields(Schema):
@@ -463,6 +463,9 @@ class Stats:
     automation: str = "include"  # filter[automation] (phishing)
 
 
+WIDE_WINDOW = f" A window of more than {MAX_BUCKETS} buckets: 400."
+
+
 class StatsQuery(PersonQuery[Stats]):
     """The stats' parameters: the window, its buckets, the grouping, the person filters."""
 
@@ -476,13 +479,16 @@ class StatsQuery(PersonQuery[Stats]):
     from_date = _date_filter(
         "from_date",
         "The window's first UTC day, widened to the start of its bucket; default: the "
-        "first day of the 12th month before the current one. A window of more than 120 "
-        "buckets: 400",
+        "first day of the 12th month before the current one",
+        WIDE_WINDOW,
     )
+    # Given alone, it may fall before the default first day: the 400 names from_date.
     to_date = _date_filter(
         "to_date",
         "The window's last UTC day, widened to the end of its bucket; default: the last "
-        "day of the current month. A window of more than 120 buckets: 400",
+        "day of the current month",
+        f"{WIDE_WINDOW} Earlier than filter[from_date], given or default: 400 naming "
+        "filter[from_date].",
     )
     group_by = Choice(
         GROUPS,

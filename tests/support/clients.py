@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -56,3 +57,18 @@ async def traced(client: TestClient) -> list[str]:
     for conn in client.app[POOL]._all:
         await conn.set_trace_callback(statements.append)
     return statements
+
+
+async def raw_request(client: TestClient, head: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send bytes no well-behaved client would send; return status, headers and body."""
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    try:
+        writer.write(head + b"\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        data = await reader.read()
+    finally:
+        writer.close()
+    head_part, _, body = data.partition(b"\r\n\r\n")
+    status_line, *lines = head_part.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines)}
+    return int(status_line.split()[1]), headers, body
