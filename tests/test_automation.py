@@ -180,6 +180,21 @@ def test_a_load_with_other_settings_decides_the_whole_company_again(
     ]
 
 
+def test_a_load_that_decides_none_of_a_company_s_events_keeps_its_settings(
+    sample_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Other settings with only employees given: no event is decided, so the verdicts
+    and the settings they were made with stay together (docs/data.md)."""
+    first = done_when()
+    load_files(sample_db, [write_fixture(tmp_path / "a.json", first)])
+    monkeypatch.setenv("REPORTING_BOT_FAST_SECONDS", "0")
+    moved = [{**first["employees"][0], "department": "Security"}]
+    load_files(sample_db, [write_fixture(tmp_path / "b.json", {"employees": moved})])
+    assert verdicts_in(sample_db)[90001] == EXPECTED[90001]  # still fast_after_sent
+    record = query(sample_db, "SELECT value FROM meta WHERE key = ?", f"{RULES_KEY}{COMPANY}")
+    assert json.loads(record[0][0])["fast_seconds"] == 10
+
+
 def test_a_small_load_decides_its_campaign_again(sample_db: Path, tmp_path: Path) -> None:
     """A fourth click turns three earlier ones into a burst: they move in the feed."""
     document = done_when()
