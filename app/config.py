@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import difflib
 import functools
 import ipaddress
@@ -304,20 +305,34 @@ def _check_range(name: str, value: float, metadata: Mapping[str, Any]) -> None:
 
 def masked_url(url: str) -> str:
     """A database or Redis URL as printed: its password, if any, as *** (a URL's
-    password in the netloc or a password= query parameter)."""
-    url = re.sub(r"^([^:/?#]+://[^:/?#@]*):[^/?#]*@", r"\1:***@", url)
+    password in the netloc or a password= query parameter).
+
+    The password runs to the URL's last "@": one holding a "#", "/" or "?" that was not
+    percent-encoded ends the netloc early, yet is still a password (a later "@" in the
+    query hides more than it need: better than showing a password).
+    """
+    url = re.sub(r"^([^:/?#]+://[^:/?#@]*):.*@", r"\1:***@", url, flags=re.DOTALL)
     return re.sub(r"([?&]password=)[^&#]*", r"\1***", url)
 
 
-def _check_port(port: str, where: str) -> None:
+ENCODE_PASSWORD = "a password's '#', '/' or '?' must be percent-encoded: %23, %2F, %3F"
+
+
+def _check_port(port: str, where: str, shown: bool) -> None:
     if port and not (port.isascii() and port.isdigit() and 1 <= int(port) <= 65_535):
+        if not shown:
+            raise ValueError(f"{where}: the port is not a number ({ENCODE_PASSWORD})")
         raise ValueError(f"{where}: port {port!r} is not a number from 1 to 65535")
 
 
 def _check_hosts(netloc: str, where: str) -> None:
     """Each host[:port] of a URL (PostgreSQL may list several, comma-separated): a
-    bracketed IPv6 address must be one, a port must be 1 to 65535."""
+    bracketed IPv6 address must be one, a port must be 1 to 65535.
+
+    A password whose "#", "/" or "?" ended the netloc early reads as a host and port:
+    what ``where`` masks is then not quoted either."""
     for item in netloc.rpartition("@")[2].split(","):
+        shown = item in where
         port = item.partition(":")[2]
         if item.startswith("["):
             host, _, rest = item[1:].partition("]")
@@ -328,7 +343,7 @@ def _check_hosts(netloc: str, where: str) -> None:
             if rest and not rest.startswith(":"):
                 raise ValueError(f"{where}: {item!r} is not [address]:port")
             port = rest[1:]
-        _check_port(port, where)
+        _check_port(port, where, shown)
 
 
 def _split(url: str, schemes: Sequence[str], what: str) -> tuple[str, SplitResult]:
@@ -383,6 +398,17 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Each flag's default in the help, a URL's password masked: a default may be a
+    ``REPORTING_*`` variable's value, a database or Redis URL with its password."""
+
+    def _expand_help(self, action: argparse.Action) -> str:
+        if isinstance(action.default, str):
+            action = copy.copy(action)
+            action.default = masked_url(action.default)
+        return super()._expand_help(action)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (what is wrong, where to read more), exit 2."""
 
@@ -415,7 +441,7 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=program_name(),
         description="Serve the security-awareness reporting API (read-only).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     for item in fields(Config):
         env = item.metadata["env"]

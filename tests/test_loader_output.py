@@ -128,3 +128,18 @@ def test_one_event_is_counted_in_the_singular(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("loaded 1 record into "), done.stdout
     assert "; 1 event new or changed, 0 targets implied by events" in done.stdout
+
+
+def test_names_from_the_file_are_escaped_on_the_terminal(tmp_path: Path) -> None:
+    """A table's or a field's name is the file's text: an escape sequence in it (here one
+    that retitles the terminal, one that clears it) or a line break is shown escaped."""
+    fixture = tmp_path / "hostile.json"
+    fixture.write_text(
+        json.dumps({"companies": [{"id": 1, "name": "a", "x\x1b[2J\ny": 1}], "t\x1b]0;t\x07": []})
+    )
+    done = run_python("scripts/load_fixtures.py", str(fixture), "--db", str(tmp_path / "a.db"))
+    assert done.returncode == 1, done.stderr
+    assert "\x1b" not in done.stderr and "\x07" not in done.stderr
+    assert "companies[0].x\\x1b[2J\\ny: Unknown field." in done.stderr
+    assert "t\\x1b]0;t\\x07: Unknown field." in done.stderr
+    assert re.search(r"^t\\x1b\]0;t\\x07: 0 rows in ", done.stderr, re.M), done.stderr

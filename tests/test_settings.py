@@ -87,6 +87,10 @@ BAD = [
     (["--database-url", f"mysql://u:{PASSWORD}@h/db"], {}, "postgresql://"),
     (["--database-url", f"postgresql://u:{PASSWORD}@h/d\udcffb"], {}, "not printable"),
     ([], {"REPORTING_DATABASE_URL": f"postgres://u:{PASSWORD}@h:x/db"}, "port 'x'"),
+    # a password's "#", "/" or "?" not percent-encoded: the host seems to end inside it
+    (["--database-url", f"postgresql://u:{PASSWORD}#1@127.0.0.1/db"], {}, "percent-encoded"),
+    ([], {"REPORTING_DATABASE_URL": f"postgres://u:{PASSWORD}/1@h/db"}, "percent-encoded"),
+    (["--redis-url", f"redis://:{PASSWORD}?1@127.0.0.1:6379/0"], {}, "percent-encoded"),
     # the Redis URL
     (["--redis-url", "redis://127.0.0.1:notaport/0"], {}, "port 'notaport'"),
     (["--redis-url", f"redis://:{PASSWORD}@127.0.0.1:6379/zero"], {}, "database 'zero'"),
@@ -187,6 +191,18 @@ def test_every_bound_is_in_the_help_and_the_readme() -> None:
         assert re.search(rf"{flag} \w+ [^[]*\({low:,} to {high:,}\) \[env", help_text), flag
 
 
+def test_the_help_masks_a_password_a_variable_gives() -> None:
+    """A default in the help may be a REPORTING_* variable's value: a URL with its password."""
+    environ = {
+        "REPORTING_DATABASE_URL": f"postgresql://u:{PASSWORD}@127.0.0.1/db",
+        "REPORTING_REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:6379/0",
+    }
+    text = " ".join(build_parser(environ).format_help().split())
+    assert "(default: postgresql://u:***@127.0.0.1/db)" in text
+    assert "(default: redis://:***@127.0.0.1:6379/0)" in text
+    assert PASSWORD not in text
+
+
 def test_the_read_connections_help_names_both_stores() -> None:
     text = " ".join(build_parser({}).format_help().split())
     found = re.search(r"--read-connections READ_CONNECTIONS (.*?)\[env", text)
@@ -246,6 +262,7 @@ async def test_the_listening_line_brackets_an_ipv6_address(
     [
         ("postgresql://u:pw@h/db", "postgresql://u:***@h/db"),
         ("postgresql://u:p@ss:w@h:5432/db", "postgresql://u:***@h:5432/db"),
+        ("postgresql://u:p#s/s?w@h:5432/db", "postgresql://u:***@h:5432/db"),
         ("postgres://u@h/db?password=pw&sslmode=require", "postgres://u@h/db?password=***&sslmode=require"),
         ("redis://:pw@127.0.0.1:6379/0", "redis://:***@127.0.0.1:6379/0"),
         ("postgresql://h/db", "postgresql://h/db"),
@@ -320,6 +337,7 @@ BAD_URLS = [
     f"postgresql://u:{PASSWORD}@127.0.0.1:99999/db",
     f"postgresql://u:{PASSWORD}@[bad/db",
     f"postgresql://u:{PASSWORD}@127.0.0.1/db?sslmode=bogus",
+    f"postgresql://u:{PASSWORD}#1@127.0.0.1/db",
 ]
 
 

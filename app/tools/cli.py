@@ -61,6 +61,15 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
 
 
+def printable(text: str) -> str:
+    """``text`` with each unprintable character as its escape (``\\x1b``): a line quoting
+    an input file (a field's name, a value) may hold a line break or an escape sequence
+    that drives the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() else ascii(char)[1:-1] for char in text)
+
+
 def describe(exc: BaseException) -> list[str]:
     """The lines that say what went wrong, without a traceback."""
     if isinstance(exc, ToolError):
@@ -198,7 +207,7 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
     ) as exc:
         if (behind := stop_behind(exc)) is not None:
             return stopped(behind, refused)
-        lines = describe(exc)
+        lines = [printable(line) for line in describe(exc)]
         if len(lines) == 1:
             print(f"{refused}: {lines[0]}", file=sys.stderr)
         else:

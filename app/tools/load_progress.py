@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from .cli import plural
+from .cli import plural, printable
 
 PLAIN_EVERY = 10.0  # seconds between two plain lines about the same table
 BAR = "{desc}: {percentage:3.0f}%|{bar}| {rows} [{elapsed}<{remaining}, {per_second}]"
@@ -81,11 +81,11 @@ class Meter:
         self.label = ""
 
     def _open(self, label: str, total: int | None = None) -> None:
-        self.label, self.rows = label, 0
+        self.label, self.rows = printable(label), 0
         self.started = self.said = time.perf_counter()
         if self.terminal:
             bar_format = COUNTER if total is None else BAR
-            self.bar = RowBar(desc=label, total=total, file=self.stream, bar_format=bar_format)
+            self.bar = RowBar(desc=self.label, total=total, file=self.stream, bar_format=bar_format)
 
     def _say(self, state: str) -> None:
         seconds = time.perf_counter() - self.started
