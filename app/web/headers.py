@@ -25,7 +25,8 @@ EXPOSED_HEADERS = (
     "Retry-After, WWW-Authenticate"
 )
 
-PREFLIGHT_HEADERS = "X-API-KEY, X-Company-ID, Content-Type, If-None-Match, X-Request-ID"
+# Every request header the API reads (Content-Type: a client may send it on a GET).
+PREFLIGHT_HEADERS = "X-API-KEY, X-Company-ID, Content-Type, If-None-Match, If-Match, X-Request-ID"
 # Header names as istr: the case-insensitive headers take them without folding them again.
 X_REQUEST_ID = istr("X-Request-ID")
 X_CONTENT_TYPE_OPTIONS = istr("X-Content-Type-Options")
