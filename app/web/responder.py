@@ -368,7 +368,11 @@ async def known_answer_middleware(request: web.Request, handler: Handler) -> web
     which comes before If-None-Match, is left to the view.
     """
     caller = request.get(CALLER)
-    if caller is not None and request.method == hdrs.METH_GET and not if_match(request):
+    if (
+        caller is not None
+        and request.method == hdrs.METH_GET
+        and hdrs.IF_MATCH not in request.headers
+    ):
         app = request.app
         token = await refresh_version(app)
         known = app[ANSWERS].get(tag_key(request, caller.company_id), token)
@@ -428,15 +432,11 @@ IF_MATCH_DETAIL = (
 )
 
 
-def if_match(request: web.Request) -> str:
-    """The If-Match list, every line of it ('' when none)."""
-    return ",".join(request.headers.getall(hdrs.IF_MATCH, ())).strip()
-
-
 def if_match_fails(request: web.Request) -> bool:
-    """Whether If-Match is false (RFC 9110 13.1.1): it compares strongly, and every ETag
-    here is weak, so no list of tags holds; ``*`` holds for any answer there is."""
-    header = if_match(request)
+    """Whether If-Match (every line of it) is false (RFC 9110 13.1.1): it compares
+    strongly, and every ETag here is weak, so no list of tags holds; ``*`` holds for any
+    answer there is."""
+    header = ",".join(request.headers.getall(hdrs.IF_MATCH, ())).strip()
     return bool(header) and header != "*"
 
 
