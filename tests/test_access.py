@@ -348,6 +348,16 @@ async def test_the_rollup_filters_by_name_in_every_format(dated: tuple[TestClien
     assert line.split(",")[:2] == ["2", "Bluefin Health"]
 
 
+async def test_the_rollup_ignores_any_company_header(dated: tuple[TestClient, Day]) -> None:
+    """A client that sends X-Company-ID on every request still reads its whole rollup."""
+    client, _ = dated
+    async with await get(client, ROLLUP, KEY_PARTNER) as response:
+        whole = await response.read()
+    for sent in ("1", "2", "999", "junk", ""):
+        async with await get(client, ROLLUP, KEY_PARTNER, **{"X-Company-ID": sent}) as response:
+            assert response.status == 200 and await response.read() == whole
+
+
 async def test_the_rollup_is_the_partner_s_only(
     make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:
