@@ -213,6 +213,30 @@ async def test_without_people_read_every_people_endpoint_is_403(
             assert response.status == (403 if route in PEOPLE else 200), url
 
 
+async def test_a_stats_filter_naming_people_needs_people_read(
+    make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reports key reads the stats by group, but cannot look people up in them: who is
+    in the directory, and how one person did, is people:read's."""
+    reports = await new_key(store, capsys, "--company", "1", "--scope", "reports:read")
+    both = await new_key(store, capsys, "--company", "1", "--scope", "reports:read people:read")
+    client = await make_client()
+    for stats in ("/stats/phishing", "/stats/training"):
+        url = f"{API}{stats}"
+        for naming in ("filter[name]=Anna", "filter[last_name]=x", "filter[email]=a@b.example"):
+            # A bad parameter too: the scope is checked before any parameter.
+            for query in (naming, f"{naming}&interval=never"):
+                async with await get(client, f"{url}?{query}", reports) as response:
+                    body = await assert_problem(response, 403)
+                assert "people:read" in body["detail"] and naming.split("=")[0] in body["detail"]
+                assert response.headers["WWW-Authenticate"].endswith('scope="people:read"')
+            async with await get(client, f"{url}?{naming}", both) as response:
+                assert response.status == 200, await response.text()
+        for grouped in ("filter[department]=Sales", "filter[teams]=x", "group_by=department"):
+            async with await get(client, f"{url}?{grouped}", reports) as response:
+                assert response.status == 200, (url, grouped, await response.text())
+
+
 async def test_key_introspection_echoes_the_key(
     make_client: Any, store: Store, capsys: pytest.CaptureFixture[str]
 ) -> None:

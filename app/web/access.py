@@ -45,6 +45,11 @@ ROUTE_SCOPES: dict[str, str | None] = {
     f"{COMPANIES_API}/webhooks/{{id}}/deliveries": "webhooks:read",
     f"{PARTNERS_API}/companies": "reports:read",
 }
+# The stats answer under reports:read, in groups. A filter that names people (as the
+# directory does) also needs people:read there: a key that may not read the directory
+# would otherwise find out who is in it, and how one person did, an email at a time.
+NAMING_PEOPLE = ("filter[name]", "filter[last_name]", "filter[email]")
+STATS_ROUTES = frozenset({f"{COMPANIES_API}/stats/phishing", f"{COMPANIES_API}/stats/training"})
 # Routes where a partner key need not name a company (it reads none): the key itself.
 COMPANY_OPTIONAL = frozenset({f"{COMPANIES_API}/key"})
 _COMPANY_ID = DecimalId(maximum=MAX_SAFE_ID)
@@ -56,18 +61,24 @@ def route_path(request: web.Request) -> str:
 
 
 def require_scope(request: web.Request, key: ActiveKey) -> None:
-    """403 with the RFC 6750 challenge unless the key holds the route's scope."""
+    """403 with the RFC 6750 challenge unless the key holds the route's scope (and, for
+    a stats filter naming people, people:read), whatever the parameters' values."""
     path = route_path(request)
     if path not in ROUTE_SCOPES:
         raise Forbidden("No API key may read this resource.")
-    scope = ROUTE_SCOPES[path]
-    if scope is not None and scope not in key.scopes:
-        raise Forbidden(
-            f"This API key lacks the scope {scope}.",
-            headers={
-                "WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
-            },
-        )
+    needed = [(ROUTE_SCOPES[path], "")]
+    if path in STATS_ROUTES:
+        named = [name for name in NAMING_PEOPLE if name in request.query]
+        if named:
+            needed.append(("people:read", f", which {named[0]} needs: it names people"))
+    for scope, why in needed:
+        if scope is not None and scope not in key.scopes:
+            raise Forbidden(
+                f"This API key lacks the scope {scope}{why}.",
+                headers={
+                    "WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
+                },
+            )
 
 
 def require_partner(key: ActiveKey) -> int:

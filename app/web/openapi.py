@@ -25,7 +25,7 @@ from marshmallow import Schema
 from ..config import Config
 from ..data.fields import MAX_ID, MAX_LIST_VALUES, CommaList, DecimalId, UtcTimestamp
 from ..keys import CONFIG
-from .access import CHALLENGE, COMPANY_HEADER, ROUTE_SCOPES
+from .access import CHALLENGE, COMPANY_HEADER, NAMING_PEOPLE, ROUTE_SCOPES, STATS_ROUTES
 from .csv_layout import layout_of
 from .errors import PROBLEM_TYPE
 from .formats import CSV, JSON, NDJSON
@@ -459,6 +459,9 @@ def describe_access(path: str, operation: dict[str, Any]) -> None:
     operation["x-scope"] = scope
     operation.setdefault("parameters", [])
     needs = f"Scope: `{scope}`." if scope else "Any key, whatever its scopes."
+    if path in STATS_ROUTES:
+        names = ", ".join(f"`{name}`" for name in NAMING_PEOPLE)
+        needs += f" {names} name people: with any of them, `people:read` too."
     operation["description"] = f"{operation['description']}\n\n{needs}"
     if scope:
         operation["responses"]["403"] = {"$ref": "#/components/responses/Forbidden"}
