@@ -529,6 +529,9 @@ def test_a_people_only_key_opens_on_people_and_a_person_without_history(
     session.open(f"people/{NAMELESS['id']}")
     assert session.page.get_by_text("The event history needs a key with events:read.").count() == 1
     assert session.page.locator("#view dl[aria-label=Phishing]").count() == 1  # the person
+    # /key said the key lacks events:read: the history is not asked for (no 403 logged).
+    assert [r.url for r in session.requests if r.url.split("?")[0].endswith("/events")] == []
+    assert (session.errors, session.dialogs) == ([], [])
     session.open("people?min_failed=0&department=Finance")
     link = session.page.get_by_role("link", name=NAMELESS["email"], exact=True)
     link.click()
@@ -652,6 +655,22 @@ def test_a_wrong_key_brings_the_form_back_with_the_api_message(
     session.page.locator("#sign-in-error").get_by_text(detail, exact=True).wait_for()
     assert session.page.locator("#sign-in").is_visible()
     assert session.page.evaluate("() => sessionStorage.length") == 0
+
+
+def test_a_key_no_request_can_carry_brings_the_form_back(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    """A zero-width space a copy added to the key: fetch could not send it, so the form
+    says so at once, and the key is neither kept nor sent."""
+    session = new_session(base)
+    sign_in(session, f"{KEY_1}\u200b")
+    session.page.locator("#sign-in-error").get_by_text("no request can carry").wait_for()
+    assert (
+        session.page.locator("#sign-in").is_visible() and session.page.locator("#view").is_hidden()
+    )
+    assert session.page.evaluate("() => sessionStorage.length") == 0
+    assert [r.url for r in session.requests if API in r.url] == []
+    assert (session.errors, session.dialogs) == ([], [])
 
 
 def test_views_the_key_may_not_read_are_hidden(

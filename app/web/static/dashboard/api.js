@@ -32,6 +32,17 @@ export function signIn(key) {
   sessionStorage.setItem(KEY, key);
 }
 
+/** Whether a request can carry `key`: a header holds Latin-1 only, and fetch throws
+ * before asking anything when a copy added another character (a zero-width space). */
+export function sendable(key) {
+  try {
+    new Headers({ "X-API-KEY": key });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function forget() {
   sessionStorage.removeItem(KEY);
   sessionStorage.removeItem(COMPANY);

@@ -12,9 +12,12 @@ const VIEWS = { overview: views.overview, campaigns: views.campaigns, people: vi
 const SCOPES = { overview: ["reports:read"], campaigns: ["reports:read"],
   people: ["people:read"], heatmap: ["reports:read"], training: ["reports:read", "training:read"] };
 const AUTOMATION = "filter[automation]";
+const UNSENDABLE = "The key holds a character no request can carry (a copy may add one, such as "
+  + "a zero-width space): paste it again.";
 const $ = (id) => document.getElementById(id);
 let renderCount = 0;
 let home = "overview"; // the first view the key may read: what a bare URL opens
+let scopes = null; // the key's scopes, when /key says them (null: every request is tried)
 
 function say(text) {
   $("status").textContent = text;
@@ -47,6 +50,7 @@ function context(query) {
     query,
     href,
     automation,
+    may: (scope) => scopes === null || scopes.has(scope),
     get: (path, params) => api.getJson(path, params, waiting),
     go: (name, id, values) => { location.hash = href(name, id, values); },
     csv: (path, params, filename, pages = [null], latest = 0) => {
@@ -132,12 +136,13 @@ async function applyScopes() {
     facts = await api.describeKey(waiting);
   } catch (error) {
     if (error instanceof api.SignedOut || error instanceof api.Cancelled) throw error;
+    scopes = null;
     return; // no introspection on this server: every view stays
   }
   offerCompanies(facts);
-  const held = new Set(String(facts.scope || "").split(" "));
+  scopes = new Set(String(facts.scope || "").split(" "));
   for (const link of $("nav").querySelectorAll("a")) {
-    link.hidden = !SCOPES[link.dataset.view].every((needed) => held.has(needed));
+    link.hidden = !SCOPES[link.dataset.view].every((needed) => scopes.has(needed));
   }
   home = [...$("nav").querySelectorAll("a")].find((link) => !link.hidden)?.dataset.view || "overview";
 }
@@ -146,6 +151,7 @@ $("sign-in").addEventListener("submit", async (event) => {
   event.preventDefault();
   const key = $("key").value.trim();
   if (!key) return;
+  if (!api.sendable(key)) return showSignIn(UNSENDABLE);
   api.signIn(key);
   $("key").value = "";
   try {

@@ -1,5 +1,6 @@
 // The views, one function each: (ctx, id, query) -> nodes. ctx.get fetches one API answer,
-// ctx.csv makes a "Download CSV" button for a listing, ctx.href builds a view's fragment.
+// ctx.csv makes a "Download CSV" button for a listing, ctx.href builds a view's fragment,
+// ctx.may says whether the key holds a scope (yes when the server does not say).
 // Every number shown is the API's, formatted only (rates as percentages).
 
 import { Refused, listValue } from "./api.js";
@@ -184,9 +185,10 @@ function facts(caption, pairs) {
 async function person(ctx, id) {
   const path = `/victimsapi/${encodeURIComponent(id)}`;
   const params = { page: ctx.query.page || 1, per_page: PER_PAGE, ...ctx.automation() };
-  // A key without events:read still shows the person; the history says what it needs.
-  const [{ body: p }, history] = await Promise.all([
-    ctx.get(path, ctx.automation()), optional(ctx, `${path}/events`, params, 403)]);
+  // A key without events:read still shows the person; the history says what it needs
+  // (and is not asked for when /key says so: its 403 would be a console error).
+  const events = ctx.may("events:read") ? optional(ctx, `${path}/events`, params, 403) : null;
+  const [{ body: p }, history] = await Promise.all([ctx.get(path, ctx.automation()), events]);
   const { phishing, training } = p;
   return [
     headed(personName(p), personText(p),
