@@ -8,16 +8,20 @@ from the sample on first start, prints the sample keys only then, and exits 0 on
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from aiohttp.test_utils import TestClient
 
+from app.data.schema import DatabaseError, check_readable
+
 from .support.clients import MakeClient
-from .support.factories import API, KEY_1, sample
+from .support.factories import API, KEY_1, assert_problem, sample
 from .support.servers import GUARD_SECONDS, VARIABLES, Launcher, fetch, run_python, stop
 
 CONTRACT_DEFAULTS = {name: value for name, value in VARIABLES.items() if value is not None}
@@ -140,3 +144,33 @@ def test_unusable_database_without_bootstrap(
     assert db.exists() == (content is not None)
     if content is not None:
         assert db.read_bytes() == content
+
+
+@pytest.mark.parametrize(
+    ("dropped", "path"),
+    [
+        ("DROP TABLE campaign_funnels", f"{API}/campaigns"),
+        ("DROP INDEX employees_victims", f"{API}/campaigns/1/events"),  # read INDEXED BY it
+    ],
+)
+async def test_a_table_dropped_behind_the_writers_back_is_503_and_not_ready(
+    client: TestClient,
+    sample_db: Path,
+    dropped: str,
+    path: str,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The file can no longer answer those reads: 503 and one log line, not a 500 and
+    its traceback; /readyz names what is missing (and so would a start)."""
+    caplog.set_level(logging.WARNING)
+    assert (await client.get("/readyz")).status == 200
+    with sqlite3.connect(sample_db) as conn:
+        conn.execute(dropped)
+    for _ in range(3):
+        response = await client.get(path, headers={"X-API-KEY": KEY_1})
+        await assert_problem(response, 503)
+    assert not [r for r in caplog.records if r.exc_info], caplog.text  # no 500's traceback
+    ready = await client.get("/readyz")
+    assert ready.status == 503
+    with pytest.raises(DatabaseError, match=dropped.split()[-1]):
+        check_readable(sample_db)

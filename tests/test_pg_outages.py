@@ -148,6 +148,18 @@ def test_a_role_that_may_not_read_a_table_gives_503s(own_cluster: str, tmp_path:
     assert_one_line_per_outage(app)
 
 
+def test_a_table_dropped_behind_the_writers_back_gives_503s(
+    own_cluster: str, tmp_path: Path
+) -> None:
+    """Undefined table: the database cannot answer that read (503, one log line)."""
+    run_apart(fetch_all(own_cluster, "DROP TABLE campaign_funnels"))
+    with Launcher(tmp_path) as launcher:
+        app = launcher.serve(tmp_path / "unused.sqlite3", "--database-url", own_cluster, *UNLIMITED)
+        for _ in range(REQUESTS):
+            assert_unavailable(*fetch(app.base + f"{API}/campaigns", HEADERS))
+    assert_one_line_per_outage(app)
+
+
 async def cut_a_waiting_load(url: str, load: subprocess.Popen[bytes]) -> None:
     """Hold the loads' lock until the load waits for it inside its transaction; then end
     the load's connection, as a restart or ``pg_terminate_backend`` would."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -69,6 +69,22 @@ READ_PRAGMAS = (
     "PRAGMA cache_size = -16000",
     f"PRAGMA mmap_size = {MMAP_BYTES}",
 )
+
+
+@contextlib.contextmanager
+def file_errors() -> Iterator[None]:
+    """What the file answered instead of rows (a table dropped behind the writers' back, a
+    damaged page, an I/O error, a lock held past the busy timeout) is Unavailable: a 503
+    and one log line, as on PostgreSQL, not an unexpected error with its traceback. An
+    error of a statement itself (a ProgrammingError, say) stays what it is."""
+    try:
+        yield
+    except (sqlite3.OperationalError, sqlite3.InternalError) as exc:
+        raise Unavailable(f"SQLite: {exc}") from exc
+    except sqlite3.DatabaseError as exc:
+        if type(exc) is not sqlite3.DatabaseError:  # "database disk image is malformed"
+            raise
+        raise Unavailable(f"SQLite: {exc}") from exc
 
 
 def configure_reader(conn: sqlite3.Connection) -> None:
@@ -178,7 +194,8 @@ class ReadPool:
         if self._closed:
             raise Unavailable(REPLACED)
         try:
-            return fn(self._inline)
+            with file_errors():
+                return fn(self._inline)
         finally:
             if self._inline.in_transaction:
                 self._inline.rollback()
@@ -332,7 +349,8 @@ class ReadPool:
         conn = await self._idle.get()
         self._borrowed += 1
         try:
-            yield conn
+            with file_errors():
+                yield conn
         finally:
             try:
                 if conn.in_transaction:

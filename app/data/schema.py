@@ -6,6 +6,7 @@ the generator write through :func:`connect_writer`.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 from collections.abc import Iterator
@@ -869,6 +870,20 @@ def upgrade_if_older(path: str | Path) -> bool:
     return True
 
 
+OBJECTS = "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
+
+
+@functools.cache
+def schema_objects() -> frozenset[tuple[str, str]]:
+    """Every table, index and trigger a file of this schema version holds: a new one's."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        ensure_schema(conn, Rules())
+        return frozenset(conn.execute(OBJECTS))
+    finally:
+        conn.close()
+
+
 def check_readable(path: str | Path) -> str:
     """Open the file afresh, read-only, and return its data token; raise if unusable."""
     file = Path(path)
@@ -887,6 +902,10 @@ def check_readable(path: str | Path) -> str:
                     f"{file} has schema version {version};"
                     f" this version of the service reads {SCHEMA_VERSION}"
                 )
+            missing = sorted(schema_objects() - set(conn.execute(OBJECTS)))
+            if missing:  # dropped behind the writers' back: every read of them would fail
+                names = ", ".join(f"{kind} {name}" for kind, name in missing)
+                raise DatabaseError(f"{file} lacks what its schema version holds: {names}")
             token = data_token(conn)
         finally:
             conn.close()

@@ -64,6 +64,8 @@ UNAVAILABLE = (
     asyncpg.InsufficientResourcesError,
     asyncpg.InvalidCatalogNameError,
     asyncpg.InsufficientPrivilegeError,  # a role without SELECT on a table: no answer either
+    asyncpg.UndefinedTableError,  # a table (or column) dropped behind the writers' back
+    asyncpg.UndefinedColumnError,
 )
 # The tables the role may not read, if any (the documented role reads them all).
 UNREADABLE = (
