@@ -25,7 +25,7 @@ from app.data.fields import MAX_SAFE_ID
 from app.tools.keytool import build_parser, main
 from app.tools.loader import LoadError, load_files
 
-from .support.factories import API, assert_problem, dump_tables, query, sample
+from .support.factories import API, assert_problem, dump_tables, query, sample, version_6_copy
 from .support.stores import EACH_STORE, Store, fetch_all
 
 KEY_PATTERN = re.compile(r"rk_[A-Za-z0-9_-]+")
@@ -253,6 +253,18 @@ def test_list_takes_no_write_lock(sample_db: Path, capsys: pytest.CaptureFixture
     assert "uncommitted" not in out
     for entry in sample()["api_keys"]:
         assert entry["key"][:12] in out
+
+
+def test_list_upgrades_an_older_file(
+    sample_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As every other subcommand, and as list does on PostgreSQL."""
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
+    code, out, err = run_tool(capsys, "--db", str(old), "list")
+    assert code == 0, err
+    for entry in sample()["api_keys"]:
+        if "company_id" in entry:  # version 6 had no partners
+            assert entry["key"][:12] in out
 
 
 # ---- issue 12 item 3: revoked keys stay revoked, labels, expiry, help ----------------

@@ -170,6 +170,18 @@ def test_the_server_upgrades_an_old_file_and_serves_it(sample_db: Path, tmp_path
     assert "Upgraded" in server.output_text()[0]
 
 
+def test_an_upgrade_gives_every_answer_a_new_etag(sample_db: Path, tmp_path: Path) -> None:
+    """The upgrade may decide verdicts, place events again on the feed and add fields: a
+    tag given before it (by the older server) must not get a 304 for a stale answer."""
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")  # the sample's data token
+    url, key = f"{API}/campaigns", {"X-API-KEY": KEY_1}
+    with Launcher(tmp_path) as launcher:
+        _, headers, _ = fetch(f"{launcher.serve(sample_db).base}{url}", key)
+        server = launcher.serve(old)
+        status, _, _ = fetch(f"{server.base}{url}", key | {"If-None-Match": headers["ETag"]})
+    assert status == 200
+
+
 # Titles whose case folding differs from lower(): what the migration must get right.
 ODD_TITLES = {900: "Straße Ünïcødé", 901: "ΣΊΣΥΦΟΣ İlker"}
 ODD_CAMPAIGNS = "INSERT INTO campaigns (id, company_id, title, launch_date) VALUES " + ", ".join(
@@ -394,6 +406,18 @@ async def test_a_version_6_postgresql_database_keeps_its_keys_with_every_scope(
         await conn.close()
     assert before and keys == expected_keys(before)
     assert all(row["name_key"] == row["name"].casefold() for row in names)
+
+
+async def test_a_postgresql_upgrade_moves_the_data_token(pg_database: str) -> None:
+    """As on SQLite: no ETag given before the upgrade holds after it."""
+    conn = await asyncpg.connect(pg_database)
+    try:
+        await to_version_6(conn)
+        token = await conn.fetchval("SELECT value FROM meta WHERE key = 'data_token'")
+        assert await ensure_schema(conn)
+        assert await conn.fetchval("SELECT value FROM meta WHERE key = 'data_token'") != token
+    finally:
+        await conn.close()
 
 
 PLACES = "SELECT count(*), count(seq), count(DISTINCT seq) FROM {}"

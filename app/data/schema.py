@@ -750,6 +750,8 @@ def ensure_schema(
                 conn.execute(statement)
         if version in (8, 9, 10, 11, 12, 13):  # 13 to 14 (and every step since 8 that
             fill_summaries(conn)  # changed a stats' table): all made again from the rows
+        if version:  # verdicts, feed places and fields an answer lacked: no ETag holds
+            bump_data_version(conn)
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
     return True
 

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import asyncpg
 
 from ..config import OneLineParser
+from ..data import schema
 from ..data.api_keys import (
     CACHE_SECONDS,
     SCOPES,
@@ -173,8 +174,10 @@ def in_transaction(db: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> 
 
 
 def reading(db: str, fn: Callable[..., T], *args: Any) -> T:
-    """Run ``fn(conn, *args)`` on a read-only connection: no write lock, no waiting on one."""
+    """Run ``fn(conn, *args)`` on a read-only connection: no write lock, no waiting on one
+    (but to upgrade an older file first, as on PostgreSQL and as every writer does)."""
     file = existing(db)
+    schema.upgrade_if_older(file)
     check_readable(file)  # a schema version this tool knows
     conn = sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)
     try:

@@ -413,6 +413,7 @@ async def ensure_schema(conn: asyncpg.Connection, rules: Rules | None = None) ->
         if version in (8, 9, 10, 11, 12, 13):  # 13 to 14 (and every step since 8 that
             await rebuild_stats_summaries(conn)  # changed a stats' table)
         await hash_people_keys(conn)
+        await bump_data_version(conn)  # SQLite's reason: no ETag given before holds
         await conn.execute(
             "UPDATE meta SET value = $1 WHERE key = 'schema_version'", str(SCHEMA_VERSION)
         )
