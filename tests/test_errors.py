@@ -85,16 +85,18 @@ async def test_429_for_repeated_authentication_failures(make_client: MakeClient)
 async def test_500_on_a_real_fault_hides_internals_and_logs_them(
     client: TestClient, store: Store, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A broken database gives a bare 500 body; the details go to the log with the id."""
+    """Data no writer leaves (a feed secret that is no hex) breaks the code reading it: a
+    bare 500 body; the details go to the log with the id. (A table gone is a 503: the
+    database cannot answer, test_health.)"""
     assert (await client.get(EVENTS, headers=AUTH)).status == 200
-    await store.execute("ALTER TABLE campaign_events RENAME TO gone")
+    await store.execute("UPDATE meta SET value = 'not hex' WHERE key = 'cursor_secret'")
     caplog.set_level(logging.ERROR)
-    unknown = f"{EVENTS}?filter[type]=click"  # an answer the process has not given: its view runs
-    resp = await client.get(unknown, headers={**AUTH, "X-Request-ID": "fault-probe-7"})
+    feed = f"{API}/events?limit=3"  # signs its cursor with the secret
+    resp = await client.get(feed, headers={**AUTH, "X-Request-ID": "fault-probe-7"})
     body = await assert_problem(resp, 500)
     assert body["request_id"] == "fault-probe-7"
     text = json.dumps(body)
-    for leak in ("gone", "campaign_events", "no such table", "OperationalError", "relation"):
+    for leak in ("not hex", "cursor_secret", "fromhex", "ValueError", "Traceback"):
         assert leak not in text, text
     logged = [r for r in caplog.records if r.exc_info and "fault-probe-7" in r.getMessage()]
     assert logged, [r.getMessage() for r in caplog.records]

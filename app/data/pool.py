@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
@@ -71,20 +71,15 @@ READ_PRAGMAS = (
 )
 
 
-@contextlib.contextmanager
-def file_errors() -> Iterator[None]:
+def unanswered(exc: sqlite3.DatabaseError) -> Exception:
     """What the file answered instead of rows (a table dropped behind the writers' back, a
     damaged page, an I/O error, a lock held past the busy timeout) is Unavailable: a 503
     and one log line, as on PostgreSQL, not an unexpected error with its traceback. An
     error of a statement itself (a ProgrammingError, say) stays what it is."""
-    try:
-        yield
-    except (sqlite3.OperationalError, sqlite3.InternalError) as exc:
-        raise Unavailable(f"SQLite: {exc}") from exc
-    except sqlite3.DatabaseError as exc:
-        if type(exc) is not sqlite3.DatabaseError:  # "database disk image is malformed"
-            raise
-        raise Unavailable(f"SQLite: {exc}") from exc
+    of_the_file = (sqlite3.OperationalError, sqlite3.InternalError)
+    if isinstance(exc, of_the_file) or type(exc) is sqlite3.DatabaseError:  # "malformed"
+        return Unavailable(f"SQLite: {exc}")
+    return exc
 
 
 def configure_reader(conn: sqlite3.Connection) -> None:
@@ -194,8 +189,9 @@ class ReadPool:
         if self._closed:
             raise Unavailable(REPLACED)
         try:
-            with file_errors():
-                return fn(self._inline)
+            return fn(self._inline)
+        except sqlite3.DatabaseError as exc:
+            raise unanswered(exc) from exc
         finally:
             if self._inline.in_transaction:
                 self._inline.rollback()
@@ -349,8 +345,9 @@ class ReadPool:
         conn = await self._idle.get()
         self._borrowed += 1
         try:
-            with file_errors():
-                yield conn
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            raise unanswered(exc) from exc
         finally:
             try:
                 if conn.in_transaction:
