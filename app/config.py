@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import copy
 import difflib
 import functools
 import ipaddress
@@ -398,17 +397,6 @@ def base_url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Each flag's default in the help, a URL's password masked: a default may be a
-    ``REPORTING_*`` variable's value, a database or Redis URL with its password."""
-
-    def _expand_help(self, action: argparse.Action) -> str:
-        if isinstance(action.default, str):
-            action = copy.copy(action)
-            action.default = masked_url(action.default)
-        return super()._expand_help(action)
-
-
 class OneLineParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (what is wrong, where to read more), exit 2."""
 
@@ -441,7 +429,6 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
     parser = OneLineParser(
         prog=program_name(),
         description="Serve the security-awareness reporting API (read-only).",
-        formatter_class=DefaultsHelpFormatter,
     )
     for item in fields(Config):
         env = item.metadata["env"]
@@ -452,11 +439,16 @@ def build_parser(environ: Mapping[str, str]) -> argparse.ArgumentParser:
                 default = kind(default)
             except (ValueError, argparse.ArgumentTypeError) as exc:
                 parser.error(f"{env}: {exc}")
+        value = item.default if default is None else default
+        # The default as the help shows it: a variable's URL with its password masked
+        # (and % doubled, since argparse formats the help with %).
+        shown = (masked_url(value) if isinstance(value, str) else str(value)).replace("%", "%%")
         parser.add_argument(
             f"--{item.name.replace('_', '-')}",
             type=kind,
-            default=item.default if default is None else default,
-            help=f"{item.metadata['help']}{_range_help(item.metadata)} [env {env}]",
+            default=value,
+            help=f"{item.metadata['help']}{_range_help(item.metadata)} [env {env}]"
+            f" (default: {shown})",
             metavar=item.name.upper(),
         )
     return parser
