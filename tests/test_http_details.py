@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import os
 import re
+import resource
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +26,7 @@ from app.data.fields import NUL_MESSAGE
 
 from .support.factories import API, KEY_1, assert_problem
 from .support.loads import write_fixture
+from .support.servers import GUARD_SECONDS, ROOT, ProcessGuard
 from .support.stores import Store, on_both_stores
 
 store_kind = on_both_stores()  # every test here runs on SQLite and PostgreSQL
@@ -212,6 +216,44 @@ async def test_a_quoted_value_is_trimmed_around_its_quotes_too(client: TestClien
         assert response.status == 200, (value, await response.text())
         totals.add(response.headers["X-Total-Count"])
     assert len(totals) == 1 and totals != {"0"}
+
+
+async def test_a_list_of_spaces_ending_in_a_quote_is_refused(client: TestClient) -> None:
+    params = {"filter[department]": " " * 1500 + '"'}
+    response = await client.get(INSCRIPTIONS, params=params, headers={"X-API-KEY": KEY_1})
+    body = await assert_problem(response, 400)
+    assert body["errors"]["filter[department]"][0].startswith("Double quotes")
+
+
+# A list as long as a request line may be, of blanks that end in a quote: read one way
+# only, in microseconds. Every way of splitting the blanks was tried before, their number
+# cubed: hours of the event loop, every other request waiting.
+BLANKS = """
+from app.data.fields import CommaList
+for blank in (" ", "\\t"):
+    try:
+        CommaList().deserialize(blank * 16_000 + 'x"')
+    except Exception as refused:
+        print(type(refused).__name__)
+"""
+
+
+@pytest.mark.system
+def test_a_list_of_blanks_is_read_in_linear_time() -> None:
+    """Run apart with 10 s of CPU at most (SIGXCPU beyond), a margin of about 10^5."""
+    ProcessGuard.check()
+    limit = (10, 10)
+    read = subprocess.run(
+        [sys.executable, "-c", BLANKS],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=GUARD_SECONDS,
+        preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, limit),
+        check=False,
+    )
+    assert read.returncode == 0, read.stderr
+    assert read.stdout.split() == ["ValidationError", "ValidationError"]
 
 
 def padded_people() -> dict[str, Any]:
