@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -50,6 +51,12 @@ INLINE_ROWS = 200
 # A page is read on the event loop when its total is known and it reads no further
 # than this many rows (OFFSET walks every row it skips: deep pages go to a thread).
 INLINE_PAGE_ROWS = 1000
+# A read meant to be short that runs longer than this on the event loop is stopped and read
+# again on a pooled thread: a filter may pass over a company's every row to find none (a due
+# date no inscription has took 240 ms on the large set), and every other request would wait.
+INLINE_SECONDS = 0.02
+# How many SQLite instructions run between two looks at the clock (about 1 ms).
+INLINE_CHECK_STEPS = 10_000
 
 # Every serving connection maps the file (up to SQLite's build limit, 2 GiB in Debian's):
 # a page missing from a connection's cache is then memory the kernel already holds, not a
@@ -196,6 +203,16 @@ class ReadPool:
             if self._inline.in_transaction:
                 self._inline.rollback()
 
+    async def short_read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run a read meant to be short on the event loop; past INLINE_SECONDS it is
+        stopped and read again on a pooled thread, so the loop waits no longer than that."""
+        try:
+            return self.run_inline(lambda conn: within(conn, fn, INLINE_SECONDS))
+        except TooLong:
+            pass
+        async with self.acquire() as conn:
+            return await run_in_thread(conn, fn)
+
     def token_now(self) -> str:
         """The data token as the database has it now (one primary-key read, inline)."""
         return self.run_inline(data_token)
@@ -255,7 +272,7 @@ class ReadPool:
         """
         short = paging.offset + paging.per_page <= INLINE_PAGE_ROWS
         if (known is not None or listing.summed) and short and listing.light(paging.per_page):
-            return self.run_inline(lambda conn: read_page(conn, listing, paging, known))
+            return await self.short_read(lambda conn: read_page(conn, listing, paging, known))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_page(raw, listing, paging, known))
 
@@ -268,7 +285,7 @@ class ReadPool:
         clients, a change feed's answer of 100 records took twice the CPU on a thread.
         """
         if listing.light(limit) and limit <= INLINE_PAGE_ROWS:
-            return self.run_inline(lambda conn: read_window(conn, listing, limit))
+            return await self.short_read(lambda conn: read_window(conn, listing, limit))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_window(raw, listing, limit))
 
@@ -288,7 +305,7 @@ class ReadPool:
         """A listing of at most one record (a report on one object): on the event loop
         when its figures are a few short reads, else on a thread."""
         if not listing.heavy:
-            return self.run_inline(lambda conn: read_one(conn, listing))
+            return await self.short_read(lambda conn: read_one(conn, listing))
         async with self.acquire() as conn:
             return await run_in_thread(conn, lambda raw: read_one(raw, listing))
 
@@ -316,7 +333,7 @@ class ReadPool:
             async with self.acquire() as conn:
                 small = await run_in_thread(conn, small_read)
         else:
-            small = self.run_inline(small_read)
+            small = await self.short_read(small_read)
         if small is not None:
             yield small
             return
@@ -380,6 +397,28 @@ class ReadPool:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await self._let_go()
+
+
+class TooLong(Exception):
+    """A read on the event loop ran past its time: it goes to a pooled thread instead."""
+
+
+def within(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], T], seconds: float) -> T:
+    """``fn(conn)``, stopped with TooLong once it has run ``seconds``."""
+    deadline = time.perf_counter() + seconds
+
+    def past() -> bool:
+        return time.perf_counter() > deadline
+
+    conn.set_progress_handler(past, INLINE_CHECK_STEPS)
+    try:
+        return fn(conn)
+    except sqlite3.OperationalError:
+        if past():
+            raise TooLong from None
+        raise
+    finally:
+        conn.set_progress_handler(None, 0)
 
 
 def companions(path: Path) -> tuple[Path, Path]:
