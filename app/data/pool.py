@@ -4,7 +4,8 @@ The serving process only reads (``PRAGMA query_only``). Short reads run right on
 event loop's own connection: on this kind of machine a hop to a thread costs more than
 a small query. Everything that may take long (a count not yet known, a deep page, a
 long array, any page of reports) runs on one of a few pooled connections, each with
-its own thread, so the loop is never blocked for more than a short read.
+its own thread, so the loop is never blocked for more than a short read; and a read
+meant to be short that runs past INLINE_SECONDS after all is stopped and read there.
 """
 
 from __future__ import annotations
