@@ -20,23 +20,18 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from app.config import Config
 from app.data.automation import NETWORKS_ENV, rules_from_env
-from app.main import create_app
 from app.tools.reclassify import reclassify, reclassify_pg
 
-from .support.clients import ProblemTestServer
 from .support.feeds import (
     COMPANY_OF_CAMPAIGN,
     MAX_EVENT_ID,
     SYNC,
-    Collector,
     Event,
     Matcher,
     NewWorld,
     World,
-    catch_up_checked,
-    poll_checked,
+    follow_plan,
     world_maker,
     writes,
 )
@@ -137,24 +132,10 @@ async def test_a_collector_ends_with_the_final_verdicts(
     os.environ.pop(NETWORKS_ENV, None)  # each example starts from the default settings
     with tempfile.TemporaryDirectory() as tmp, new_world(Path(tmp)) as world:
         model = Settled(world)
-        config = Config(**world.settings(), rate_burst=10**9, rate_per_second=1e9)
-        client = await aiohttp_client(ProblemTestServer(create_app(config)))
-        collector = Collector(client, params=params)
-        versions: list[int] = []  # the version of each received record, when received
-        loads: list[list[Event]] = []
-        try:
-            for kind, arg in plan:
-                if kind == "load":
-                    model.load(arg)
-                    loads.append(arg)
-                elif kind == "repeat" and loads:
-                    model.load(loads[arg % len(loads)])
-                elif kind == "settings":
-                    os.environ[NETWORKS_ENV] = arg
-                elif kind == "reclassify":
-                    model.reclassify(arg)
-                elif kind == "poll":
-                    await poll_checked(collector, world, matches, versions, arg)
-            await catch_up_checked(collector, world, matches, versions)
-        finally:
-            await client.close()
+        steps = {"settings": set_networks, "reclassify": model.reclassify}
+        await follow_plan(aiohttp_client, world, params, matches, plan, model.load, steps)
+
+
+def set_networks(networks: str) -> None:
+    """The scanner networks the next writer decides verdicts with."""
+    os.environ[NETWORKS_ENV] = networks

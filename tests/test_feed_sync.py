@@ -25,10 +25,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.config import Config
-from app.main import create_app
-
-from .support.clients import MakeClient, ProblemTestServer
+from .support.clients import MakeClient
 from .support.feeds import (
     CAMPAIGNS,
     COMPANY_OF_CAMPAIGN,
@@ -41,10 +38,9 @@ from .support.feeds import (
     Matcher,
     NewWorld,
     World,
-    catch_up_checked,
     company_of_id,
+    follow_plan,
     make_event,
-    poll_checked,
     world_maker,
     writes,
 )
@@ -94,23 +90,7 @@ async def test_a_collector_ends_with_exactly_the_final_set(
     """Random interleavings of loads and polls; loads commit between reads."""
     params, matches = FILTERS[choice]
     with tempfile.TemporaryDirectory() as tmp, new_world(Path(tmp)) as world:
-        config = Config(**world.settings(), rate_burst=10**9, rate_per_second=1e9)
-        client = await aiohttp_client(ProblemTestServer(create_app(config)))
-        collector = Collector(client, params=params)
-        versions: list[int] = []  # the version of each received record, when received
-        loads: list[list[Event]] = []
-        try:
-            for kind, arg in plan:
-                if kind == "load":
-                    world.load(arg)
-                    loads.append(arg)
-                elif kind == "repeat" and loads:
-                    world.load(loads[arg % len(loads)])
-                elif kind == "poll":
-                    await poll_checked(collector, world, matches, versions, arg)
-            await catch_up_checked(collector, world, matches, versions)
-        finally:
-            await client.close()
+        await follow_plan(aiohttp_client, world, params, matches, plan, world.load)
 
 
 async def test_loads_committed_during_reads(

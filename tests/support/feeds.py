@@ -9,7 +9,7 @@ import contextlib
 import itertools
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +20,12 @@ from aiohttp.test_utils import TestClient
 from hypothesis import HealthCheck, Phase, note, settings
 from hypothesis import strategies as st
 
+from app.config import Config
+from app.main import create_app
 from app.tools.loader import load_files
 from app.tools.pg_loader import load_pg
 
+from .clients import ProblemTestServer
 from .factories import API, KEYS
 from .stores import fresh_database, run_apart
 from .verdicts import decide
@@ -297,3 +300,36 @@ async def catch_up_checked(
         versions.append(world.versions[record["id"]])
     note(f"received: {[r['id'] for r in collector.received]} {versions}")
     check_receipts(world, collector, versions, matches)
+
+
+async def follow_plan(
+    aiohttp_client: Any,
+    world: World,
+    params: Params,
+    matches: Matcher,
+    plan: list[tuple[str, Any]],
+    load: Callable[[list[Event]], None],
+    steps: Mapping[str, Callable[[Any], None]] | None = None,
+) -> None:
+    """Serve ``world`` and run ``plan`` while a collector follows the feed: each load
+    through ``load`` (a "repeat" gives an earlier one again), each poll checked, the
+    other kinds of step by ``steps``; then catch up and check what was received."""
+    config = Config(**world.settings(), rate_burst=10**9, rate_per_second=1e9)
+    client = await aiohttp_client(ProblemTestServer(create_app(config)))
+    collector = Collector(client, params=params)
+    versions: list[int] = []  # the version of each received record, when received
+    loads: list[list[Event]] = []
+    try:
+        for kind, arg in plan:
+            if kind == "load":
+                load(arg)
+                loads.append(arg)
+            elif kind == "repeat" and loads:
+                load(loads[arg % len(loads)])
+            elif kind == "poll":
+                await poll_checked(collector, world, matches, versions, arg)
+            elif steps and kind in steps:
+                steps[kind](arg)
+        await catch_up_checked(collector, world, matches, versions)
+    finally:
+        await client.close()
