@@ -66,19 +66,21 @@ def require_scope(request: web.Request, key: ActiveKey) -> None:
     path = route_path(request)
     if path not in ROUTE_SCOPES:
         raise Forbidden("No API key may read this resource.")
-    needed = [(ROUTE_SCOPES[path], "")]
-    if path in STATS_ROUTES:
+    scope = ROUTE_SCOPES[path]
+    if scope is not None and scope not in key.scopes:
+        raise insufficient(scope)
+    if path in STATS_ROUTES and "people:read" not in key.scopes:
         named = [name for name in NAMING_PEOPLE if name in request.query]
         if named:
-            needed.append(("people:read", f", which {named[0]} needs: it names people"))
-    for scope, why in needed:
-        if scope is not None and scope not in key.scopes:
-            raise Forbidden(
-                f"This API key lacks the scope {scope}{why}.",
-                headers={
-                    "WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'
-                },
-            )
+            raise insufficient("people:read", f", which {named[0]} needs: it names people")
+
+
+def insufficient(scope: str, why: str = "") -> Forbidden:
+    """The 403 of a key without ``scope``, with RFC 6750's challenge naming it."""
+    return Forbidden(
+        f"This API key lacks the scope {scope}{why}.",
+        headers={"WWW-Authenticate": f'{CHALLENGE}, error="insufficient_scope", scope="{scope}"'},
+    )
 
 
 def require_partner(key: ActiveKey) -> int:
