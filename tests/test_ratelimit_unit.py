@@ -214,6 +214,17 @@ PROXIES = parse_networks("10.0.0.0/8, fd00::/8")
         ("fd00::1", "2001:DB8::7, fd12::3", PROXIES, "2001:db8::7"),  # IPv6
         ("::ffff:10.0.0.1", "1.2.3.4", PROXIES, "1.2.3.4"),  # IPv4-mapped peer
         ("unix-socket", "1.2.3.4", PROXIES, "unix-socket"),
+        # A hop with its port, as some proxies write it: the port is not the client.
+        ("10.0.0.1", "1.2.3.4:51234", PROXIES, "1.2.3.4"),
+        ("10.0.0.1", "6.6.6.6, 1.2.3.4:80, 10.9.9.9:443", PROXIES, "1.2.3.4"),
+        ("10.0.0.1", "[2001:db8::7]:443", PROXIES, "2001:db8::7"),
+        ("10.0.0.1", "[2001:db8::7]", PROXIES, "2001:db8::7"),
+        ("10.0.0.1", "[fd12::3]:8080, 10.2.2.2", PROXIES, "fd12::3"),  # all trusted
+        ("10.0.0.1", "1.2.3.4:http", PROXIES, "10.0.0.1"),  # not a port: not an address
+        ("10.0.0.1", "1.2.3.4:", PROXIES, "10.0.0.1"),
+        ("10.0.0.1", "[2001:db8::7]x", PROXIES, "10.0.0.1"),
+        ("10.0.0.1", "[2001:db8::7", PROXIES, "10.0.0.1"),
+        ("10.0.0.1", "[1.2.3.4]:80", PROXIES, "1.2.3.4"),
     ],
 )
 def test_client_address(

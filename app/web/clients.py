@@ -30,6 +30,22 @@ def _parse_ip(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None
     return address
 
 
+def _parse_hop(entry: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """An ``X-Forwarded-For`` entry's address: some proxies (Azure's gateways, for one)
+    write the port too, as ``203.0.113.9:51234`` or ``[2001:db8::7]:443``; the port is
+    not part of who the client is."""
+    text = entry.strip()
+    if text.startswith("["):
+        text, closed, port = text[1:].partition("]")
+        if not closed or (port and not (port[0] == ":" and port[1:].isdigit())):
+            return None
+    elif text.count(":") == 1:
+        text, _, port = text.partition(":")
+        if not port.isdigit():
+            return None
+    return _parse_ip(text)
+
+
 def is_trusted(address: str, trusted: Sequence[Network]) -> bool:
     """Whether ``address`` is one of our proxies; an IPv4 proxy reaching a dual-stack
     socket shows as IPv4-mapped IPv6 (``::ffff:10.0.0.1``) and is trusted all the same."""
@@ -82,7 +98,7 @@ def client_address(peer: str | None, forwarded_for: str | None, trusted: Sequenc
         return peer
     last = peer
     for entry in reversed(forwarded_for.split(",")):
-        hop = _parse_ip(entry.strip())
+        hop = _parse_hop(entry)
         if hop is None:
             return last
         if not any(hop in net for net in trusted):
