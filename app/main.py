@@ -40,6 +40,7 @@ from .web.responder import (
     TokenCache,
     known_answer_middleware,
     pool_share,
+    release,
 )
 from .web.routes import setup_routes
 
@@ -75,6 +76,7 @@ def api_app(config: Config) -> web.Application:
     app[STREAMS] = StreamSlots(config.streams_per_company)
     app[SHARES] = PoolShares(pool_share(config.read_connections))
     app[TODAY] = utc_today
+    release()  # read the package's files now, not on the first request
     setup_auth(app)
     if config.redis_url:
         # Imported here: redis's client is a tenth of the server's start, and only a

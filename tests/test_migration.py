@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -48,7 +49,7 @@ from .support.factories import (
     to_version_6,
     version_6_copy,
 )
-from .support.servers import Launcher, clean_env, fetch
+from .support.servers import ROOT, Launcher, clean_env, fetch
 from .support.stores import read_only_role
 from .support.verdicts import decide
 
@@ -180,6 +181,26 @@ def test_an_upgrade_gives_every_answer_a_new_etag(sample_db: Path, tmp_path: Pat
         server = launcher.serve(old)
         status, _, _ = fetch(f"{server.base}{url}", key | {"If-None-Match": headers["ETag"]})
     assert status == 200
+
+
+def test_another_release_gives_every_answer_a_new_etag(sample_db: Path, tmp_path: Path) -> None:
+    """A release may change an answer's bytes with the same data (a field added, a figure
+    counted otherwise): a tag the last release gave must not get a 304 from the next."""
+    release = tmp_path / "release"
+    shutil.copytree(ROOT / "app", release / "app", ignore=shutil.ignore_patterns("__pycache__"))
+    url, key = f"{API}/campaigns", {"X-API-KEY": KEY_1}
+    with Launcher(tmp_path) as launcher:
+        _, headers, _ = fetch(f"{launcher.serve(sample_db).base}{url}", key)
+    views = release / "app" / "web" / "views.py"
+    for changed in (False, True):  # the same code keeps the tag; one line more does not
+        if changed:
+            views.write_text(views.read_text() + "# the next release\n")
+        logs = tmp_path / f"logs-{changed}"
+        logs.mkdir()
+        with Launcher(logs, release) as launcher:
+            server = launcher.serve(sample_db)
+            status, _, _ = fetch(f"{server.base}{url}", key | {"If-None-Match": headers["ETag"]})
+        assert status == (200 if changed else 304)
 
 
 # Titles whose case folding differs from lower(): what the migration must get right.

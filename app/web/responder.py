@@ -12,12 +12,14 @@ unless a load landed in between) and writes the body in its format
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Generic, TypeVar
 
 from aiohttp import hdrs, web
@@ -415,15 +417,37 @@ async def refresh_version(app: web.Application, seen: str = "") -> str:
 
 
 def make_etag(token: str, company_id: int, request: web.Request, variant: str) -> str:
-    """A weak validator for this company's view of this URL at this data version.
+    """A weak validator for this company's view of this URL at this data version, as
+    this release of the service writes it.
 
     ``variant`` is whatever else the answer depends on: the format an Accept header
     chose, today's date for a report that counts overdue inscriptions.
     """
+    url = request.rel_url.raw_path_qs
     digest = hashlib.blake2b(
-        f"{token}|{company_id}|{request.rel_url.raw_path_qs}|{variant}".encode(), digest_size=12
+        f"{release()}|{token}|{company_id}|{url}|{variant}".encode(), digest_size=12
     ).hexdigest()
     return f'W/"{digest}"'
+
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def release() -> str:
+    """A digest of the code and files this server runs (the whole ``app`` package).
+
+    A release may change an answer's bytes without changing the data (a field added, a
+    figure counted otherwise): its ETags then differ from the last release's, so a client
+    holding an old answer gets the new one, not a 304. Every process of one release, on
+    any host, makes the same digest.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(PACKAGE).as_posix()}\0".encode())
+            digest.update(hashlib.blake2b(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 IF_MATCH_DETAIL = (

@@ -149,8 +149,9 @@ class AppProcess:
 class Launcher:
     """Starts app processes on free local ports; ends every one by PID when closed."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, root: Path = ROOT) -> None:
         self.directory = directory
+        self.root = root  # where ``app`` is imported from: a copy runs another release
         self.started: list[AppProcess] = []
 
     def start(self, db: Path, *flags: str, bootstrap: bool = False) -> AppProcess:
@@ -165,7 +166,7 @@ class Launcher:
         command += flags
         logs = self.directory / f"app{len(self.started)}"
         with open(f"{logs}.out", "wb") as out, open(f"{logs}.err", "wb") as err:
-            proc = subprocess.Popen(command, cwd=ROOT, env=clean_env(), stdout=out, stderr=err)
+            proc = subprocess.Popen(command, cwd=self.root, env=clean_env(), stdout=out, stderr=err)
         self.started.append(AppProcess(proc, f"http://127.0.0.1:{port}", logs))
         return self.started[-1]
 
