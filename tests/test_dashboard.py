@@ -81,6 +81,15 @@ KEY_PEOPLE_ONLY = "rk_dashboard_people_only_3c5e7a9b1d"
 HOSTILE["api_keys"].append(
     {"company_id": 1, "label": "people only", "key": KEY_PEOPLE_ONLY, "scope": "people:read"}
 )
+# A partner without companies yet, and a key of company 1 whose one scope opens no view:
+# the page says so once instead of showing the API's refusal of the first view.
+KEY_PARTNER_EMPTY = "rk_dashboard_partner_empty_9e1b3d5f7a"
+KEY_WEBHOOKS_ONLY = "rk_dashboard_webhooks_only_5a7c9e1b3d"
+HOSTILE["partners"] = [{"id": 2, "name": "Newcomer MSP"}]
+HOSTILE["api_keys"] += [
+    {"partner_id": 2, "label": "no companies yet", "key": KEY_PARTNER_EMPTY},
+    {"company_id": 1, "label": "webhooks only", "key": KEY_WEBHOOKS_ONLY, "scope": "webhooks:read"},
+]
 # A person an import left without a name: the directory links them by email.
 NAMELESS = {"id": 9002, "company_id": 1, "first_name": "", "last_name": "",
             "email": "nameless@northwind.example", "department": "Finance",
@@ -683,6 +692,49 @@ def test_views_the_key_may_not_read_are_hidden(
     for view in ("overview", "campaigns", "people", "heatmap", "training"):
         link = nav.locator(f'a[data-view="{view}"]')
         link.wait_for(state="visible" if view in shown else "hidden")
+
+
+def shows_no_view(
+    new_session: Callable[[str], Session], base: str, key: str, message: str
+) -> Session:
+    """A page signed in with ``key``, which opens no view: ``message`` once in place of a
+    view, the navigation hidden, no request but /key's, and the same on another view's URL."""
+    session = new_session(base)
+    sign_in(session, key)
+    alert = session.page.locator("#view [role=alert]")
+    alert.wait_for()
+    assert alert.text_content() == message
+    session.wait_for("#overview")
+    session.open("campaigns")
+    assert alert.count() == 1 and alert.text_content() == message
+    assert session.page.locator("#nav").is_hidden()
+    assert [r.url for r in session.requests if API in r.url] == [f"{base}{API}/key"]
+    violations = session.page.evaluate("() => window.cspViolations")
+    assert (session.errors, violations, session.dialogs) == ([], [], [])
+    return session
+
+
+def test_a_partner_key_without_companies_says_how_to_add_one(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    message = (
+        "This partner has no companies yet, so there is nothing to show. A company is added "
+        "to it with the key tool: reporting-keys partner add-company 2 COMPANY; then reload "
+        "this page."
+    )
+    session = shows_no_view(new_session, base, KEY_PARTNER_EMPTY, message)
+    assert session.page.get_by_label("Company", exact=True).is_hidden()
+
+
+def test_a_key_without_any_views_scope_says_which_scopes_the_views_need(
+    new_session: Callable[[str], Session], base: str
+) -> None:
+    message = (
+        "This key opens no view of the dashboard (its scopes: webhooks:read). Overview, "
+        "Campaigns and Heatmap need reports:read; People needs people:read; Training needs "
+        "reports:read and training:read."
+    )
+    shows_no_view(new_session, base, KEY_WEBHOOKS_ONLY, message)
 
 
 def test_sign_out_forgets_the_key(new_session: Callable[[str], Session], base: str) -> None:

@@ -18,6 +18,7 @@ const $ = (id) => document.getElementById(id);
 let renderCount = 0;
 let home = "overview"; // the first view the key may read: what a bare URL opens
 let scopes = null; // the key's scopes, when /key says them (null: every request is tried)
+let closed = null; // why the key opens no view at all, when /key says so: shown in its place
 
 function say(text) {
   $("status").textContent = text;
@@ -95,12 +96,18 @@ async function render() {
   const { name, id, query } = parseHash();
   const count = ++renderCount;
   $("sign-in").hidden = true;
-  for (const node of ["nav", "session", "view"]) $(node).hidden = false;
+  for (const node of ["session", "view"]) $(node).hidden = false;
+  $("nav").hidden = closed !== null;
   for (const link of $("nav").querySelectorAll("a")) {
     if (link.dataset.view === name) link.setAttribute("aria-current", "page");
     else link.removeAttribute("aria-current");
   }
   const view = $("view");
+  if (closed !== null) {
+    view.replaceChildren(el("p", { class: "error", role: "alert" }, closed));
+    view.dataset.rendered = location.hash || `#${home}`;
+    return;
+  }
   view.setAttribute("aria-busy", "true");
   delete view.dataset.rendered;
   view.replaceChildren(loading());
@@ -137,6 +144,7 @@ async function applyScopes() {
   } catch (error) {
     if (error instanceof api.SignedOut || error instanceof api.Cancelled) throw error;
     scopes = null;
+    closed = null;
     return; // no introspection on this server: every view stays
   }
   offerCompanies(facts);
@@ -145,6 +153,31 @@ async function applyScopes() {
     link.hidden = !SCOPES[link.dataset.view].every((needed) => scopes.has(needed));
   }
   home = [...$("nav").querySelectorAll("a")].find((link) => !link.hidden)?.dataset.view || "overview";
+  closed = noViewBecause(facts);
+}
+
+/** Why `facts`' key opens no view (every request would be refused), or null: no scope
+ * that a view needs, or a partner without companies (no X-Company-ID to send). */
+function noViewBecause(facts) {
+  const links = [...$("nav").querySelectorAll("a")];
+  if (links.every((link) => link.hidden)) {
+    const needs = new Map(); // the scopes a view needs -> the views needing exactly those
+    for (const link of links) {
+      const needed = SCOPES[link.dataset.view].join(" and ");
+      needs.set(needed, [...(needs.get(needed) || []), link.textContent]);
+    }
+    const views = [...needs].map(([needed, names]) => (names.length === 1
+      ? `${names[0]} needs ${needed}`
+      : `${names.slice(0, -1).join(", ")} and ${names.at(-1)} need ${needed}`));
+    return `This key opens no view of the dashboard (its scopes: ${facts.scope || "none"}). `
+      + `${views.join("; ")}.`;
+  }
+  if (facts.partner_id != null && (facts.companies || []).length === 0) {
+    return "This partner has no companies yet, so there is nothing to show. A company is added "
+      + `to it with the key tool: reporting-keys partner add-company ${facts.partner_id} COMPANY; `
+      + "then reload this page.";
+  }
+  return null;
 }
 
 $("sign-in").addEventListener("submit", async (event) => {
