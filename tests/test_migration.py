@@ -25,6 +25,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ import pytest
 from app.data.api_keys import ALL_SCOPES
 from app.data.pg.schema import ensure_schema
 from app.data.schema import SCHEMA_VERSION, upgrade_if_older
-from app.tools import keytool
+from app.tools import generator, gophish, keytool, loader, reclassify, webhooks
+from app.tools.gophish_mapping import stable_id
 from app.tools.pg_loader import load_pg
 
 from .support.clients import MakeClient
@@ -474,3 +476,113 @@ async def test_a_version_6_postgresql_database_gets_the_change_feeds(pg_database
     finally:
         await conn.close()
     assert await stored_version(pg_database) == str(SCHEMA_VERSION)
+
+
+# A write refused on an older file leaves it as it was: the upgrade is part of the write.
+BAD_LOAD = {"campaigns": [{"id": 900, "company_id": 999, "title": "Orphan",
+                           "launch_date": "2026-01-01T08:00:00Z"}]}  # fmt: skip
+GOOD_LOAD = {"campaigns": [{"id": 900, "company_id": 1, "title": "Added",
+                            "launch_date": "2026-01-01T08:00:00Z"}]}  # fmt: skip
+HOOK = ["--url", "https://hooks.example.com/in", "--events", "fail", "--label", "SOC"]
+GOPHISH_EXPORT = Path(__file__).parent / "data" / "gophish_export.json"
+Tool = Callable[[list[str]], int]
+GENERATE = [f"--{size}=1" for size in ("companies", "employees", "campaigns", "courses")] + [
+    "--events-per-campaign=1",
+    "--inscriptions=1",
+]
+# Each tool's refused command after the store's arguments; "BAD" is BAD_LOAD's file.
+REFUSED_WRITES: dict[str, tuple[Tool, list[str]]] = {
+    "load": (loader.main, ["BAD", "--no-progress"]),
+    "key create": (keytool.main, ["create", "--company", "77", "--label", "SOC"]),
+    "key revoke": (keytool.main, ["revoke", "999"]),
+    "partner add-company": (keytool.main, ["partner", "add-company", "999", "1"]),
+    "reclassify": (reclassify.main, ["--company", "77"]),
+    "webhook create": (webhooks.main, ["create", "--company", "77", *HOOK]),
+    "webhook delete": (webhooks.main, ["delete", "999"]),
+}
+SQLITE_ONLY: dict[str, tuple[Tool, list[str]]] = {
+    "generate": (generator.main, [*GENERATE, "--seed=1", "--no-progress"]),  # holds data
+    "gophish import": (gophish.main, [str(GOPHISH_EXPORT), "--company", "1"]),
+}
+
+
+def refused(tool: tuple[Tool, list[str]], store: list[str], bad_load: Path) -> int:
+    """Run the tool's refused command (BAD_LOAD written to ``bad_load``); its exit code."""
+    bad_load.write_text(json.dumps(BAD_LOAD), encoding="utf-8")
+    main, argv = tool
+    return main([*store, *(str(bad_load) if arg == "BAD" else arg for arg in argv)])
+
+
+META = "SELECT key, value FROM meta WHERE key IN ('data_version', 'data_token') ORDER BY key"
+
+
+def file_state(db: Path) -> tuple[Any, ...]:
+    return (
+        db.read_bytes(),
+        query(db, "PRAGMA user_version"),
+        query(db, META),
+        query(db, "SELECT * FROM sqlite_master ORDER BY type, name"),
+    )
+
+
+@pytest.mark.parametrize("tool", [*REFUSED_WRITES, *SQLITE_ONLY])
+def test_a_refused_write_leaves_an_older_file_as_it_was(
+    sample_db: Path, tmp_path: Path, tool: str
+) -> None:
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
+    conn = sqlite3.connect(old, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")  # as every writer of version 6 left it
+    # The import's first campaign, already another company's: the loader refuses it.
+    taken = stable_id("campaign", 1, "gophish", json.loads(GOPHISH_EXPORT.read_text())[0]["id"])
+    conn.execute(
+        "INSERT INTO campaigns (id, company_id, title, launch_date, title_key)"
+        " VALUES (?, 2, 'Taken', '2026-01-01T08:00:00Z', 'taken')",
+        (taken,),
+    )
+    conn.close()
+    before = file_state(old)
+    tools = REFUSED_WRITES | SQLITE_ONLY
+    assert refused(tools[tool], ["--db", str(old)], tmp_path / "bad.json") == 1
+    assert file_state(old) == before
+    assert not Path(f"{old}-wal").exists()
+
+
+def test_a_load_into_an_older_file_upgrades_it_with_its_rows(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    old = version_6_copy(sample_db, tmp_path / "v6.sqlite3")
+    version = query(old, "SELECT value FROM meta WHERE key = 'data_version'")[0][0]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD_LOAD), encoding="utf-8")
+    assert loader.main([str(good), "--db", str(old), "--no-progress"]) == 0
+    assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
+    assert query(old, "SELECT title FROM campaigns WHERE id = 900") == [("Added",)]
+    assert query(old, KEYS_AFTER_6)  # the keys' version 7 table
+    assert query(old, "SELECT value FROM meta WHERE key = 'data_version'")[0][0] != version
+
+
+async def pg_state(url: str) -> list[tuple[Any, ...]]:
+    conn = await asyncpg.connect(url)
+    try:
+        return [tuple(r) for r in await conn.fetch("SELECT key, value FROM meta ORDER BY key")]
+    finally:
+        await conn.close()
+
+
+@pytest.mark.parametrize("tool", REFUSED_WRITES)
+def test_a_refused_write_leaves_an_older_postgresql_database_as_it_was(
+    pg_database: str, tmp_path: Path, tool: str
+) -> None:
+    async def age() -> None:
+        conn = await asyncpg.connect(pg_database)
+        try:
+            await to_version_6(conn)
+        finally:
+            await conn.close()
+
+    asyncio.run(age())
+    before = asyncio.run(pg_state(pg_database))
+    store = ["--database-url", pg_database]
+    assert refused(REFUSED_WRITES[tool], store, tmp_path / "bad.json") == 1
+    assert asyncio.run(pg_state(pg_database)) == before
+    assert asyncio.run(stored_version(pg_database)) == "6"

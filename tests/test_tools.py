@@ -34,7 +34,7 @@ from app.data.schema import (
     write_transaction,
 )
 from app.data.stats_summary import HOUR_HISTOGRAMS
-from app.tools import export, generator, keytool, loader, reclassify, webhooks
+from app.tools import export, generator, keytool, loader, reclassify, swap, webhooks
 from app.tools.cli import run_tool
 
 from .support.factories import (
@@ -558,22 +558,21 @@ def test_a_stop_held_at_a_commit_stops_the_next_write(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """A stop held from the commit of an upgrade (an older file, upgraded in a
-    transaction of its own before the load) is sent again as the load begins: the load
-    stops, and writes nothing of its records."""
+    """A stop held from the commit of an upgrade (reporting-swap upgrades an older new
+    file, then takes the served file's write lock) is sent again as the next transaction
+    begins: the swap stops, and the served file stays."""
     old = older_copy(sample_db, tmp_path / "old.sqlite3", [], SCHEMA_VERSION - 1)
-    fixture = tmp_path / "team.json"
-    fixture.write_text(json.dumps({"teams": [{"id": 9000, "company_id": 1, "name": "new"}]}))
+    served = sample_db.read_bytes()
     connect = sqlite3.connect
     monkeypatch.setattr(
         sqlite3, "connect", lambda *a, **k: connect(*a, **{**k, "factory": StoppedAtCommit})
     )
-    code = loader.main([str(fixture), "--db", str(old), "--no-progress"])
+    code = swap.main([str(old), "--db", str(sample_db)])
     monkeypatch.undo()
     out, err = capsys.readouterr()
-    assert (code, out, err) == (130, "", "load refused, database unchanged: interrupted\n")
+    assert (code, out, err) == (130, "", "swap refused: interrupted\n")
     assert query(old, "PRAGMA user_version") == [(SCHEMA_VERSION,)]
-    assert query(old, "SELECT count(*) FROM teams WHERE id = 9000") == [(0,)]
+    assert sample_db.read_bytes() == served
 
 
 @pytest.mark.system

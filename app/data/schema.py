@@ -25,6 +25,8 @@ from .stats_summary import (
 from .vocabulary import EVENT_TYPES, INSCRIPTION_STATUSES, SECTION_STATUSES, SECTION_TYPES
 
 SCHEMA_VERSION = 14
+# The versions a writer makes or upgrades to SCHEMA_VERSION: 0 (no tables yet) and 1 to 13.
+OLDER = tuple(range(SCHEMA_VERSION))
 
 
 def _one_of(values: tuple[str, ...]) -> str:
@@ -618,15 +620,15 @@ def file_identity(path: str | Path, missing: bool = False) -> tuple[int, int] | 
 
 
 def connect_writer(
-    path: str | Path, *, tables_in_write: bool = False, follows_swaps: bool = False
+    path: str | Path, *, schema_in_write: bool = False, follows_swaps: bool = False
 ) -> sqlite3.Connection:
     """Open a writing connection and make sure the schema exists (WAL mode).
 
-    ``tables_in_write``: a file without the tables (new or empty) is left so; the caller
-    makes them in its write transaction (``ensure_schema(conn, in_write=True)``). An older
-    schema is upgraded here all the same, in a transaction of its own. ``follows_swaps``:
-    the caller notices a replaced file itself (the webhook sender), so its writes are not
-    refused (see ``Writer``)."""
+    ``schema_in_write``: a file without the tables (new or empty) or of an older schema
+    version is left so; the caller makes or upgrades them in its write transaction
+    (``ensure_schema(conn, in_write=True)``), so a refused write leaves the file as it was.
+    ``follows_swaps``: the caller notices a replaced file itself (the webhook sender), so
+    its writes are not refused (see ``Writer``)."""
     before = file_identity(path, True)  # a file swapped in just after is refused, not missed
     conn = sqlite3.connect(path, isolation_level=None, factory=Writer)
     assert isinstance(conn, Writer)
@@ -638,8 +640,8 @@ def connect_writer(
     # two writers opening a WAL file at once must both get in (they then take turns).
     if conn.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
         conn.execute("PRAGMA journal_mode = WAL")
-    if not (tables_in_write and conn.execute("PRAGMA user_version").fetchone()[0] == 0):
-        ensure_schema(conn)
+    if not (schema_in_write and conn.execute("PRAGMA user_version").fetchone()[0] in OLDER):
+        ensure_schema(conn)  # a newer or unknown version is refused here all the same
     return conn
 
 
@@ -677,12 +679,12 @@ def ensure_schema(
 
     An upgrade decides the verdicts of the stored events with ``rules`` (default: the
     environment's settings). ``in_write``: inside the caller's write transaction, not in
-    one of its own (a load makes the tables of a file without them with its rows, so that
-    a refused or stopped load leaves the file as it was, which the server refuses)."""
+    one of its own (a write makes or upgrades the tables with its rows, so that a refused
+    or stopped write leaves the file as it was: without tables, or of its older version)."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version == SCHEMA_VERSION:
         return False
-    if version not in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13):
+    if version not in OLDER:
         raise DatabaseError(f"schema version {version} is not {SCHEMA_VERSION}")
     with nullcontext() if in_write else write_transaction(conn):
         # Read again under the write lock: another process may have just done this.

@@ -250,7 +250,7 @@ def _generate_into(
     path: Path, sizes: Sizes, seed: int, progress: bool, append: bool
 ) -> tuple[list[Company], dict[str, int]]:
     rules = rules_from_env()
-    conn = connect_writer(path, tables_in_write=True)
+    conn = connect_writer(path, schema_in_write=True)
     meter = Meter(progress)
     try:
         if not append:
@@ -258,7 +258,7 @@ def _generate_into(
         conn.execute("PRAGMA cache_size = -262144")  # 256 MiB
         conn.execute("PRAGMA temp_store = MEMORY")
         with write_transaction(conn):
-            ensure_schema(conn, rules, in_write=True)  # a file without tables: made here
+            ensure_schema(conn, rules, in_write=True)  # made or upgraded with the write
             if not append:
                 refuse_data(conn)
             origin = origin_of(conn)

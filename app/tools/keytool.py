@@ -37,7 +37,13 @@ from ..data.pg import api_keys as pg_keys
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
-from ..data.schema import bump_data_version, check_readable, connect_writer, write_transaction
+from ..data.schema import (
+    bump_data_version,
+    check_readable,
+    connect_writer,
+    ensure_schema,
+    write_transaction,
+)
 from .cli import ToolError, add_store_arguments, command, record_id
 
 # What a revocation means for a running server: its key cache (data.api_keys) decides.
@@ -164,10 +170,12 @@ def has_tables(file: Path) -> bool:
 
 
 def in_transaction(db: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run ``fn(conn, *args, **kwargs)`` in one write transaction on an existing database."""
-    conn = connect_writer(existing(db))
+    """Run ``fn(conn, *args, **kwargs)`` in one write transaction on an existing database;
+    an older file is upgraded in that transaction, so a refused command leaves it as it was."""
+    conn = connect_writer(existing(db), schema_in_write=True)
     try:
         with write_transaction(conn):
+            ensure_schema(conn, in_write=True)
             return fn(conn, *args, **kwargs)
     finally:
         conn.close()
@@ -226,12 +234,13 @@ async def on_postgresql(url: str, name: str, *args: Any, **kwargs: Any) -> Any:
 async def in_pg_transaction(
     url: str, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any
 ) -> T:
-    """Run ``fn(conn, *args)`` in one transaction on PostgreSQL (upgraded, schema checked)."""
+    """Run ``fn(conn, *args)`` in one transaction on PostgreSQL, which upgrades an older
+    schema first (a refused command leaves it as it was) and checks the schema."""
     conn = await asyncpg.connect(url)
     try:
-        await upgrade_if_older(conn)
-        await check_schema(conn)
         async with conn.transaction():
+            await upgrade_if_older(conn)
+            await check_schema(conn)
             return await fn(conn, *args, **kwargs)
     finally:
         await conn.close()

@@ -122,7 +122,7 @@ def _load_into(
 ) -> dict[str, int]:
     meter = Meter(progress)
     try:
-        conn = connect_writer(db_path, tables_in_write=True)
+        conn = connect_writer(db_path, schema_in_write=True)
     except sqlite3.Error as exc:
         raise _database_error(exc) from None
     try:
@@ -138,7 +138,8 @@ def _load_into(
             stage.index()
         conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
         with write_transaction(conn):
-            # A file without tables gets them here; a renumbering prepare changes ids.
+            # A file without tables gets them here, an older one its upgrade; a renumbering
+            # prepare changes ids.
             reshaped = ensure_schema(conn, rules, in_write=True) or prepare is not None
             if prepare is not None:
                 prepare(conn)

@@ -24,7 +24,13 @@ from ..data.pg.schema import ensure_schema as ensure_pg
 from ..data.pg.schema import schema_version
 from ..data.pg.stats_summary import refresh as refresh_stats_pg
 from ..data.pg.summaries import refresh as refresh_reports_pg
-from ..data.schema import DatabaseError, bump_data_version, connect_writer, write_transaction
+from ..data.schema import (
+    DatabaseError,
+    bump_data_version,
+    connect_writer,
+    ensure_schema,
+    write_transaction,
+)
 from ..data.stats_summary import Touched
 from ..data.stats_summary import refresh as refresh_stats
 from ..data.summaries import refresh as refresh_reports
@@ -43,9 +49,10 @@ def scope(company: int | None) -> str:
 
 def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
     """Decide the SQLite database's verdicts again; the events moved, per (old, new)."""
-    conn = connect_writer(existing(db))
+    conn = connect_writer(existing(db), schema_in_write=True)
     try:
         with write_transaction(conn):
+            ensure_schema(conn, rules, in_write=True)  # a refusal leaves an older file as it was
             if (
                 company is not None
                 and not conn.execute("SELECT 1 FROM companies WHERE id = ?", (company,)).fetchone()
@@ -68,8 +75,8 @@ async def reclassify_pg(url: str, company: int | None, rules: Rules) -> Moved:
     try:
         if await schema_version(conn) is None:  # as on SQLite: no schema is made here
             raise DatabaseError("the PostgreSQL database has no schema (load fixtures first)")
-        await ensure_pg(conn, rules)
         async with conn.transaction():
+            await ensure_pg(conn, rules)  # in the write: a refusal leaves an older schema
             await conn.execute("SELECT pg_advisory_xact_lock(hashtext('reporting load'))")
             if company is not None and not await conn.fetchval(
                 "SELECT EXISTS (SELECT 1 FROM companies WHERE id = $1)", company

@@ -353,13 +353,13 @@ async def schema_for_a_write(
     """:func:`ensure_schema` for the write made in the block (a load, a generator's copy);
     the block is given whether it made or upgraded the schema.
 
-    A database without the schema gets it in a transaction around the block, so the
-    write's own transaction (a savepoint then) commits with it; a refused or stopped write
-    leaves the database without, as it was (a server's first start still fills it from
-    the sample, where it would have served the empty tables). An older schema is upgraded
-    in its own transaction first, as every tool does.
+    A database without the schema, or of an older version, gets it in a transaction
+    around the block, so the write's own transaction (a savepoint then) commits with it; a
+    refused or stopped write leaves the database as it was: without the schema (a server's
+    first start still fills it from the sample, where it would have served the empty
+    tables), or of its older version.
     """
-    if await schema_version(conn) is not None:
+    if await schema_version(conn) == SCHEMA_VERSION:
         yield await ensure_schema(conn, rules)
         return
     async with conn.transaction():
