@@ -187,12 +187,13 @@ def test_an_unknown_company_or_database_is_one_line_and_writes_nothing(
         assert done.stderr.count("\n") == 1
         assert list(tmp_path.glob("none.json*")) == []
     # What is no regular file (a device such as /dev/full, here a pipe; a folder), which
-    # the rename would replace: refused.
+    # the rename would replace: refused, from either store.
     pipe = tmp_path / "pipe"
     os.mkfifo(pipe)
     for given in (pipe, tmp_path):
-        done = run_python("scripts/export_fixtures.py", str(given), "--db", str(sample_db))
-        assert done.returncode == 1 and "is not a regular file" in done.stderr, done.stderr
+        for store in (["--db", str(sample_db)], ["--database-url", pg_database]):
+            done = run_python("scripts/export_fixtures.py", str(given), *store)
+            assert done.returncode == 1 and "is not a regular file" in done.stderr, done.stderr
     assert pipe.is_fifo()
     # The database itself (or its WAL) as the output: refused, the database as it was.
     before = sample_db.read_bytes()

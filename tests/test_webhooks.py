@@ -721,6 +721,37 @@ async def test_the_api_shows_subscriptions_and_attempts_never_secrets(
     assert bad.status == 400 and bad.content_type == "application/problem+json"
 
 
+async def test_a_malformed_answer_is_logged_without_the_url(
+    sample_db: Path, tmp_path: Path, make_client: Any
+) -> None:
+    """A receiver that answers no HTTP: the attempt's error says why, and shows no more of
+    the URL than its host (its path and query may hold a token)."""
+    ca = trustme.CA()
+    served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(served)
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read(2**16)
+        writer.write(b"garbage\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0, ssl=served)
+    port = server.sockets[0].getsockname()[1]
+    webhook_id, _ = subscribe(sample_db, f"https://127.0.0.1:{port}/in/pathtoken?token=qtoken")
+    new_events(sample_db, tmp_path, range(1001, 1002))
+    async with server:
+        settings = Settings((0.0,), LOCAL, str(tmp_path / "ca.pem"), once=True)
+        await run_sender(str(sample_db), None, settings)
+    client = await make_client(db=str(sample_db))
+    path = f"{API}/webhooks/{webhook_id}/deliveries"
+    text = await (await client.get(path, headers={"X-API-KEY": KEYS[1]})).text()
+    [attempt] = json.loads(text)
+    assert attempt["response_status"] is None and "Bad status line" in attempt["error"]
+    assert "token" not in text, text
+
+
 def test_the_webhooks_listing_is_the_same_on_postgresql(pg_database: str, sample_db: Path) -> None:
     """The same subscription made on both stores reads the same bytes."""
     from app.data.pg.sql import select

@@ -166,8 +166,7 @@ def export_fixture(
     database = Path(db_path).resolve()
     if Path(out).resolve() in (database, *(Path(f"{database}-{end}") for end in ("wal", "shm"))):
         raise ToolError(f"{out} is the database itself (or its WAL): write the fixture elsewhere")
-    if Path(out).exists() and not Path(out).is_file():  # renamed over, a device would go
-        raise ToolError(f"{out} is not a regular file: name a file to write the fixture to")
+    check_regular(out)
     check_readable(db_path)  # a database of this schema version, not "no such table"
     conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True)
     try:
@@ -191,6 +190,7 @@ def export_fixture(
 
 async def export_pg(url: str, out: str | Path, company: int | None = None) -> dict[str, int]:
     """:func:`export_fixture` from the PostgreSQL database at ``url``."""
+    check_regular(out)
     conn = await asyncpg.connect(url)
     try:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
@@ -210,6 +210,13 @@ async def export_pg(url: str, out: str | Path, company: int | None = None) -> di
             return fixture.counts
     finally:
         await conn.close()
+
+
+def check_regular(out: str | Path) -> None:
+    """Refuse an output that exists and is no regular file: renamed over, a device, a
+    pipe or a folder would go."""
+    if Path(out).exists() and not Path(out).is_file():
+        raise ToolError(f"{out} is not a regular file: name a file to write the fixture to")
 
 
 def _chosen(companies: list[int], company: int | None, where: str | Path) -> list[int]:

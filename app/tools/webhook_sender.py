@@ -552,7 +552,15 @@ class Sender:
                 wait = retry_after(r.headers.get("Retry-After")) if r.status in RETRIED else 0.0
                 return r.status, None, wait
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-            return None, " ".join(str(exc).split())[:200] or type(exc).__name__, 0.0
+            return None, failure(exc), 0.0
+
+
+def failure(exc: BaseException) -> str:
+    """Why no answer came, on one line, for the delivery log the API shows. A malformed
+    answer's error names the full URL, whose path or query may hold a token: the answers
+    show the receiver's host only, so its own description is kept instead."""
+    text = exc.message if isinstance(exc, aiohttp.ClientResponseError) else str(exc)
+    return " ".join(text.split())[:200] or type(exc).__name__
 
 
 RETRIED = {429, *range(500, 600)}
