@@ -4,7 +4,9 @@ One access line per request, whatever the client sends: control characters and s
 in a logged field are escaped (text and JSON formats), so ``%0D%0A`` in a path cannot
 forge a line or a field. A client that leaves in the middle of a streamed answer is one
 access line with status 499 on either store, never a 500 with a traceback nor a 503 that
-takes the leaving for a database outage.
+takes the leaving for a database outage. A stream the store fails after its 200 was sent
+ends in a reset, never in a second status line and a final chunk a client could take for
+a whole answer: its access line keeps the 200, and one line says it was cut.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import shutil
 import socket
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +30,7 @@ from app.web.logs import TextFormatter, escape_controls
 
 from .support.factories import API, KEY_1, make_sample_db, sample
 from .support.servers import AppProcess, Launcher, fetch
+from .support.stores import fetch_all, run_apart
 
 GUARD = 30.0  # seconds; only so that a broken server cannot hang the suite
 # CR LF forging a whole access line, ESC driving a terminal, a Unicode line separator,
@@ -183,3 +187,77 @@ def test_a_client_leaving_a_postgresql_stream_is_499_too(
     url = f"{app.base}/api/companies/v1/campaigns/1/events?format=csv"
     status, _, body = fetch(url, {"X-API-KEY": KEY_1})
     assert status == 200 and body.endswith(b"\r\n")  # still serving
+
+
+# ---- a stream the store fails mid-body -----------------------------------------------
+
+FINAL_CHUNK = b"\r\n0\r\n\r\n"
+
+
+def cut_mid_stream(app: AppProcess, request_id: str, cut: Callable[[], None]) -> bytes:
+    """Ask for the big array, read its first bytes, ``cut`` the store while the server
+    waits to write more, then read to the end; every byte the client received."""
+    where = urlsplit(app.base)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the server cannot run ahead
+        sock.settimeout(GUARD)
+        sock.connect((where.hostname, where.port))
+        head = f"GET {API}/campaigns/1/events HTTP/1.1\r\nHost: x\r\nX-API-KEY: {KEY_1}\r\n"
+        sock.sendall(
+            f"{head}X-Request-ID: {request_id}\r\nAccept-Encoding: identity\r\n\r\n".encode()
+        )
+        received = sock.recv(4096)
+        cut()
+        try:
+            while part := sock.recv(65536):
+                received += part
+        except ConnectionResetError:
+            pass
+    return received
+
+
+def assert_cut_off(app: AppProcess, received: bytes, cause: str) -> None:
+    """The client saw a 200 that never ended: no second status line, no final chunk; the
+    access line says 200 and one line (no trace) says why it was cut."""
+    assert received.startswith(b"HTTP/1.1 200 ")
+    assert b"HTTP/1.1 5" not in received, received[-1000:]
+    assert not received.endswith(FINAL_CHUNK), received[-1000:]
+    lines = access_lines(app, "request_id=cutter")
+    (line,) = [line for line in lines if "request_id=cutter" in line and "app.access" in line]
+    assert " status=200 " in line
+    (cut,) = [line for line in lines if "cut short" in line]
+    assert "(request id cutter)" in cut and cause in cut, cut
+    err = app.output_text()[1]
+    assert "Traceback" not in err and " status=503 " not in err, err[-3000:]
+
+
+@pytest.mark.system
+def test_a_stream_whose_file_fails_is_cut_off(
+    launcher: Launcher, big_db: Path, tmp_path: Path
+) -> None:
+    """SQLite: the pages not yet read are damaged while the answer streams."""
+    db = Path(shutil.copy(big_db, tmp_path / "big.sqlite3"))
+    app = launcher.serve(db)
+
+    def damage() -> None:  # every page but the first (the header and the schema): zeros
+        with db.open("r+b") as file:
+            file.seek(4096)
+            file.write(bytes(db.stat().st_size - 4096))
+
+    assert_cut_off(app, cut_mid_stream(app, "cutter", damage), "SQLite: ")
+
+
+@pytest.mark.system
+def test_a_postgresql_stream_whose_connection_is_cut_is_cut_off(
+    launcher: Launcher, pg_database: str, tmp_path: Path
+) -> None:
+    """The reading backend ended (pg_terminate_backend, a restart) mid-stream."""
+    (tmp_path / "more.json").write_text(json.dumps(big_events()))
+    asyncio.run(load_pg(pg_database, [tmp_path / "more.json"]))
+    app = launcher.serve(tmp_path / "unused.sqlite3", "--database-url", pg_database)
+    others = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+    others += " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    received = cut_mid_stream(app, "cutter", lambda: run_apart(fetch_all(pg_database, others)))
+    assert_cut_off(app, received, "PostgreSQL: ")
+    status, _, body = fetch(f"{app.base}{API}/campaigns/1/events", {"X-API-KEY": KEY_1})
+    assert status == 200 and body.endswith(b"]")  # still serving

@@ -8,8 +8,11 @@ Every error leaves the service as an RFC 9457 ``application/problem+json`` body
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import socket
+import struct
 from collections.abc import Mapping
 from http import HTTPStatus
 from typing import Any
@@ -128,6 +131,7 @@ _HTTP_DETAILS = {
 }
 
 
+STREAMED = 200  # the status every streamed answer is sent with (bodies.stream_response)
 CLIENT_CLOSED = 499  # nginx's status for a client that left before its answer was sent
 
 
@@ -135,6 +139,23 @@ def client_gone(request: web.BaseRequest) -> bool:
     """Whether the client's connection is closed or closing (it left mid-answer)."""
     transport = request.transport
     return transport is None or transport.is_closing()
+
+
+# SO_LINGER on with a zero timeout: close() resets the connection at once.
+_RESET_ON_CLOSE = struct.pack("ii", 1, 0)
+
+
+def reset(transport: asyncio.Transport) -> None:
+    """Drop a connection with a reset, discarding what its send buffer still holds.
+
+    A plain close leaves the kernel trickling megabytes of unsent answer to a client
+    that reads slowly (measured: 4 MB over 100 s); the reset frees them now.
+    """
+    sock = transport.get_extra_info("socket")
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _RESET_ON_CLOSE)
+    transport.abort()
 
 
 def client_closed_response() -> web.Response:
@@ -163,7 +184,7 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         response.force_close()
         return response
     try:
-        return await handler(request)
+        return await answer_or_cut(request, handler)
     except ApiError as exc:
         return problem_response(
             exc.status,
@@ -213,6 +234,31 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         raise
     except Exception:
         return unexpected_error(request)
+
+
+async def answer_or_cut(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """The handler's answer; one that fails after its status line was sent is cut off.
+
+    No error response can follow a sent status line: aiohttp would write the second one
+    into the chunked body and end it with a final chunk, so a client could take a
+    shortened array or CSV for a whole one. The connection is reset instead, without the
+    final chunk, which every client reads as a failed answer. The access line keeps the
+    200 the client got; one line says the answer was cut and why (a bug keeps its trace).
+    """
+    try:
+        return await handler(request)
+    except Exception as exc:
+        if request.writer.output_size == 0 or client_gone(request):
+            raise
+        cut = "%s %s cut short after its status line (request id %s)"
+        where = (request.method, request.path, request.get(REQUEST_ID, ""))
+        if isinstance(exc, DatabaseError):  # one line, as for any read the database fails
+            log.warning(cut + ": %s", *where, exc)
+        else:
+            log.exception(cut, *where)
+        if request.transport is not None:
+            reset(request.transport)
+        return web.Response(status=STREAMED)
 
 
 def report_unavailable(exc: Exception) -> None:
