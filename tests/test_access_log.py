@@ -170,14 +170,19 @@ def test_a_client_leaving_mid_stream_is_499_without_a_trace(
     assert status == 200 and body.endswith(b"]")  # still serving
 
 
+def serve_big_on_postgresql(launcher: Launcher, pg_database: str, tmp_path: Path) -> AppProcess:
+    """A server over the PostgreSQL database, campaign 1 given events enough to stream."""
+    (tmp_path / "more.json").write_text(json.dumps(big_events()))
+    asyncio.run(load_pg(pg_database, [tmp_path / "more.json"]))
+    return launcher.serve(tmp_path / "unused.sqlite3", "--database-url", pg_database)
+
+
 @pytest.mark.system
 def test_a_client_leaving_a_postgresql_stream_is_499_too(
     launcher: Launcher, pg_database: str, tmp_path: Path
 ) -> None:
     """Not 503 with "the database does not answer": the client's leaving is no outage."""
-    (tmp_path / "more.json").write_text(json.dumps(big_events()))
-    asyncio.run(load_pg(pg_database, [tmp_path / "more.json"]))
-    app = launcher.serve(tmp_path / "unused.sqlite3", "--database-url", pg_database)
+    app = serve_big_on_postgresql(launcher, pg_database, tmp_path)
     leave_mid_stream(app, "leaver", "?format=csv")
     lines = access_lines(app, "request_id=leaver")
     (line,) = [line for line in lines if "request_id=leaver" in line]
@@ -252,9 +257,7 @@ def test_a_postgresql_stream_whose_connection_is_cut_is_cut_off(
     launcher: Launcher, pg_database: str, tmp_path: Path
 ) -> None:
     """The reading backend ended (pg_terminate_backend, a restart) mid-stream."""
-    (tmp_path / "more.json").write_text(json.dumps(big_events()))
-    asyncio.run(load_pg(pg_database, [tmp_path / "more.json"]))
-    app = launcher.serve(tmp_path / "unused.sqlite3", "--database-url", pg_database)
+    app = serve_big_on_postgresql(launcher, pg_database, tmp_path)
     others = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
     others += " WHERE datname = current_database() AND pid <> pg_backend_pid()"
     received = cut_mid_stream(app, "cutter", lambda: run_apart(fetch_all(pg_database, others)))
