@@ -107,7 +107,7 @@ BENCH_SIZES := --companies 2 --employees 20000 --campaigns 100 --events-per-camp
 	--big-campaign 100000 --mid-campaign 10000 --courses 40 --inscriptions 100000 --sections 5 \
 	--seed 1
 
-## make bench-data: the standard large dataset (2 companies, 500,000 events, 100,000 inscriptions)
+## make bench-data: the standard large dataset (2 companies, 500,040 events, 100,000 inscriptions)
 bench-data: $(SERVE_STAMP)
 	@mkdir -p bench-data; test -f $(BENCH_DB) || $(BIN)/reporting-generate --db $(BENCH_DB) \
 	  $(BENCH_SIZES)

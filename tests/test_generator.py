@@ -25,7 +25,7 @@ from app.tools.generator import GenerateError, Sizes, generate, generated_key
 from app.tools.loader import load_files
 
 from .support.factories import API, DATA_TABLES, dump_tables, query
-from .support.servers import run_python
+from .support.servers import ROOT, run_python
 
 TINY = Sizes(
     companies=2,
@@ -152,6 +152,41 @@ def test_scale_multiplies_people_events_and_inscriptions_only(tmp_path: Path) ->
     assert events == {1: 120, 2: 75, 3: 45, 4: 45}
     targets = query(path, "SELECT count(*) FROM campaign_targets GROUP BY campaign_id")
     assert all(0.4 * 90 - 1 <= n <= 0.8 * 90 for (n,) in targets)  # 40% to 80% of 90
+
+
+def make_flags(variable: str) -> dict[str, int]:
+    """The generator's sizes a Makefile variable holds (``--name N`` pairs)."""
+    text = (ROOT / "Makefile").read_text(encoding="utf-8").replace("\\\n", " ")
+    found = re.search(rf"^{variable} := (.*)$", text, re.MULTILINE)
+    assert found, variable
+    words = found.group(1).split()
+    pairs = zip(words[::2], words[1::2], strict=True)
+    return {flag.removeprefix("--"): int(n) for flag, n in pairs}
+
+
+def test_the_bench_sets_event_counts_follow_the_makefiles_flags() -> None:
+    """``make help``'s lines and the performance page give each benchmark set's events
+    as the flags make them: campaigns 1 and 2 take theirs, every other one its own."""
+    standard, tenth = make_flags("BENCH_SIZES"), make_flags("BENCH_TENTH_SIZES")
+
+    def events(flags: dict[str, int], scale: int = 1) -> str:
+        plain = (flags["campaigns"] - 2) * flags["events-per-campaign"]
+        return f"{scale * (plain + flags['big-campaign'] + flags['mid-campaign']):,} events"
+
+    helps = {
+        line.split(":")[0].removeprefix("## make "): line
+        for line in (ROOT / "Makefile").read_text(encoding="utf-8").splitlines()
+        if line.startswith("## make ")
+    }
+    page = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    wanted = {
+        "bench-data": events(standard),
+        "bench-data-large": events(standard, 10),
+        "bench-data-tenth": events(tenth),
+    }
+    for target, count in wanted.items():
+        assert count in helps[target], (target, count)
+        assert count in page, (target, count)
 
 
 @pytest.mark.system
