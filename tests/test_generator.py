@@ -190,6 +190,22 @@ def test_the_bench_sets_event_counts_follow_the_makefiles_flags() -> None:
 
 
 @pytest.mark.system
+def test_sizes_past_the_memory_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+    """Sizes within the limits may still need more memory than the machine has: the
+    generator plans every company's people before it writes."""
+    path = tmp_path / "huge.sqlite3"
+    huge = ["--companies", "100000000", "--employees", "100000000", "--courses", "100000000"]
+    flags = [*huge, "--campaigns", "2", "--events-per-campaign", "1", "--inscriptions", "1"]
+    done = run_python("scripts/generate_fixtures.py", "--db", str(path), *flags, *SEED_3,
+                      memory_mb=400)  # fmt: skip
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == "generation refused, database unchanged: out of memory" + (
+        " (ask for less at once, or give the tool more memory)\n"
+    )
+    assert not path.exists()
+
+
+@pytest.mark.system
 def test_a_scale_below_one_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "none.sqlite3"
     done = run_script("--db", str(path), *FLAGS, "--scale", "0", *SEED_3)

@@ -81,6 +81,8 @@ def describe(exc: BaseException) -> list[str]:
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return [f"{exc.strerror or exc}{where}"]
+    if isinstance(exc, MemoryError):  # its own text is empty
+        return ["out of memory (ask for less at once, or give the tool more memory)"]
     return [str(exc)]
 
 
@@ -203,6 +205,7 @@ def run_tool(main: Main, argv: Sequence[str] | None, refused: str) -> int:
         DatabaseError,
         sqlite3.Error,
         OSError,
+        MemoryError,  # the write is rolled back as for any other error
         *PG_ERRORS,
     ) as exc:
         if (behind := stop_behind(exc)) is not None:

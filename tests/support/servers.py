@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -76,9 +77,15 @@ def clean_env(**extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
-def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run ``python *args`` in the project to completion, as a user would; output as text."""
+def run_python(
+    *args: str, env: dict[str, str] | None = None, memory_mb: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python *args`` in the project to completion, as a user would; output as text.
+
+    ``memory_mb`` bounds the process's address space (a machine short of memory).
+    """
     ProcessGuard.check()
+    limit = None if memory_mb is None else (memory_mb * 1024 * 1024,) * 2
     return subprocess.run(
         [sys.executable, *args],
         cwd=ROOT,
@@ -87,6 +94,7 @@ def run_python(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
         text=True,
         check=False,
         timeout=GUARD_SECONDS,
+        preexec_fn=None if limit is None else lambda: resource.setrlimit(resource.RLIMIT_AS, limit),
     )
 
 
