@@ -7,6 +7,7 @@ requests aiohttp's own HTTP parser refuses before any handler runs.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -169,14 +170,64 @@ async def test_a_connect_is_404_not_a_refused_body(client: TestClient) -> None:
 
 
 @pytest.mark.parametrize("path", [INSCRIPTIONS, b"/nope"])
-async def test_an_expectation_not_met_is_a_problem(client: TestClient, path: bytes) -> None:
+@pytest.mark.parametrize("expect", [b"bogus", b"100-continue\r\nExpect: bogus"])
+async def test_an_expectation_not_met_is_a_problem(
+    client: TestClient, path: bytes, expect: bytes
+) -> None:
     """aiohttp refuses an Expect other than 100-continue before any middleware runs: the
     417 is in the one error shape too, with the request id, and closes."""
     status, headers, body = await raw_request(
-        client, b"GET " + path + b" HTTP/1.1" + KEY + b"\r\nExpect: bogus"
+        client, b"GET " + path + b" HTTP/1.1" + KEY + b"\r\nExpect: " + expect
     )
     assert (status, headers["connection"]) == (417, "close")
     assert_raw_problem(status, headers, body)
+
+
+async def first_answer(client: TestClient, head: bytes) -> tuple[bytes, bytes]:
+    """Send ``head`` and nothing after it (no body); the first answer's head and body."""
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    try:
+        writer.write(head + b"\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+        length = re.search(rb"\r\nContent-Length: (\d+)", answer)
+        body = await reader.readexactly(int(length.group(1))) if length else b""
+    finally:
+        writer.close()
+    return answer, body
+
+
+CONTINUE = b" HTTP/1.1\r\nExpect: 100-continue"
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"GET " + INSCRIPTIONS + CONTINUE + KEY,
+        b"POST " + INSCRIPTIONS + CONTINUE,
+        b"GET /readyz" + CONTINUE,
+        b"GET /dashboard/" + CONTINUE,
+        b"GET /nope" + CONTINUE,
+    ],
+    ids=["api", "api-post", "readyz", "dashboard", "unknown-path"],
+)
+async def test_a_client_asking_before_its_body_gets_the_refusal_not_a_100(
+    client: TestClient, head: bytes
+) -> None:
+    """No endpoint takes a body, so a client that asks first (Expect: 100-continue) gets
+    the final 400 at once, never a 100 Continue inviting the body (RFC 9110 10.1.1)."""
+    answer, body = await first_answer(client, head + b"\r\nContent-Length: 1000000")
+    assert answer.startswith(b"HTTP/1.1 400 "), answer
+    assert b"\r\nConnection: close\r\n" in answer
+    assert "no request body" in json.loads(body)["detail"]
+
+
+async def test_a_request_without_a_body_that_asks_first_is_simply_answered(
+    client: TestClient,
+) -> None:
+    """Nothing is to follow, so nothing is invited: the answer comes first."""
+    answer, _ = await first_answer(client, b"GET /healthz" + CONTINUE)
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
 
 
 @pytest.mark.parametrize("head", RAW.values(), ids=RAW.keys())

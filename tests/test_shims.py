@@ -2,8 +2,9 @@
 
 app/data/aiosqlite_shim.py runs a whole read in an aiosqlite connection's thread through
 ``Connection._execute`` and ``Connection._conn``; app/web/aiohttp_shim.py chooses the
-connection class a runner builds, times request headers and tells 431/414 from other
-parser errors (tests/test_connections.py shows each at work); app/web/gunicorn_shim.py
+connection class a runner builds, times request headers, tells 431/414 from other
+parser errors (tests/test_connections.py shows each at work) and drops an
+``Expect: 100-continue`` (tests/test_errors.py); app/web/gunicorn_shim.py
 reads the stop signals a new worker's inherited handler queued in the arbiter's
 ``SIG_QUEUE`` (tests/test_workers.py shows it at work); app/tools/marshmallow_shim.py
 calls a field's ``_deserialize`` where ``deserialize`` would do no more. Each checks at

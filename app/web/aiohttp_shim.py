@@ -2,8 +2,9 @@
 
 aiohttp has no public way to (1) choose the connection class (``RequestHandler``) an
 ``AppRunner`` builds, (2) know whether a connection is waiting for a request's headers,
-which a header-read timeout needs, or (3) tell an oversized header (431) or request line
-(414) from other parser errors, which it all answers as 400. The names used for these
+which a header-read timeout needs, (3) tell an oversized header (431) or request line
+(414) from other parser errors, which it all answers as 400, or (4) answer an
+``Expect: 100-continue`` without a ``100 Continue`` first. The names used for these
 are checked at import by ``check_private_api`` and by tests/test_connections.py, and
 pyproject.toml caps aiohttp below the next minor release: an upgrade that moves them
 fails at once, loudly, instead of silently dropping a protection.
@@ -16,9 +17,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 import aiohttp
-from aiohttp import web
+from aiohttp import hdrs, web
+from aiohttp.http import RawRequestMessage
 from aiohttp.http_exceptions import BadHttpMessage, BadHttpMethod, LineTooLong
 from aiohttp.web_protocol import RequestHandler
+from multidict import CIMultiDict, CIMultiDictProxy
 
 from .connections import Admission, ConnectionGuard
 
@@ -27,6 +30,8 @@ MAX_HEADER_FIELD = 8_190  # bytes of one header's name and value (aiohttp's defa
 MAX_HEADER_BYTES = 32_768  # bytes of a request's line and headers together; 431 beyond
 _HEAD_END = b"\r\n\r\n"
 AppHandler = Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]
+RequestFactory = Callable[..., web.BaseRequest]
+_CONTINUE = "100-continue"
 _TOO_MANY_HEADERS = "Too many headers"  # the start of aiohttp's message for that case
 _TLS_ON_PLAIN = "Received HTTPS traffic"  # its message for a TLS hello, which no method starts
 
@@ -42,6 +47,8 @@ def check_private_api() -> None:
         missing.append("Server._kwargs")
     if LineTooLong("x", 1).args[1] != 1:
         missing.append("LineTooLong.args[1] (the limit)")
+    if not callable(getattr(RawRequestMessage, "_replace", None)):
+        missing.append("RawRequestMessage._replace")
     if missing:
         raise RuntimeError(
             f"aiohttp {aiohttp.__version__} lacks {', '.join(missing)}: "
@@ -73,6 +80,35 @@ def parser_error_status(status: int, exc: BaseException | None) -> int:
     elif isinstance(exc, BadHttpMessage) and exc.message.startswith(_TOO_MANY_HEADERS):
         return 431
     return status
+
+
+def without_continue(factory: RequestFactory) -> RequestFactory:
+    """``factory`` building requests whose ``Expect: 100-continue`` is dropped.
+
+    aiohttp meets that expectation before any middleware runs, by sending ``100 Continue``:
+    the client then sends its whole body, only to have it refused. Without it the client
+    gets the final answer at once and keeps its body (RFC 9110 10.1.1); any other
+    ``Expect`` stays, for aiohttp to refuse with a 417.
+    """
+
+    def make(message: RawRequestMessage, *args: Any) -> web.BaseRequest:
+        # .get, not .getall: a request the parser refused comes with a plain empty dict.
+        if message.headers.get(hdrs.EXPECT, "").lower() != _CONTINUE:
+            return factory(message, *args)
+        headers = CIMultiDict(
+            (k, v)
+            for k, v in message.headers.items()
+            if k.lower() != "expect" or v.lower() != _CONTINUE
+        )
+        raw = tuple(
+            (k, v)
+            for k, v in message.raw_headers
+            if k.lower() != b"expect" or v.lower() != _CONTINUE.encode()
+        )
+        trimmed = message._replace(headers=CIMultiDictProxy(headers), raw_headers=raw)
+        return factory(trimmed, *args)
+
+    return make
 
 
 class GuardedRequestHandler(RequestHandler):
@@ -195,6 +231,7 @@ class HandlerAppRunner(web.AppRunner):
     """An AppRunner whose server builds ``handler_class`` connections."""
 
     handler_class: ClassVar[type[RequestHandler]] = GuardedRequestHandler
+    sends_continue: ClassVar[bool] = True  # False: never a 100 Continue (without_continue)
 
     def wrap_handler(self, handler: AppHandler) -> AppHandler:
         """The application's request handler as the connections call it (here unchanged)."""
@@ -202,10 +239,11 @@ class HandlerAppRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
+        factory = server.request_factory
         return HandlerServer(
             self.wrap_handler(server.request_handler),
             handler_class=self.handler_class,
-            request_factory=server.request_factory,
+            request_factory=factory if self.sends_continue else without_continue(factory),
             handler_cancellation=server.handler_cancellation,
             **server._kwargs,
         )
