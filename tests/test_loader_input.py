@@ -75,6 +75,19 @@ DOCUMENTS = {
         '{"companies": [{"id": 1, "name": "a"}, {"id": 2, "name": "b", "name": "c"}]}',
         "companies[1]: 'name' is given twice",
     ),
+    "a table named twice (JSON keeps the last, silently)": (
+        '{"companies": [{"id": 1, "name": "a"}], "partners": [],'
+        ' "companies": [{"id": 2, "name": "b"}]}',
+        "companies: the table is given twice",
+    ),
+    **{
+        f"a result of {small}, which the two stores print apart": (
+            '{"section_results": [{"inscription_id": 1, "section_id": 24,'
+            f' "completed_at": "2025-04-18", "result": {small}, "status": "APPROVED"}}]}}',
+            "section_results[0].result: Must be 0 or from 0.0001 to 100.",
+        )
+        for small in ("1e-05", "0.0000999", "5e-324")
+    },
     "deep nesting": ('{"companies": [{"id": ' + "[" * 5000 + "]" * 5000 + "}]}", "companies[0].id"),
 }
 

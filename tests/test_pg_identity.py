@@ -45,7 +45,7 @@ AWKWARD_NAMES = [
 ]
 TABLES = (*DATA_TABLES, "campaign_targets")
 REPORT_COURSES = [course for course, *_ in COURSES]
-RESULTS = [0.0, 100.0, 33.33, 12.3456789012345678, 0.1 + 0.2, 99.5, 7.0]
+RESULTS = [0.0, 100.0, 33.33, 12.3456789012345678, 0.1 + 0.2, 99.5, 7.0, 0.0001]
 
 
 def awkward_fixture(path: Path) -> None:

@@ -33,6 +33,7 @@ _INSTANT = re.compile(r"(\d{4}-\d{2}-\d{2})T(\d{2}):(\d{2}):(\d{2})Z", re.ASCII)
 MAX_TEXT = 500
 MAX_IP = 45  # the longest textual IPv6 address (IPv4-mapped, full form)
 MAX_USER_AGENT = 1000
+MIN_RESULT = 0.0001  # the smallest result above 0 both stores print alike
 
 
 class Id(fields.Field):
@@ -109,13 +110,14 @@ class Position(fields.Field):
 
 
 class Score(fields.Field):
-    """A result from 0 to 100 (a JSON number, not a boolean)."""
+    """A result, 0 or from 0.0001 to 100 (a JSON number, not a boolean): below 0.0001 the
+    stores print it apart (SQLite ``1.0e-05``, PostgreSQL ``0.00001``)."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> float:
         if type(value) not in (int, float) or not math.isfinite(value):
             raise ValidationError("Not a valid number.")
-        if not 0 <= value <= 100:
-            raise ValidationError("Must be from 0 to 100.")
+        if not (value == 0 or MIN_RESULT <= value <= 100):
+            raise ValidationError("Must be 0 or from 0.0001 to 100.")
         return float(value)
 
 

@@ -88,9 +88,13 @@ def _items(stream: IO[bytes] | _Tracked) -> Iterator[Item]:
         first = next(events, None)
         if first is None or first[0] != "start_map":
             raise NotAFixture("the document must be a JSON object of tables")
+        tables: set[str] = set()
         for event, table in events:
             if event == "end_map":
                 break
+            if table in tables:  # JSON would keep the last silently: the first is lost
+                raise NotAFixture(f"{table}: the table is given twice")
+            tables.add(table)
             event, value = next(events)
             if event != "start_array":
                 yield Item(table, None, _build(event, value, events))
