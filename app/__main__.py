@@ -14,6 +14,7 @@ import logging
 import os
 import sqlite3
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,6 +34,11 @@ from .web.server import serve
 log = logging.getLogger("app")
 # What a role that may only read (or a hot standby) gets when it tries to upgrade.
 READ_ONLY = (asyncpg.InsufficientPrivilegeError, asyncpg.ReadOnlySQLTransactionError)
+# Seconds a start on an older file waits for a writer: a load or a generation upgrades it
+# in its write, which may take minutes (a PostgreSQL start waits on its lock as long).
+# It waits a second at a time, so that Ctrl-C stops it (SQLite's wait holds signals).
+UPGRADE_WAIT = 3600.0
+WAITING = "Waiting for a write to {} to finish: it upgrades the file."
 
 
 async def prepare_postgresql(config: Config) -> bool:
@@ -61,6 +67,22 @@ async def prepare_postgresql(config: Config) -> bool:
     return True
 
 
+def upgrade_when_free(db: str) -> bool:
+    """``upgrade_if_older``, waiting up to UPGRADE_WAIT for a writer that holds the file
+    (and may be upgrading it in its write: then nothing is left to do); True if it did."""
+    deadline = time.monotonic() + UPGRADE_WAIT
+    told = False
+    while True:
+        try:
+            return upgrade_if_older(db, lock_wait=1.0)
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            if not told:
+                print(WAITING.format(db), flush=True)
+                told = True
+
+
 def prepare_database(config: Config) -> list[dict[str, object]]:
     """Create the database from the sample data on first start; return the sample keys."""
     if config.database_url:
@@ -70,7 +92,7 @@ def prepare_database(config: Config) -> list[dict[str, object]]:
     if Path(config.db).is_dir():
         raise DatabaseError(f"database file {config.db} is a directory")
     if Path(config.db).exists() or not config.bootstrap:
-        if upgrade_if_older(config.db):
+        if upgrade_when_free(config.db):
             print(f"Upgraded {config.db} to the current schema.", flush=True)
         check_readable(config.db)
         check_integrity(config.db)
@@ -111,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = masked_url(config.database_url) or config.db  # never the password
         print(f"error: database {where}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # waiting for a writer, say: what it began rolls back
+        print("stopped before serving", file=sys.stderr)
+        return 130
     if sample_keys:
         where = "the PostgreSQL database" if config.database_url else config.db
         print(f"Created {where} from {SAMPLE_FIXTURE.name}. Sample API keys:", flush=True)

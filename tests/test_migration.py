@@ -25,6 +25,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,9 +33,10 @@ from typing import Any
 import asyncpg
 import pytest
 
+from app.data import schema
 from app.data.api_keys import ALL_SCOPES
 from app.data.pg.schema import ensure_schema
-from app.data.schema import SCHEMA_VERSION, upgrade_if_older
+from app.data.schema import SCHEMA_VERSION, connect_writer, upgrade_if_older, write_transaction
 from app.tools import generator, gophish, keytool, loader, reclassify, webhooks
 from app.tools.gophish_mapping import stable_id
 from app.tools.pg_loader import load_pg
@@ -46,12 +48,13 @@ from .support.factories import (
     PG_SINCE_VERSION_6,
     SINCE_VERSION_6,
     get,
+    older_copy,
     query,
     sample,
     to_version_6,
     version_6_copy,
 )
-from .support.servers import ROOT, Launcher, clean_env, fetch
+from .support.servers import GUARD_SECONDS, ROOT, Launcher, clean_env, fetch
 from .support.stores import read_only_role
 from .support.verdicts import decide
 
@@ -171,6 +174,33 @@ def test_the_server_upgrades_an_old_file_and_serves_it(sample_db: Path, tmp_path
         expected = [e["id"] for e in sample()["campaign_events"] if e["campaign_id"] == 1]
         assert sorted(e["id"] for e in json.loads(body)) == sorted(expected)
     assert "Upgraded" in server.output_text()[0]
+
+
+def test_a_server_started_while_a_write_upgrades_the_file_waits_for_it(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """A writer upgrades an older file in its write, which may take minutes (a large
+    load): a server starting meanwhile waits for it, then serves the file it upgraded."""
+    old = older_copy(sample_db, tmp_path / "old.sqlite3", [], SCHEMA_VERSION - 1)
+    with Launcher(tmp_path) as launcher:
+        conn = connect_writer(old, schema_in_write=True)
+        try:
+            with write_transaction(conn):
+                assert schema.ensure_schema(conn, in_write=True)
+                server = launcher.start(old)
+                deadline = time.monotonic() + GUARD_SECONDS
+                while "Waiting for a write" not in server.output_text()[0]:
+                    assert server.proc.poll() is None, server.output_text()
+                    assert time.monotonic() < deadline, "never said it waits"
+                    time.sleep(0.05)
+                time.sleep(2)  # two of its one-second turns: still waiting, not gone
+                assert server.proc.poll() is None, server.output_text()
+        finally:
+            conn.close()
+        assert server.serving(), server.output_text()
+        status, _, _ = fetch(f"{server.base}{API}/campaigns", {"X-API-KEY": KEY_1})
+        assert status == 200
+    assert "Upgraded" not in server.output_text()[0]  # the writer did
 
 
 def test_an_upgrade_gives_every_answer_a_new_etag(sample_db: Path, tmp_path: Path) -> None:

@@ -852,10 +852,12 @@ def bump_data_version(conn: sqlite3.Connection) -> None:
     )
 
 
-def upgrade_if_older(path: str | Path) -> bool:
+def upgrade_if_older(path: str | Path, lock_wait: float = 5.0) -> bool:
     """Migrate an existing file of an older schema version in place; True if it did.
 
     The server only reads, so this runs before it starts (like the first-start load).
+    ``lock_wait``: seconds to wait for a writer, which may be upgrading the file in its
+    own write meanwhile (then there is nothing left to do).
     """
     file = Path(path)
     if not file.is_file():
@@ -870,8 +872,12 @@ def upgrade_if_older(path: str | Path) -> bool:
         return False  # check_readable reports it
     if not 0 < version < SCHEMA_VERSION:
         return False
-    connect_writer(file).close()
-    return True
+    conn = connect_writer(file, schema_in_write=True)
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(lock_wait * 1000)}")
+        return ensure_schema(conn)
+    finally:
+        conn.close()
 
 
 OBJECTS = "SELECT type, name FROM sqlite_master WHERE type IN ('table', 'index', 'trigger')"
