@@ -218,7 +218,7 @@ def test_an_upgrade_gives_every_answer_a_new_etag(sample_db: Path, tmp_path: Pat
 def test_another_release_gives_every_answer_a_new_etag(sample_db: Path, tmp_path: Path) -> None:
     """A release may change an answer's bytes with the same data (a field added, a figure
     counted otherwise): a tag the last release gave must not get a 304 from the next."""
-    release = tmp_path / "release"
+    release = tmp_path / "__pycache__" / "release"  # only the package's own caches are skipped
     shutil.copytree(ROOT / "app", release / "app", ignore=shutil.ignore_patterns("__pycache__"))
     url, key = f"{API}/campaigns", {"X-API-KEY": KEY_1}
     with Launcher(tmp_path) as launcher:

@@ -37,13 +37,18 @@ def _parse_hop(entry: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
     text = entry.strip()
     if text.startswith("["):
         text, closed, port = text[1:].partition("]")
-        if not closed or (port and not (port[0] == ":" and port[1:].isdigit())):
+        if not closed or (port and not (port[0] == ":" and _is_port(port[1:]))):
             return None
     elif text.count(":") == 1:
         text, _, port = text.partition(":")
-        if not port.isdigit():
+        if not _is_port(port):
             return None
     return _parse_ip(text)
+
+
+def _is_port(text: str) -> bool:
+    """ASCII digits only: ``isdigit`` alone takes ``²`` or ``٣`` too."""
+    return text.isascii() and text.isdigit()
 
 
 def is_trusted(address: str, trusted: Sequence[Network]) -> bool:

@@ -444,8 +444,9 @@ def release() -> str:
     """
     digest = hashlib.blake2b(digest_size=16)
     for path in sorted(PACKAGE.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
-            digest.update(f"{path.relative_to(PACKAGE).as_posix()}\0".encode())
+        inside = path.relative_to(PACKAGE)
+        if path.is_file() and "__pycache__" not in inside.parts:
+            digest.update(f"{inside.as_posix()}\0".encode())
             digest.update(hashlib.blake2b(path.read_bytes()).digest())
     return digest.hexdigest()
 
