@@ -4,7 +4,8 @@ contract.md 2: exactly one X-API-KEY (two are 400, checked where the 401 would b
 trimmed of HTTP whitespace only. contract.md 6: the client address comes from every
 X-Forwarded-For line in order, and the failed-authentication gate counts an IPv6 client
 per /64. contract.md 4: a Link target is percent-encoded, so no filter value can add a
-link or a rel. contract.md 7: gzip only when Accept-Encoding gives it a q-value above 0.
+link or a rel. contract.md 7: gzip only when Accept-Encoding gives it a q-value above 0;
+Accept bytes that are not UTF-8 are a range like any other.
 Every attack goes through the real app over a real socket.
 """
 
@@ -25,7 +26,7 @@ from requests.utils import parse_header_links
 from app.web.bodies import coding_weights
 from app.web.clients import address_key
 
-from .support.clients import MakeClient
+from .support.clients import MakeClient, raw_request
 from .support.factories import API, KEY_1, KEY_2, assert_problem, get
 
 CAMPAIGN = f"{API}/campaigns/1/events"  # company 1, 71 events: well over 1 KiB
@@ -170,6 +171,19 @@ async def test_encoded_links_lead_to_the_same_answer(client: TestClient) -> None
     assert following.status == 200
     assert following.headers["X-Page"] == str(total)
     assert following.headers["X-Total-Count"] == str(total)
+
+
+@pytest.mark.parametrize("byte", [b"\x80", b"\xc3", b"\xff", b"\xed\xa0\x80"])
+async def test_an_accept_that_is_not_utf8_is_negotiated(client: TestClient, byte: bytes) -> None:
+    """A byte that is no UTF-8 in Accept is a range no format matches, not a 500; asked
+    twice, as the second may be answered from memory (known answers key on Accept)."""
+    for accept, status in ((b"text/csv, x/" + byte, 200), (b"text/" + byte, 406)):
+        head = f"GET {CAMPAIGN} HTTP/1.1\r\nX-API-KEY: {KEY_1}\r\nAccept: ".encode() + accept
+        for _ in range(2):
+            answer, headers, _ = await raw_request(client, head)
+            assert answer == status
+        if status == 200:
+            assert headers["content-type"].startswith("text/csv")
 
 
 # ---- Accept-Encoding: q-values -------------------------------------------------------

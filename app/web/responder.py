@@ -395,10 +395,12 @@ def tag_key(request: web.Request, company_id: int) -> TagKey:
     """A digest keeps each entry small, whatever the length of the URL and the header.
 
     Accept is taken whole (every line), as negotiation reads it: two requests whose
-    first lines agree may still ask for different formats.
+    first lines agree may still ask for different formats. Bytes of a header that are not
+    UTF-8 come as lone surrogates, which a strict encoding refuses (a 500).
     """
     url, accept = request.rel_url.raw_path_qs, accept_header(request)
-    return company_id, hashlib.blake2b(f"{url}\n{accept}".encode(), digest_size=16).digest()
+    text = f"{url}\n{accept}".encode(errors="surrogatepass")
+    return company_id, hashlib.blake2b(text, digest_size=16).digest()
 
 
 async def refresh_version(app: web.Application, seen: str = "") -> str:
