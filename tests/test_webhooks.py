@@ -431,6 +431,52 @@ async def test_a_failing_subscription_holds_up_no_other(
         await store.close()
 
 
+async def test_receivers_that_never_answer_hold_up_no_other_company(
+    sample_db: Path, tmp_path: Path, receiver: Receiver
+) -> None:
+    """A hundred subscriptions whose receiver takes the request and never answers:
+    another company's message still goes out while their attempts hang, once, and is
+    logged as the success it was."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def never_answer(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    ca, served = trustme.CA(), ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(served)  # the handshake is done
+    both = tmp_path / "both.pem"  # the sender trusts both receivers
+    both.write_bytes(Path(receiver.ca_file).read_bytes() + ca.cert_pem.bytes())
+    hole = await asyncio.start_server(never_answer, "127.0.0.1", 0, ssl=served)
+    url = f"https://127.0.0.1:{hole.sockets[0].getsockname()[1]}/in"
+    for _ in range(100):
+        subscribe(sample_db, url, "fail")
+    webhook_id = tool(["--db", str(sample_db)], "create", "--company", "2", "--url",
+                      receiver.url, "--events", "fail", "--label", "SOC")[0].split()[2]  # fmt: skip
+    new_events(sample_db, tmp_path, range(1001, 1002), kinds=("fail",))
+    store = SqliteStore(str(sample_db))
+    # An attempt's time far past the test's wait: the hanging attempts never end by it.
+    settings = Settings((0.0,), LOCAL, str(both), poll=0.05, timeout=600.0)
+    sender = Sender(store, settings)
+    running = asyncio.create_task(sender.run())
+    try:
+        await until(lambda: len(held) == 100)
+        other = {"id": 1002, "campaign_id": 3, "employee_id": 41, "type": "fail",
+                 "timestamp": "2026-03-01T10:01:00Z", "with_captcha": False}  # fmt: skip
+        (tmp_path / "other.json").write_text(json.dumps({"campaign_events": [other]}))
+        load_files(sample_db, [tmp_path / "other.json"])
+        await until(lambda: len(receiver.got) == 1)
+    finally:
+        sender.stopping.set()
+        for writer in held:  # their attempts fail at once
+            writer.transport.abort()
+        await running
+        await store.close()
+        hole.close()
+    assert json.loads(receiver.got[0][1])["data"]["id"] == 1002
+    log = "SELECT attempt, status, response_status FROM webhook_deliveries WHERE webhook_id = ?"
+    assert query(sample_db, log, int(webhook_id)) == [(1, "succeeded", 200)]
+
+
 @contextlib.asynccontextmanager
 async def sending(db: Path, hook: Receiver, schedule: tuple[float, ...]) -> AsyncIterator[None]:
     """The sender running (not ``once``: it takes up new subscriptions as it polls)."""
@@ -721,11 +767,16 @@ async def test_the_api_shows_subscriptions_and_attempts_never_secrets(
     assert bad.status == 400 and bad.content_type == "application/problem+json"
 
 
+@pytest.mark.parametrize(
+    ("sent", "error"),
+    [(b"garbage\r\n\r\n", "Bad status line"), (b"HTTP/1.1 2", "Server disconnected")],
+)
 async def test_a_malformed_answer_is_logged_without_the_url(
-    sample_db: Path, tmp_path: Path, make_client: Any
+    sample_db: Path, tmp_path: Path, make_client: Any, sent: bytes, error: str
 ) -> None:
-    """A receiver that answers no HTTP: the attempt's error says why, and shows no more of
-    the URL than its host (its path and query may hold a token)."""
+    """A receiver that answers no HTTP, or closes the connection in its status line: the
+    attempt's error says why (not the unfinished answer's repr), and shows no more of the
+    URL than its host (its path and query may hold a token)."""
     ca = trustme.CA()
     served = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     ca.issue_cert("127.0.0.1").configure_cert(served)
@@ -733,7 +784,7 @@ async def test_a_malformed_answer_is_logged_without_the_url(
 
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.read(2**16)
-        writer.write(b"garbage\r\n\r\n")
+        writer.write(sent)
         await writer.drain()
         writer.close()
 
@@ -748,7 +799,7 @@ async def test_a_malformed_answer_is_logged_without_the_url(
     path = f"{API}/webhooks/{webhook_id}/deliveries"
     text = await (await client.get(path, headers={"X-API-KEY": KEYS[1]})).text()
     [attempt] = json.loads(text)
-    assert attempt["response_status"] is None and "Bad status line" in attempt["error"]
+    assert attempt["response_status"] is None and attempt["error"].startswith(error)
     assert "token" not in text, text
 
 

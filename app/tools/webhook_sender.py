@@ -438,7 +438,10 @@ class Sender:
             context = ssl.create_default_context(cafile=self.settings.ca_file)
         except OSError as exc:  # ssl.SSLError too: neither names the file
             raise ToolError(f"--ca-file {self.settings.ca_file}: {exc.strerror or exc}") from None
-        connector = aiohttp.TCPConnector(resolver=self.resolver, ssl=context)
+        # No limit on connections (aiohttp's is 100 in all): a hundred receivers that never
+        # answer would hold them all, and every other subscription's attempt would wait
+        # (its time running) for one. Each subscription has one attempt in flight at most.
+        connector = aiohttp.TCPConnector(resolver=self.resolver, ssl=context, limit=0)
         timeout = aiohttp.ClientTimeout(total=self.settings.timeout)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
             if self.settings.once:
@@ -560,6 +563,8 @@ def failure(exc: BaseException) -> str:
     answer's error names the full URL, whose path or query may hold a token: the answers
     show the receiver's host only, so its own description is kept instead."""
     text = exc.message if isinstance(exc, aiohttp.ClientResponseError) else str(exc)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):  # its message: the answer cut short
+        text = "Server disconnected"
     return " ".join(text.split())[:200] or type(exc).__name__
 
 
