@@ -488,3 +488,69 @@ async def test_large_array_is_streamed_complete_and_in_order(
         head, head_body = await get_raw(client, CAMPAIGN, "HEAD", **{"Accept-Encoding": coding})
         assert head.status == 200 and head_body == b""
         assert same_headers(head.headers, got.headers), coding
+
+
+async def exchange(client: TestClient, first: bytes, then: bytes = b"") -> tuple[bytes, bool]:
+    """Send ``first`` on one connection and, once its first answer is in, ``then``; all
+    that came back, and whether the server closed the connection (not idle 2 s)."""
+    reader, writer = await asyncio.open_connection(client.server.host, client.server.port)
+    received = b""
+    try:
+        writer.write(first)
+        await writer.drain()
+        if then:
+            received = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            length = re.search(rb"\r\nContent-Length: (\d+)", received)
+            assert length, received
+            received += await reader.readexactly(int(length[1]))
+            writer.write(then)
+        while chunk := await asyncio.wait_for(reader.read(65536), 2):
+            received += chunk
+    except TimeoutError:
+        return received, False
+    except ConnectionResetError:
+        pass
+    finally:
+        writer.close()
+    return received, True
+
+
+def pipelined(method: str, path: str, key: str, version: str = "1.1", *lines: str) -> bytes:
+    """A raw request with its key and its own request id, ``lines`` among its headers."""
+    head = [f"{method} {path} HTTP/{version}", "Host: x", f"X-API-KEY: {key}", *lines]
+    return ("\r\n".join(head) + "\r\n\r\n").encode()
+
+
+@pytest.mark.writes
+async def test_an_http_1_0_stream_ends_with_the_close_not_the_next_answer(
+    make_client: MakeClient,
+    big_template: tuple[Path, list[int], Path],
+    tmp_path: Path,
+    store: Store,
+) -> None:
+    """HTTP/1.0 has no chunks: a streamed array's end is the connection's close, so no
+    answer to a request pipelined behind it (another company's) may follow it."""
+    template, expected, added = big_template
+    if store.kind == "sqlite":
+        client = await make_client(db=str(shutil.copy(template, tmp_path / "big.sqlite3")))
+    else:
+        await store.load([added])
+        client = await make_client()
+    old = pipelined("GET", CAMPAIGN, KEY_1, "1.0", "Connection: keep-alive")
+    received, closed = await exchange(client, old + pipelined("GET", f"{API}/campaigns", KEY_2))
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.0 200 ") and b"Content-Length" not in head
+    assert closed and [e["id"] for e in json.loads(body)] == expected
+
+
+@pytest.mark.parametrize("upgrade", ["h2c", "websocket"])
+async def test_a_request_asking_to_upgrade_is_answered_then_closed(
+    client: TestClient, upgrade: str
+) -> None:
+    """aiohttp drops what arrives with a request to switch to anything but websocket:
+    the start of the next request must not go unanswered, its rest read as a request."""
+    asking = pipelined("GET", CAMPAIGN, KEY_1, "1.1", "Connection: Upgrade", f"Upgrade: {upgrade}")
+    following = pipelined("GET", f"{API}/campaigns", KEY_2)
+    received, closed = await exchange(client, asking + following[:30], following[30:])
+    assert received.startswith(b"HTTP/1.1 200 ") and b"\r\nConnection: close\r\n" in received
+    assert received.count(b"HTTP/1.1 ") == 1 and closed

@@ -3,8 +3,9 @@
 aiohttp has no public way to (1) choose the connection class (``RequestHandler``) an
 ``AppRunner`` builds, (2) know whether a connection is waiting for a request's headers,
 which a header-read timeout needs, (3) tell an oversized header (431) or request line
-(414) from other parser errors, which it all answers as 400, or (4) answer an
-``Expect: 100-continue`` without a ``100 Continue`` first. The names used for these
+(414) from other parser errors, which it all answers as 400, (4) answer an
+``Expect: 100-continue`` without a ``100 Continue`` first, or (5) close the connection
+of a request asking to switch protocols (``closing_upgrades``). The names used for these
 are checked at import by ``check_private_api`` and by tests/test_connections.py, and
 pyproject.toml caps aiohttp below the next minor release: an upgrade that moves them
 fails at once, loudly, instead of silently dropping a protection.
@@ -107,6 +108,24 @@ def without_continue(factory: RequestFactory) -> RequestFactory:
         )
         trimmed = message._replace(headers=CIMultiDictProxy(headers), raw_headers=raw)
         return factory(trimmed, *args)
+
+    return make
+
+
+def closing_upgrades(factory: RequestFactory) -> RequestFactory:
+    """``factory`` building requests that close their connection when they ask to upgrade.
+
+    aiohttp's parser drops, unparsed, whatever arrives in the same read as a request with
+    ``Connection: upgrade`` and an ``Upgrade`` other than websocket (``h2c``, say): the
+    requests pipelined behind it would go unanswered, and the rest of one cut in two
+    would be read as a request of its own. No endpoint switches protocols, so such a
+    request is answered and its connection closed, before any later byte is read as one.
+    """
+
+    def make(message: RawRequestMessage, *args: Any) -> web.BaseRequest:
+        if message.upgrade:
+            message = message._replace(should_close=True)
+        return factory(message, *args)
 
     return make
 
@@ -239,7 +258,7 @@ class HandlerAppRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        factory = server.request_factory
+        factory = closing_upgrades(server.request_factory)
         return HandlerServer(
             self.wrap_handler(server.request_handler),
             handler_class=self.handler_class,

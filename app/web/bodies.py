@@ -13,7 +13,7 @@ import functools
 import re
 from collections.abc import Callable
 
-from aiohttp import hdrs, web
+from aiohttp import HttpVersion11, hdrs, web
 
 from ..data.listings import Records
 from ..data.store import RecordStream
@@ -68,6 +68,10 @@ async def stream_response(
         return response
     if gzip:
         response.enable_compression(web.ContentCoding.gzip)
+    if request.version < HttpVersion11:
+        # HTTP/1.0 has no chunks: the close ends the body. aiohttp says so in the headers
+        # but keeps the connection alive, so the next answer would run into this one.
+        response.force_close()
     await response.prepare(request)
     timeout = request.app[CONFIG].write_timeout
     await send(request, response, body.opening + stream.first, timeout)
