@@ -243,11 +243,13 @@ def add_partner_company(conn: sqlite3.Connection, partner_id: int, company_id: i
     written, so the caller leaves the data version alone)."""
     check_exists(conn, "partner", partner_id)
     check_exists(conn, "company", company_id)
-    cursor = conn.execute(
-        "INSERT OR IGNORE INTO partner_companies (partner_id, company_id) VALUES (?, ?)",
+    # RETURNING, not the cursor's rowcount: see app.data.schema.changed_rows.
+    added = conn.execute(
+        "INSERT OR IGNORE INTO partner_companies (partner_id, company_id) VALUES (?, ?)"
+        " RETURNING 1",
         (partner_id, company_id),
-    )
-    return cursor.rowcount == 1
+    ).fetchall()
+    return bool(added)
 
 
 def _key(conn: sqlite3.Connection, key_id: int) -> tuple[Any, ...]:

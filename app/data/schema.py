@@ -510,12 +510,20 @@ def add_change_feeds(conn: sqlite3.Connection) -> None:
     place_changes(conn)
 
 
+def changed_rows(conn: sqlite3.Connection) -> int:
+    """The rows the connection's last INSERT, UPDATE or DELETE wrote. Not the cursor's
+    ``rowcount``: Python 3.11 compares a statement's first word with the C library's
+    ``tolower``, so under a Turkish locale an ``INSERT`` is no write to it and counts -1."""
+    return int(conn.execute("SELECT changes()").fetchone()[0])
+
+
 def place_changes(conn: sqlite3.Connection) -> None:
     """Give the inscriptions and employees this write changed their places (last in the
     change sequence, in id order): the change feeds' positions, made at write time."""
     for table in ("inscriptions", "employees"):
         seq = int(conn.execute("SELECT value FROM meta WHERE key = 'change_seq'").fetchone()[0])
-        moved = conn.execute(_PLACE.format(table), (seq,)).rowcount
+        conn.execute(_PLACE.format(table), (seq,))
+        moved = changed_rows(conn)
         if moved:
             conn.execute("UPDATE meta SET value = ? WHERE key = 'change_seq'", (str(seq + moved),))
 

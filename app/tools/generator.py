@@ -350,10 +350,11 @@ def write(conn: sqlite3.Connection, plan: Plan, tick: Callable[[str, int], None]
         rows = make(Context(rng, plan.companies, plan.sizes, plan.seed, conn, days, plan.origin))
         counts[table] = 0
         while True:  # in chunks, so the progress moves without a per-row wrapper
-            written = max(0, conn.executemany(sql, islice(rows, CHUNK)).rowcount)
-            counts[table] += written
-            tick(table, written)
-            if written < CHUNK:
+            chunk = list(islice(rows, CHUNK))  # counted here: see changed_rows on rowcount
+            conn.executemany(sql, chunk)
+            counts[table] += len(chunk)
+            tick(table, len(chunk))
+            if len(chunk) < CHUNK:
                 break
     return counts
 

@@ -20,7 +20,7 @@ from ..data import summaries
 from ..data.pg import summaries as pg_summaries
 from ..data.pg.sql import numbered
 from ..data.pg.stats_summary import refresh as pg_refresh_stats
-from ..data.schema import fill_summaries
+from ..data.schema import changed_rows, fill_summaries
 from ..data.stats_summary import EVERYTHING
 
 MAX_SAFE_ID = 2**53 - 1  # JavaScript's Number.MAX_SAFE_INTEGER
@@ -99,7 +99,8 @@ def renumber(conn: sqlite3.Connection) -> None:
     for statement in RENUMBER:
         conn.execute(statement)
     seq = int(conn.execute(CHANGE_SEQ).fetchone()[0])
-    moved = conn.execute(RENUMBER_EVENTS, (seq,)).rowcount
+    conn.execute(RENUMBER_EVENTS, (seq,))
+    moved = changed_rows(conn)
     conn.execute(SET_CHANGE_SEQ, (str(seq + moved),))
     summaries.rebuild(conn)
     fill_summaries(conn)

@@ -29,6 +29,7 @@ from ..data.automation import Rules, classify, rules_from_env
 from ..data.schema import (
     DatabaseError,
     bump_data_version,
+    changed_rows,
     connect_writer,
     ensure_schema,
     into_new_file,
@@ -170,16 +171,19 @@ def _check_and_write(
             check(conn, table)
             if table in PARENTS or not any_problem(conn):
                 with indexes_set_aside(conn, table, counts[table]):
-                    written = conn.execute(MERGES[table]).rowcount
+                    conn.execute(MERGES[table])
+                    written = changed_rows(conn)
                 changed += written
                 if table == "campaign_events":
                     counts[WRITTEN] = written
                     conn.execute(ADVANCE_SEQ, (written,))
     if counts["campaign_events"] and not any_problem(conn):
-        counts[IMPLIED] = conn.execute(IMPLIED_TARGETS).rowcount
+        conn.execute(IMPLIED_TARGETS)
+        counts[IMPLIED] = changed_rows(conn)
         changed += counts[IMPLIED]
     if counts["inscriptions"] and not any_problem(conn):
-        changed += conn.execute(DERIVED_COMPLETIONS).rowcount
+        conn.execute(DERIVED_COMPLETIONS)
+        changed += changed_rows(conn)
     refuse_if_problems(conn)
     if counts["campaign_events"] or counts["campaign_targets"]:
         changed += classify(conn, rules, TOUCHED, seq).total()

@@ -51,7 +51,7 @@ from ..data.pg import sql as pg_sql
 from ..data.pg.schema import upgrade_if_older
 from ..data.pg.store import check_schema
 from ..data.pool import opened_companions, remove_companions
-from ..data.schema import connect_writer, file_identity, write_transaction
+from ..data.schema import changed_rows, connect_writer, file_identity, write_transaction
 from ..data.webhooks import CHANGED, utc_text
 from .cli import ToolError
 from .keytool import existing
@@ -271,7 +271,8 @@ class SqliteStore:
         if (conn := self._file_of(hook)) is None:
             return False
         with write_transaction(conn):
-            changed = conn.execute(STATUS, (status, *hook.same)).rowcount
+            conn.execute(STATUS, (status, *hook.same))
+            changed = changed_rows(conn)
             conn.execute(CHANGED)
         return changed > 0
 
