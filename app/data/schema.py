@@ -572,13 +572,19 @@ def into_new_file(path: str | Path) -> Iterator[Path]:
     beside it, linked into place only once the write succeeded. A refused write into a
     database that did not exist leaves no file behind (a server started with
     ``--bootstrap`` would otherwise serve that empty file). Another writer that made the
-    file meanwhile keeps it, and this write is refused: nothing is lost."""
+    file meanwhile keeps it, and this write is refused: nothing is lost.
+
+    The new file is its owner's alone (0600, whatever the umask): it holds the webhooks'
+    signing secrets in clear, and SQLite gives its -wal and -shm the same mode. An
+    existing file keeps its mode."""
     target = Path(path)
     if target.exists():
         yield target
         return
     work = target.with_name(f".{target.name}.{os.getpid()}.new")
     try:
+        work.unlink(missing_ok=True)  # left by a killed writer of the same process id
+        os.close(os.open(work, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         yield work
         try:
             os.link(work, target)  # never over a file another writer made meanwhile
@@ -928,10 +934,29 @@ def check_readable(path: str | Path) -> str:
         finally:
             conn.close()
     except sqlite3.Error as exc:
-        raise DatabaseError(f"database file {file} is not readable: {exc}") from exc
+        raise DatabaseError(
+            without_shm(file) or f"database file {file} is not readable: {exc}"
+        ) from exc
     if not token:
         raise DatabaseError(f"database file {file} has no data token")
     return token
+
+
+def without_shm(file: Path) -> str:
+    """Why a file that failed to open could not be read, when it is for want of its -shm:
+    SQLite reads a WAL file through it, and cannot make it in a read-only directory."""
+    shm = file.with_name(f"{file.name}-shm")
+    if shm.exists() or os.access(file.parent, os.W_OK, effective_ids=True):
+        return ""
+    with suppress(OSError), file.open("rb") as header:
+        if header.read(20)[18:19] == b"\x02":  # the write version of a WAL file
+            return (
+                f"database file {file} cannot be read in a read-only directory: SQLite reads"
+                f" it through {shm.name}, which it cannot create there (make the directory"
+                " writable, or serve a copy switched out of WAL mode: PRAGMA journal_mode ="
+                " DELETE)"
+            )
+    return ""
 
 
 def check_integrity(path: str | Path) -> None:

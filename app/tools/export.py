@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import sqlite3
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -230,10 +231,14 @@ def _chosen(companies: list[int], company: int | None, where: str | Path) -> lis
 
 @contextlib.contextmanager
 def _written(out: str | Path) -> Iterator[FixtureFile]:
-    """A fixture written beside ``out`` and renamed to it once whole; removed otherwise."""
+    """A fixture written beside ``out`` and renamed to it once whole; removed otherwise.
+    A file replaced keeps its mode (an export chmod'ed 0600 stays so); a new one follows
+    the umask."""
     part = Path(f"{out}.part")
     try:
         with open(part, "w", encoding="utf-8") as file:
+            with contextlib.suppress(FileNotFoundError):
+                os.fchmod(file.fileno(), stat.S_IMODE(os.stat(out).st_mode))
             fixture = FixtureFile(file)
             yield fixture
             fixture.finish()
