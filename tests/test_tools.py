@@ -453,7 +453,7 @@ def test_every_tool_command_holds_stops_while_importing() -> None:
 
 DISK_FULL = """
 set -e
-mount -t tmpfs -o size=1m tmpfs "$DIR"
+mount -t tmpfs -o size=4m tmpfs "$DIR"
 "$PYTHON" scripts/load_fixtures.py fixtures/sample.json --no-progress --db "$DIR/x.sqlite3" \
     >/dev/null
 cp "$DIR"/x.sqlite3* "$OUT/before/"
