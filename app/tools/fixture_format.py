@@ -168,6 +168,17 @@ class Record(Schema):
             for name, f in self.load_fields.items()
         ]
 
+    def handle_error(self, error: ValidationError, data: Any, *, many: bool, **kwargs: Any) -> None:
+        """Name a record's unknown fields in its own order: marshmallow finds them through a
+        set, whose order changes with each process's PYTHONHASHSEED."""
+        messages = error.messages
+        if many or not isinstance(messages, dict) or not isinstance(data, dict):
+            return
+        unknown = [name for name in data if name in messages and name not in self._names]
+        ordered = {k: v for k, v in messages.items() if k not in unknown}
+        ordered.update((name, messages[name]) for name in unknown)
+        raise ValidationError(ordered, data=error.data, valid_data=error.valid_data)
+
     def quick_load(self, data: Any) -> dict[str, Any] | None:
         """What ``load`` returns for a plainly valid record, or None: then call ``load``.
 
