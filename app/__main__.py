@@ -22,6 +22,7 @@ import asyncpg
 
 from .config import Config, base_url, load_config, masked_url, unknown_settings
 from .data.pg import schema as pg_schema
+from .data.pg.session import connect
 from .data.pg.store import check_schema
 from .data.schema import DatabaseError, check_integrity, check_readable, upgrade_if_older
 from .main import create_app
@@ -49,7 +50,7 @@ async def prepare_postgresql(config: Config) -> bool:
     role simply needs a database the loader prepared or upgraded).
     """
     try:
-        conn = await asyncpg.connect(config.database_url, timeout=10)
+        conn = await connect(config.database_url, timeout=10)
     # InterfaceError: a setting of the URL the driver refuses only now (sslmode=verify-ca
     # without the root certificate).
     except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:

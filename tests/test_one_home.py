@@ -3,7 +3,8 @@ source with ast.
 
 The ETag is made in one place, the data version moves in one function, the responders
 never ask which kind of paging they were given (each view calls the responder for its
-kind), and no listing finds its record schema in app state filled by the docs set-up.
+kind), no listing finds its record schema in app state filled by the docs set-up, and
+every PostgreSQL connection is made where the session settings are asked for.
 """
 
 from __future__ import annotations
@@ -63,3 +64,17 @@ def test_no_responder_dispatches_on_the_kind_of_paging() -> None:
 
 def test_no_record_schemas_in_app_state() -> None:
     assert [p for p in APP.rglob("*.py") if "RECORD_SCHEMAS" in p.read_text(encoding="utf-8")] == []
+
+
+def test_every_postgresql_connection_asks_for_the_session_settings() -> None:
+    """A connection made elsewhere would take the database's defaults (app.data.pg.session)."""
+    sites = sorted(
+        f"{path.relative_to(ROOT)}:{called(node)}"
+        for path, tree in trees()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and called(node) in ("connect", "create_pool")
+        and isinstance(node.func, ast.Attribute)
+        and getattr(node.func.value, "id", "") == "asyncpg"
+    )
+    assert sites == ["app/data/pg/session.py:connect", "app/data/pg/store.py:create_pool"]

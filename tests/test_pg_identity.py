@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +28,14 @@ from app.data.feed import START
 from app.data.listings import Listing, Record
 from app.data.pg import sql
 from app.data.vocabulary import AUTOMATION_FILTERS
+from app.tools.loader import SAMPLE_FIXTURE
 from app.tools.pg_loader import load_pg, sqlite_decimal
 
 from .support import reports as oracle
 from .support.factories import DATA_TABLES, by_id, sample
 from .support.identity import CAMPAIGNS as REPORT_CAMPAIGNS
 from .support.identity import COURSES, CROWD, DAYS, REPORT_PATHS, report_fixture, report_listings
-from .support.stores import Store
+from .support.stores import Store, fetch_all, fresh_database
 
 AWKWARD_NAMES = [
     'Zoë "Q" O\'Neil',
@@ -46,6 +48,44 @@ AWKWARD_NAMES = [
 TABLES = (*DATA_TABLES, "campaign_targets")
 REPORT_COURSES = [course for course, *_ in COURSES]
 RESULTS = [0.0, 100.0, 33.33, 12.3456789012345678, 0.1 + 0.2, 99.5, 7.0, 0.0001]
+
+
+# The requests whose answers must be the same bytes from either store.
+HTTP_PATHS = [
+    "/api/companies/v1/campaigns/1/events",
+    "/api/companies/v1/campaigns/1/events?filter[type]=open,click&per_page=7&page=2",
+    "/api/companies/v1/victimsapi/7/events",
+    "/api/companies/v1/course-inscriptions?per_page=500",
+    "/api/companies/v1/course-inscriptions?filter[department]=finance&per_page=3&page=2",
+    "/api/companies/v1/campaigns/3/events",
+    "/api/companies/v1/campaigns/1/events?format=csv",  # the exports' ids (campaign...)
+    "/api/companies/v1/victimsapi/7/events?format=csv&per_page=5",
+    "/api/companies/v1/course-inscriptions?per_page=500&format=csv",
+    "/api/companies/v1/course-inscriptions/changes?limit=1000&format=csv",
+    "/api/companies/v1/course-inscriptions/changes?limit=1000&format=ndjson",
+    "/api/companies/v1/victimsapi/changes?limit=1000&format=csv",
+    *REPORT_PATHS,
+]
+
+# The stats too, by month and by quarter and team.
+STATS_PATHS = [
+    f"/api/companies/v1/stats/{kind}?interval={interval}&filter[from_date]=2025-01-01"
+    f"&filter[to_date]=2025-12-31{grouping}"
+    for kind in ("phishing", "training")
+    for interval, grouping in (("month", ""), ("quarter", "&group_by=team"))
+]
+# Backslashes in the schema's checks and the statements mean what they say only with
+# standard-conforming strings (the loader refused every instant without them).
+NON_STANDARD_STRINGS = ["standard_conforming_strings = off"]
+EVERY_OUTPUT_SETTING = [
+    *NON_STANDARD_STRINGS,
+    "extra_float_digits = 0",
+    "DateStyle = 'SQL, DMY'",
+    "IntervalStyle = 'postgres_verbose'",
+    "TimeZone = 'Pacific/Kiritimati'",
+    "bytea_output = 'escape'",
+    "default_transaction_isolation = 'serializable'",
+]
 
 
 def awkward_fixture(path: Path) -> None:
@@ -261,30 +301,15 @@ async def test_http_answers_are_the_same_bytes(make_client: Any, both: tuple[Pat
     pg = await make_client(database_url=both[1])
     headers = {"X-API-KEY": sample()["api_keys"][0]["key"], "Accept-Encoding": "identity"}
     headers["X-Request-ID"] = "same-request"
-    paths = [
-        "/api/companies/v1/campaigns/1/events",
-        "/api/companies/v1/campaigns/1/events?filter[type]=open,click&per_page=7&page=2",
-        "/api/companies/v1/victimsapi/7/events",
-        "/api/companies/v1/course-inscriptions?per_page=500",
-        "/api/companies/v1/course-inscriptions?filter[department]=finance&per_page=3&page=2",
-        "/api/companies/v1/campaigns/3/events",
-        "/api/companies/v1/campaigns/1/events?format=csv",  # the exports' ids (campaign...)
-        "/api/companies/v1/victimsapi/7/events?format=csv&per_page=5",
-        "/api/companies/v1/course-inscriptions?per_page=500&format=csv",
-        "/api/companies/v1/course-inscriptions/changes?limit=1000&format=csv",
-        "/api/companies/v1/course-inscriptions/changes?limit=1000&format=ndjson",
-        "/api/companies/v1/victimsapi/changes?limit=1000&format=csv",
-        *REPORT_PATHS,
-    ]
     statuses = []
-    for path in paths:
+    for path in HTTP_PATHS:
         a, b = await asyncio.gather(lite.get(path, headers=headers), pg.get(path, headers=headers))
         assert (a.status, await a.read()) == (b.status, await b.read()), path
         # A feed's Link holds a cursor, which each store signs with its own secret.
         for name in ("X-Total-Count", "X-Total-Pages", *(() if "changes" in path else ("Link",))):
             assert a.headers.get(name) == b.headers.get(name), (path, name)
         statuses.append(a.status)
-    assert statuses.count(200) == len(paths) - 2  # two ask for company 2's campaign 3
+    assert statuses.count(200) == len(HTTP_PATHS) - 2  # two ask for company 2's campaign 3
 
 
 async def walk_feed(
@@ -420,3 +445,45 @@ async def test_the_stats_of_a_company_numbered_2_to_the_53_minus_1(
             assert body == await b.read(), path
             counted = "campaigns" if stats == "phishing" else "due"
             assert sum(row[counted] for row in json.loads(body)) == 1
+
+
+@pytest.fixture
+def empty_database(pg_url: str) -> Iterator[str]:
+    yield from fresh_database(pg_url, "template0")
+
+
+@pytest.mark.parametrize(
+    "settings", [NON_STANDARD_STRINGS, EVERY_OUTPUT_SETTING], ids=["strings", "every"]
+)
+async def test_the_answers_hold_under_a_database_s_own_defaults(
+    settings: list[str],
+    store: Store,
+    pg_url: str,
+    empty_database: str,
+    make_client: Any,
+    tmp_path: Path,
+) -> None:
+    """Defaults a database administrator may set on the database (or a role, or in
+    postgresql.conf) apply to every session that does not ask otherwise: the loader and
+    the server work on such a database as on a default one, with the same answers
+    (docs/operations.md, session settings). With ``standard_conforming_strings = off``
+    the loader made the schema's checks refuse every instant."""
+    extra, reports = tmp_path / "awkward.json", tmp_path / "reports.json"
+    awkward_fixture(extra)
+    report_fixture(reports)
+    await store.load([extra, reports])
+    name = empty_database.rsplit("/", 1)[1]
+    for setting in settings:
+        await fetch_all(pg_url, f"ALTER DATABASE {name} SET {setting}")
+    await load_pg(empty_database, [SAMPLE_FIXTURE, extra, reports])
+
+    lite = await make_client(database_url="")
+    pg = await make_client(database_url=empty_database)
+    headers = {"X-API-KEY": sample()["api_keys"][0]["key"], "Accept-Encoding": "identity"}
+    headers["X-Request-ID"] = "same-request"
+    statuses = []
+    for path in [*HTTP_PATHS, *STATS_PATHS]:
+        a, b = await asyncio.gather(lite.get(path, headers=headers), pg.get(path, headers=headers))
+        assert (a.status, await a.read()) == (b.status, await b.read()), path
+        statuses.append(a.status)
+    assert statuses.count(200) == len(statuses) - 2  # two ask for company 2's campaign 3

@@ -24,9 +24,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import asyncpg
-
 from ..config import OneLineParser
+from ..data.pg.session import connect
 from ..data.pg.sql import numbered
 from ..data.pg.store import check_schema
 from ..data.schema import DERIVED_COMPLETION, check_readable, read_snapshot
@@ -192,7 +191,7 @@ def export_fixture(
 async def export_pg(url: str, out: str | Path, company: int | None = None) -> dict[str, int]:
     """:func:`export_fixture` from the PostgreSQL database at ``url``."""
     check_regular(out)
-    conn = await asyncpg.connect(url)
+    conn = await connect(url)
     try:
         async with conn.transaction(isolation="repeatable_read", readonly=True):
             await check_schema(conn)

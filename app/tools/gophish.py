@@ -18,11 +18,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import asyncpg
-
 from ..config import OneLineParser
 from ..data.fields import MAX_LABEL, MAX_SAFE_ID, one_line_label
 from ..data.pg.schema import schema_version
+from ..data.pg.session import connect
 from ..data.pg.sql import numbered
 from ..data.schema import DatabaseError
 from .cli import add_store_arguments, command, record_id
@@ -83,7 +82,7 @@ def read_company(db: Path, company: int, source: str) -> tuple[str | None, Conte
 async def read_company_pg(url: str, company: int, source: str) -> tuple[str | None, Context]:
     """:func:`read_company` from a PostgreSQL database."""
     ctx = Context(company, source)
-    conn = await asyncpg.connect(url)
+    conn = await connect(url)
     try:
         if await schema_version(conn) is None:
             return None, ctx  # an empty database: the loader will create the schema

@@ -36,6 +36,7 @@ from ..data.api_keys import (
 from ..data.pg import api_keys as pg_keys
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import upgrade_if_older
+from ..data.pg.session import connect
 from ..data.pg.store import check_schema
 from ..data.schema import (
     bump_data_version,
@@ -236,7 +237,7 @@ async def in_pg_transaction(
 ) -> T:
     """Run ``fn(conn, *args)`` in one transaction on PostgreSQL, which upgrades an older
     schema first (a refused command leaves it as it was) and checks the schema."""
-    conn = await asyncpg.connect(url)
+    conn = await connect(url)
     try:
         async with conn.transaction():
             await upgrade_if_older(conn)

@@ -16,6 +16,7 @@ from typing import Any
 import asyncpg
 
 from ..data.pg.schema import bump_data_version, schema_for_a_write
+from ..data.pg.session import connect
 from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.pg.summaries import fill as fill_reports
 from ..data.stats_summary import EVERYTHING
@@ -69,7 +70,7 @@ async def copy_to_pg(sqlite_path: str | Path, url: str) -> dict[str, int]:
     # The copy commits synchronously even where the server's default is not: VACUUM only
     # marks a page all-visible once its rows' commit is flushed (measured on a server
     # with synchronous_commit=off: no page marked right after the copy).
-    conn = await asyncpg.connect(url, server_settings={"synchronous_commit": "on"})
+    conn = await connect(url, synchronous_commit="on")
     counts: dict[str, int] = {}
     try:
         async with schema_for_a_write(conn), conn.transaction():

@@ -26,6 +26,7 @@ import asyncpg
 from ..data.automation import Rules, rules_from_env
 from ..data.pg.automation import classify
 from ..data.pg.schema import bump_data_version, schema_for_a_write
+from ..data.pg.session import connect
 from ..data.pg.stats_summary import refresh as refresh_stats
 from ..data.pg.summaries import refresh as refresh_reports
 from ..data.schema import DERIVE_COMPLETED_AT, DERIVED_COMPLETION, KEPT_COMPLETION
@@ -248,7 +249,7 @@ async def load_staged(
     the environment's settings)."""
     rules = rules or rules_from_env()
     try:
-        conn = await asyncpg.connect(url)
+        conn = await connect(url)
         try:
             async with schema_for_a_write(conn, rules) as reshaped:
                 return await write(conn, batch, rules, prepare, reshaped)

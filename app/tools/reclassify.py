@@ -14,14 +14,13 @@ import sys
 from collections import Counter
 from collections.abc import Sequence
 
-import asyncpg
-
 from ..config import OneLineParser
 from ..data.automation import Rules, classify, rules_from_env
 from ..data.pg.automation import classify as classify_pg
 from ..data.pg.schema import bump_data_version as bump_pg
 from ..data.pg.schema import ensure_schema as ensure_pg
 from ..data.pg.schema import schema_version
+from ..data.pg.session import connect
 from ..data.pg.stats_summary import refresh as refresh_stats_pg
 from ..data.pg.summaries import refresh as refresh_reports_pg
 from ..data.schema import (
@@ -71,7 +70,7 @@ def reclassify(db: str, company: int | None, rules: Rules) -> Moved:
 
 async def reclassify_pg(url: str, company: int | None, rules: Rules) -> Moved:
     """:func:`reclassify` on PostgreSQL (loads take turns with it by the loaders' lock)."""
-    conn = await asyncpg.connect(url)
+    conn = await connect(url)
     try:
         if await schema_version(conn) is None:  # as on SQLite: no schema is made here
             raise DatabaseError("the PostgreSQL database has no schema (load fixtures first)")

@@ -49,6 +49,7 @@ from aiohttp.resolver import DefaultResolver
 from ..data.feed import FEED_MARK, FeedFilters, feed_listing, feed_mark, feed_mark_key
 from ..data.pg import sql as pg_sql
 from ..data.pg.schema import upgrade_if_older
+from ..data.pg.session import connect
 from ..data.pg.store import check_schema
 from ..data.pool import opened_companions, remove_companions
 from ..data.schema import changed_rows, connect_writer, file_identity, write_transaction
@@ -292,7 +293,7 @@ class PgStore:
 
     @classmethod
     async def open(cls, url: str) -> PgStore:
-        conn = await asyncpg.connect(url)
+        conn = await connect(url)
         try:
             await upgrade_if_older(conn)  # as the SQLite store's writer does
             await check_schema(conn)

@@ -42,6 +42,7 @@ from ..schema import SCHEMA_VERSION, TOKEN, DatabaseError
 from ..store import Unavailable
 from . import sql
 from .schema import CHANNEL
+from .session import SESSION, connect
 
 log = logging.getLogger("app.pg")
 
@@ -158,11 +159,12 @@ class PgStore:
             command_timeout=timeout,
             timeout=timeout,
             reset=keep_session,
+            server_settings=SESSION,
         )
         try:
             async with pool.acquire() as conn:
                 token = await check_schema(conn)
-            listener = await asyncpg.connect(url, timeout=timeout)
+            listener = await connect(url, timeout=timeout)
         except (*UNAVAILABLE, asyncpg.PostgresError) as exc:
             await pool.close()
             raise DatabaseError(f"cannot connect to PostgreSQL: {exc}") from None
@@ -191,7 +193,7 @@ class PgStore:
 
     async def _listen_again(self) -> None:
         try:
-            listener = await asyncpg.connect(self._url, timeout=self._timeout)
+            listener = await connect(self._url, timeout=self._timeout)
         except (*UNAVAILABLE, asyncpg.PostgresError):
             return  # still down: the next request tries again
         try:
