@@ -457,6 +457,20 @@ def big_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[i
     return db, ordered_ids(campaign_one_events() + added), directory / "big.json"
 
 
+async def big_client(
+    make_client: MakeClient,
+    big_template: tuple[Path, list[int], Path],
+    tmp_path: Path,
+    store: Store,
+) -> tuple[TestClient, list[int]]:
+    """A client of the store holding campaign 1's big listing, and its ids in order."""
+    template, expected, added = big_template
+    if store.kind == "sqlite":
+        return await make_client(db=str(shutil.copy(template, tmp_path / "big.sqlite3"))), expected
+    await store.load([added])
+    return await make_client(), expected
+
+
 @pytest.mark.writes
 async def test_large_array_is_streamed_complete_and_in_order(
     make_client: MakeClient,
@@ -464,12 +478,7 @@ async def test_large_array_is_streamed_complete_and_in_order(
     tmp_path: Path,
     store: Store,
 ) -> None:
-    template, expected, added = big_template
-    if store.kind == "sqlite":
-        client = await make_client(db=str(shutil.copy(template, tmp_path / "big.sqlite3")))
-    else:
-        await store.load([added])
-        client = await make_client()
+    client, expected = await big_client(make_client, big_template, tmp_path, store)
     whole, body = await get_raw(client, CAMPAIGN, **{"Accept-Encoding": "identity"})
     assert whole.status == 200
     assert whole.headers["Content-Type"] == JSON_TYPE
@@ -530,12 +539,7 @@ async def test_an_http_1_0_stream_ends_with_the_close_not_the_next_answer(
 ) -> None:
     """HTTP/1.0 has no chunks: a streamed array's end is the connection's close, so no
     answer to a request pipelined behind it (another company's) may follow it."""
-    template, expected, added = big_template
-    if store.kind == "sqlite":
-        client = await make_client(db=str(shutil.copy(template, tmp_path / "big.sqlite3")))
-    else:
-        await store.load([added])
-        client = await make_client()
+    client, expected = await big_client(make_client, big_template, tmp_path, store)
     old = pipelined("GET", CAMPAIGN, KEY_1, "1.0", "Connection: keep-alive")
     received, closed = await exchange(client, old + pipelined("GET", f"{API}/campaigns", KEY_2))
     head, _, body = received.partition(b"\r\n\r\n")
