@@ -345,3 +345,37 @@ def test_two_sections_at_one_place_are_refused_even_from_two_files(
         f" is section {section['id']}'s",
     ]
     assert fingerprint(sample_db) == before
+
+
+LOADER = ["-m", "app.tools.loader", str(SAMPLE_FIXTURE)]
+
+
+@pytest.mark.system
+@pytest.mark.parametrize("command", [LOADER, ["-m", "app"]])
+def test_a_link_to_a_missing_file_is_refused_as_such(tmp_path: Path, command: list[str]) -> None:
+    """A symbolic link whose file does not exist yet is named as such, not blamed on
+    another writer, and nothing is made at either end (the server's first start too)."""
+    link = tmp_path / "link.sqlite3"
+    target = tmp_path / "missing.sqlite3"
+    link.symlink_to(target)
+    done = run_python(*command, "--db", str(link))
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    end = f"{link} is a symbolic link to {target}, which does not exist: name the database file"
+    assert last.endswith(end + " itself")
+    assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.sqlite3"]
+
+
+@pytest.mark.system
+def test_a_missing_directory_is_named(tmp_path: Path) -> None:
+    """A database in a directory that does not exist (``~`` is not expanded without a
+    shell) is refused with that directory, not with the loader's work file."""
+    db = tmp_path / "~" / "x.sqlite3"
+    done = run_python("-m", "app.tools.loader", str(SAMPLE_FIXTURE), "--db", str(db))
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"load refused, database unchanged: cannot create {db}:"
+        f" the directory {db.parent} does not exist"
+    )
+    assert list(tmp_path.iterdir()) == []

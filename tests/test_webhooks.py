@@ -924,3 +924,19 @@ async def test_each_subscription_keeps_its_newest_attempts(
     assert [(a["event_id"], a["attempt"]) for a in after] == [(1005, 1), (1004, 1), (1002, 1)]
     assert after[2] == before[0] and answer.headers["X-Total-Count"] == "3"
     assert len(receiver.got) == 5
+
+
+async def test_a_sender_through_a_symbolic_link_holds_the_databases_lock(
+    sample_db: Path, tmp_path: Path
+) -> None:
+    """The lock is beside the file a link names: a second sender is refused whichever
+    path each of them was given."""
+    link = tmp_path / "link.sqlite3"
+    link.symlink_to(sample_db)
+    store = SqliteStore(str(link))
+    try:
+        with pytest.raises(ToolError, match="another webhook sender is running"):
+            SqliteStore(str(sample_db))
+    finally:
+        await store.close()
+    assert not (tmp_path / "link.sqlite3.webhooks.lock").exists()

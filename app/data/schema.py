@@ -581,6 +581,13 @@ def into_new_file(path: str | Path) -> Iterator[Path]:
     if target.exists():
         yield target
         return
+    if target.is_symlink():  # else os.link below fails as if another writer made it
+        raise DatabaseError(
+            f"{target} is a symbolic link to {os.readlink(target)}, which does not exist:"
+            " name the database file itself"
+        )
+    if not target.parent.is_dir():  # else the error names the work file below
+        raise DatabaseError(f"cannot create {target}: the directory {target.parent} does not exist")
     work = target.with_name(f".{target.name}.{os.getpid()}.new")
     try:
         work.unlink(missing_ok=True)  # left by a killed writer of the same process id

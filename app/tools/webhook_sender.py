@@ -30,6 +30,7 @@ import ipaddress
 import json
 import logging
 import math
+import os
 import re
 import signal
 import socket
@@ -199,7 +200,9 @@ class SqliteStore:
 
     def __init__(self, path: str) -> None:
         self.path = existing(path)
-        self._lock = open(f"{path}.webhooks.lock", "w")  # noqa: SIM115 (held while running)
+        # Beside the file a symbolic link names: one lock whichever path a sender is given.
+        lock = f"{os.path.realpath(path)}.webhooks.lock"
+        self._lock = open(lock, "w")  # noqa: SIM115 (held while running)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
