@@ -5,7 +5,7 @@ aiohttp has no public way to (1) choose the connection class (``RequestHandler``
 which a header-read timeout needs, (3) tell an oversized header (431) or request line
 (414) from other parser errors, which it all answers as 400, (4) answer an
 ``Expect: 100-continue`` without a ``100 Continue`` first, or (5) close the connection
-of a request asking to switch protocols (``closing_upgrades``). The names used for these
+of a request asking to switch protocols (``plain_requests``). The names used for these
 are checked at import by ``check_private_api`` and by tests/test_connections.py, and
 pyproject.toml caps aiohttp below the next minor release: an upgrade that moves them
 fails at once, loudly, instead of silently dropping a protection.
@@ -83,37 +83,10 @@ def parser_error_status(status: int, exc: BaseException | None) -> int:
     return status
 
 
-def without_continue(factory: RequestFactory) -> RequestFactory:
-    """``factory`` building requests whose ``Expect: 100-continue`` is dropped.
-
-    aiohttp meets that expectation before any middleware runs, by sending ``100 Continue``:
-    the client then sends its whole body, only to have it refused. Without it the client
-    gets the final answer at once and keeps its body (RFC 9110 10.1.1); any other
-    ``Expect`` stays, for aiohttp to refuse with a 417.
-    """
-
-    def make(message: RawRequestMessage, *args: Any) -> web.BaseRequest:
-        # .get, not .getall: a request the parser refused comes with a plain empty dict.
-        if message.headers.get(hdrs.EXPECT, "").lower() != _CONTINUE:
-            return factory(message, *args)
-        headers = CIMultiDict(
-            (k, v)
-            for k, v in message.headers.items()
-            if k.lower() != "expect" or v.lower() != _CONTINUE
-        )
-        raw = tuple(
-            (k, v)
-            for k, v in message.raw_headers
-            if k.lower() != b"expect" or v.lower() != _CONTINUE.encode()
-        )
-        trimmed = message._replace(headers=CIMultiDictProxy(headers), raw_headers=raw)
-        return factory(trimmed, *args)
-
-    return make
-
-
-def closing_upgrades(factory: RequestFactory) -> RequestFactory:
-    """``factory`` building requests that close their connection when they ask to upgrade.
+def plain_requests(factory: RequestFactory) -> RequestFactory:
+    """``factory`` building requests as this API answers them: none asks for a
+    ``100 Continue`` (:func:`without_continue`), and one asking to switch protocols closes
+    its connection after its answer.
 
     aiohttp's parser drops, unparsed, whatever arrives in the same read as a request with
     ``Connection: upgrade`` and an ``Upgrade`` other than websocket (``h2c``, say): the
@@ -125,9 +98,33 @@ def closing_upgrades(factory: RequestFactory) -> RequestFactory:
     def make(message: RawRequestMessage, *args: Any) -> web.BaseRequest:
         if message.upgrade:
             message = message._replace(should_close=True)
+        # .get, not .getall: a request the parser refused comes with a plain empty dict.
+        if message.headers.get(hdrs.EXPECT, "").lower() == _CONTINUE:
+            message = without_continue(message)
         return factory(message, *args)
 
     return make
+
+
+def without_continue(message: RawRequestMessage) -> RawRequestMessage:
+    """``message`` without its ``Expect: 100-continue``.
+
+    aiohttp meets that expectation before any middleware runs, by sending ``100 Continue``:
+    the client then sends its whole body, only to have it refused (no endpoint takes one).
+    Without it the client gets the final answer at once and keeps its body (RFC 9110
+    10.1.1); any other ``Expect`` stays, for aiohttp to refuse with a 417.
+    """
+    headers = CIMultiDict(
+        (k, v)
+        for k, v in message.headers.items()
+        if k.lower() != "expect" or v.lower() != _CONTINUE
+    )
+    raw = tuple(
+        (k, v)
+        for k, v in message.raw_headers
+        if k.lower() != b"expect" or v.lower() != _CONTINUE.encode()
+    )
+    return message._replace(headers=CIMultiDictProxy(headers), raw_headers=raw)
 
 
 class GuardedRequestHandler(RequestHandler):
@@ -250,7 +247,6 @@ class HandlerAppRunner(web.AppRunner):
     """An AppRunner whose server builds ``handler_class`` connections."""
 
     handler_class: ClassVar[type[RequestHandler]] = GuardedRequestHandler
-    sends_continue: ClassVar[bool] = True  # False: never a 100 Continue (without_continue)
 
     def wrap_handler(self, handler: AppHandler) -> AppHandler:
         """The application's request handler as the connections call it (here unchanged)."""
@@ -258,11 +254,10 @@ class HandlerAppRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         server = await super()._make_server()
-        factory = closing_upgrades(server.request_factory)
         return HandlerServer(
             self.wrap_handler(server.request_handler),
             handler_class=self.handler_class,
-            request_factory=factory if self.sends_continue else without_continue(factory),
+            request_factory=plain_requests(server.request_factory),
             handler_cancellation=server.handler_cancellation,
             **server._kwargs,
         )

@@ -184,7 +184,12 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         response.force_close()
         return response
     try:
-        return await answer_or_cut(request, handler)
+        try:
+            return await handler(request)
+        except Exception as exc:
+            if request.writer.output_size == 0 or client_gone(request):
+                raise
+            return cut_short(request, exc)
     except ApiError as exc:
         return problem_response(
             exc.status,
@@ -236,8 +241,8 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return unexpected_error(request)
 
 
-async def answer_or_cut(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """The handler's answer; one that fails after its status line was sent is cut off.
+def cut_short(request: web.Request, exc: Exception) -> web.Response:
+    """What an answer that failed after its status line was sent ends with.
 
     No error response can follow a sent status line: aiohttp would write the second one
     into the chunked body and end it with a final chunk, so a client could take a
@@ -245,20 +250,15 @@ async def answer_or_cut(request: web.Request, handler: Handler) -> web.StreamRes
     final chunk, which every client reads as a failed answer. The access line keeps the
     200 the client got; one line says the answer was cut and why (a bug keeps its trace).
     """
-    try:
-        return await handler(request)
-    except Exception as exc:
-        if request.writer.output_size == 0 or client_gone(request):
-            raise
-        cut = "%s %s cut short after its status line (request id %s)"
-        where = (request.method, request.path, request.get(REQUEST_ID, ""))
-        if isinstance(exc, DatabaseError):  # one line, as for any read the database fails
-            log.warning(cut + ": %s", *where, exc)
-        else:
-            log.exception(cut, *where)
-        if request.transport is not None:
-            reset(request.transport)
-        return web.Response(status=STREAMED)
+    cut = "%s %s cut short after its status line (request id %s)"
+    where = (request.method, request.path, request.get(REQUEST_ID, ""))
+    if isinstance(exc, DatabaseError):  # one line, as for any read the database fails
+        log.warning(cut + ": %s", *where, exc)
+    else:
+        log.exception(cut, *where)
+    if request.transport is not None:
+        reset(request.transport)
+    return web.Response(status=STREAMED)
 
 
 def report_unavailable(exc: Exception) -> None:

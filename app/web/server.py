@@ -119,8 +119,6 @@ class ProblemAppRunner(HandlerAppRunner):
     """An AppRunner serving ProblemRequestHandler connections, bounded as configured."""
 
     handler_class = ProblemRequestHandler
-    # No endpoint takes a body: a client asking first is answered, not invited to send it.
-    sends_continue = False
 
     def __init__(self, app: web.Application, **kwargs: Any) -> None:
         config = app.get(CONFIG) or Config()
